@@ -1,0 +1,182 @@
+//! The isolated launch, in three processes:
+//!
+//! - the **launcher** (the caller's process, outside): relays the Unix socket to the proxy,
+//!   forwards signals to the keeper and returns the keeper's exit code;
+//! - the **keeper** (forked; new user and network namespaces, old PID namespace): creates the
+//!   namespaces, brings `lo` up, forks init, passes signals down and init's status up;
+//! - **init** (PID 1 of the new PID namespace): runs the forwarder, starts the command, reaps
+//!   orphans, and exits with the command's status, whereupon the kernel kills whatever is left
+//!   in the namespace.
+//!
+//! The keeper and init die with their parent (`PR_SET_PDEATHSIG`), so a launcher killed by
+//! SIGKILL takes the sandbox with it. All three are non-dumpable: the command may run as the
+//! same user, and must not read the launcher's memory or environment through `/proc`.
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+
+use nix::sys::prctl;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{ForkResult, Pid, getpid, getppid};
+
+use crate::command::{self, Started};
+use crate::env::command_env;
+use crate::fork::fork_single_threaded;
+use crate::error::{EXIT_LAUNCHER_ERROR, SandboxError};
+use crate::namespace::{self, IdMaps};
+use crate::proxy_url::ProxyUrl;
+use crate::relay;
+use crate::report::{self, Failure};
+use crate::signals::Signals;
+use crate::supervise::{Reap, reap_blocking, supervise};
+use crate::{loopback, report::Writer};
+
+/// Everything the inside half needs, prepared before the first fork.
+struct Inside<'a> {
+    proxy: &'a ProxyUrl,
+    command: &'a [OsString],
+    socket: &'a Path,
+    maps: IdMaps,
+    signals: &'a Signals,
+}
+
+/// Runs `command` in the sandbox and returns its exit code.
+pub(crate) fn run(proxy: &ProxyUrl, command: &[OsString]) -> Result<i32, SandboxError> {
+    namespace::ensure_single_threaded()?;
+    let maps = IdMaps::for_current_user().map_err(SandboxError::from)?;
+    // tempfile makes the directory mode 0700: only this user (and root) reach the socket.
+    let dir = tempfile::Builder::new()
+        .prefix("egressgate-sandbox-")
+        .tempdir()
+        .map_err(|e| SandboxError::setup("creating a private directory for the relay socket", e))?;
+    let socket = dir.path().join("proxy.sock");
+    let listener = UnixListener::bind(&socket)
+        .map_err(|e| SandboxError::setup("binding the relay socket", e))?;
+    let (report, report_writer) = report::channel()?;
+    let signals = Signals::hold()?;
+    prctl::set_dumpable(false).map_err(|e| SandboxError::setup("making the launcher non-dumpable", e))?;
+    let launcher = getpid();
+    let inside = Inside {
+        proxy,
+        command,
+        socket: &socket,
+        maps,
+        signals: &signals,
+    };
+    match fork_single_threaded().map_err(|e| SandboxError::setup("forking", e))? {
+        ForkResult::Child => {
+            drop(listener);
+            drop(report);
+            std::process::exit(keeper(launcher, report_writer, &inside))
+        }
+        ForkResult::Parent { child } => {
+            drop(report_writer);
+            let outcome = outside(child, report, listener, proxy, &signals);
+            drop(dir);
+            outcome
+        }
+    }
+}
+
+/// The launcher's part after the fork.
+fn outside(
+    keeper: Pid,
+    report: report::Reader,
+    listener: UnixListener,
+    proxy: &ProxyUrl,
+    signals: &Signals,
+) -> Result<i32, SandboxError> {
+    let relay = match relay::Outside::start(listener, proxy.authority().to_owned()) {
+        Ok(relay) => relay,
+        Err(e) => {
+            let _ = kill(keeper, Signal::SIGKILL);
+            reap_blocking(keeper);
+            return Err(SandboxError::setup("starting the relay", e));
+        }
+    };
+    let outcome = match report.wait() {
+        Ok(()) => supervise(keeper, Reap::Child, signals).map_err(|e| {
+            let _ = kill(keeper, Signal::SIGKILL);
+            reap_blocking(keeper);
+            SandboxError::setup("waiting for the command", e)
+        }),
+        Err(failure) => {
+            reap_blocking(keeper);
+            Err(failure.into())
+        }
+    };
+    relay.stop();
+    outcome
+}
+
+/// The keeper: makes the namespaces, then forks init and waits for it.
+fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
+    if let Err(failure) = enter_namespaces(launcher, &inside.maps) {
+        report.fail(&failure);
+        return EXIT_LAUNCHER_ERROR;
+    }
+    match fork_single_threaded() {
+        Ok(ForkResult::Child) => std::process::exit(init(report, inside)),
+        Ok(ForkResult::Parent { child }) => {
+            drop(report);
+            supervise(child, Reap::Child, inside.signals).unwrap_or(EXIT_LAUNCHER_ERROR)
+        }
+        Err(e) => {
+            report.fail(&Failure::Setup(format!("forking init: {e}")));
+            EXIT_LAUNCHER_ERROR
+        }
+    }
+}
+
+fn enter_namespaces(launcher: Pid, maps: &IdMaps) -> Result<(), Failure> {
+    let fail = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
+    namespace::enter(maps)?;
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e))?;
+    if getppid() != launcher {
+        return Err(Failure::Setup("the launcher exited during setup".into()));
+    }
+    loopback::bring_up()
+}
+
+/// Init, PID 1 of the new PID namespace: forwarder, command, reaping.
+fn init(report: Writer, inside: &Inside) -> i32 {
+    let forwarder = match start_forwarder(inside.socket) {
+        Ok(port) => port,
+        Err(failure) => {
+            report.fail(&failure);
+            return EXIT_LAUNCHER_ERROR;
+        }
+    };
+    let proxy_url = inside.proxy.with_authority(&format!("127.0.0.1:{forwarder}"));
+    let env = command_env(std::env::vars_os(), &proxy_url);
+    let Some((program, args)) = inside.command.split_first() else {
+        report.fail(&Failure::Setup("no command".into()));
+        return EXIT_LAUNCHER_ERROR;
+    };
+    let started = command::start(program, args, env);
+    drop(report);
+    match started {
+        Started::Failed(code) => code,
+        Started::Running(pid) => {
+            supervise(pid, Reap::All, inside.signals).unwrap_or(EXIT_LAUNCHER_ERROR)
+        }
+    }
+}
+
+/// Dies with the keeper, binds the forwarder on loopback and starts it; returns its port.
+fn start_forwarder(socket: &Path) -> Result<u16, Failure> {
+    let fail = |what: &str, e: std::io::Error| Failure::Setup(format!("{what}: {e}"));
+    prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e.into()))?;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| fail("binding the forwarder on 127.0.0.1", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| fail("reading the forwarder's port", e))?
+        .port();
+    relay::start_inside(listener, socket.to_owned())
+        .map_err(|e| fail("starting the forwarder", e))?;
+    Ok(port)
+}

@@ -1,0 +1,61 @@
+//! `egressgate sandbox run`: runs a command whose only route out is the egress proxy.
+//!
+//! On Linux the command runs in fresh user, network and PID namespaces whose only interface is
+//! loopback; a forwarder on `127.0.0.1` inside relays through a Unix socket to this process,
+//! which dials the proxy. See `README.md` in this crate for what that does and does not stop.
+//!
+//! Call [`run`] before the process starts any thread (before building a tokio runtime): it
+//! forks, and the kernel only lets a single-threaded process create a user namespace.
+
+mod command;
+mod direct;
+mod env;
+mod error;
+mod fork;
+mod isolated;
+mod loopback;
+mod namespace;
+mod proxy_url;
+mod relay;
+mod report;
+mod signals;
+mod supervise;
+
+use std::ffi::OsString;
+
+pub use error::{
+    EXIT_ISOLATION_UNAVAILABLE, EXIT_LAUNCHER_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND,
+    SandboxError,
+};
+
+/// Options parsed from `egressgate sandbox run` (the binary builds this with clap).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `--proxy-url`: the proxy and the turn's credential, `http://USER:PASS@HOST:PORT`.
+    pub proxy_url: String,
+    /// `false` with `--no-isolate`: only set the proxy variables, for platforms without
+    /// namespaces.
+    pub isolate: bool,
+    /// The command and its arguments (after `--`).
+    pub command: Vec<OsString>,
+}
+
+/// Runs the command and returns the exit code the launcher process should exit with: the
+/// command's own (128 + signal number if a signal killed it; 126/127 if it could not be
+/// executed or found).
+///
+/// Never returns `Err` for the command's own failure; `Err` only for the launcher's, which the
+/// caller prints as one line and exits with [`SandboxError::exit_code`] (125, or
+/// [`EXIT_ISOLATION_UNAVAILABLE`] when isolation is impossible here). Must be called while the
+/// process is single-threaded when `isolate` is set.
+pub fn run(opts: RunOptions) -> Result<i32, SandboxError> {
+    let proxy = proxy_url::ProxyUrl::parse(&opts.proxy_url)?;
+    if opts.command.is_empty() {
+        return Err(SandboxError::NoCommand);
+    }
+    if opts.isolate {
+        isolated::run(&proxy, &opts.command)
+    } else {
+        direct::run(&proxy, &opts.command)
+    }
+}

@@ -1,0 +1,235 @@
+//! The database: one pool over SQLite (embedded default) or PostgreSQL (scale-out), migrations
+//! per dialect, and the only place in the product that holds SQL. Each submodule owns the
+//! statements for one table family; domain crates call typed functions, never SQL.
+
+pub mod admin;
+pub mod audit;
+pub mod policy;
+pub mod refusals;
+pub mod turns;
+
+use std::path::Path;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{AnyPool, ConnectOptions as _, Executor as _, SqlSafeStr as _};
+
+/// Errors from the store. The API maps these to statuses without ever echoing database text.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or answered with an error: callers fail closed.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[from] sqlx::Error),
+    /// Migrations could not be applied.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The audit row could not be written, so the change it records was rolled back.
+    #[error("audit write failed: {0}")]
+    Audit(#[source] sqlx::Error),
+    /// A row we wrote does not parse back: never guess, refuse.
+    #[error("corrupt row: {0}")]
+    Corrupt(&'static str),
+}
+
+/// Which SQL dialect is behind the pool (a few statements differ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded, one process.
+    Sqlite,
+    /// Shared by many proxy and control processes.
+    Postgres,
+}
+
+/// Pool sizing and timeouts, from configuration.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// Most connections this process opens.
+    pub max_connections: u32,
+    /// How long a caller waits for a free connection before the store reports unavailable.
+    pub acquire_timeout: Duration,
+    /// Longest a single statement may run (PostgreSQL `statement_timeout`, SQLite busy timeout).
+    pub statement_timeout: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A handle on the database, cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+const SQLITE_SCHEMA: &str = include_str!("../../migrations/sqlite/0001_schema.sql");
+const POSTGRES_SCHEMA: &str = include_str!("../../migrations/postgres/0001_schema.sql");
+
+impl Store {
+    /// Opens the embedded SQLite database `DIR/egressgate.db`, creating it if needed, in WAL
+    /// mode so readers (the proxy) never wait for writers.
+    pub async fn open_sqlite(dir: &Path, opts: &PoolOptions) -> Result<Self, StoreError> {
+        let url = format!("sqlite://{}?mode=rwc", dir.join("egressgate.db").display());
+        Self::open_url(&url, opts).await
+    }
+
+    /// Opens `sqlite://…` or `postgres://…`.
+    pub async fn open_url(url: &str, opts: &PoolOptions) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        };
+        let connect = AnyConnectOptions::from_str(url)?.disable_statement_logging();
+        let timeout_ms = opts.statement_timeout.as_millis();
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => opts.max_connections.min(8),
+                Backend::Postgres => opts.max_connections,
+            })
+            .acquire_timeout(opts.acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    let setup = match backend {
+                        Backend::Sqlite => format!(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                             PRAGMA busy_timeout = {timeout_ms}; PRAGMA foreign_keys = ON;"
+                        ),
+                        Backend::Postgres => format!("SET statement_timeout = {timeout_ms}"),
+                    };
+                    conn.execute(sqlx::AssertSqlSafe(setup)).await?;
+                    Ok(())
+                })
+            })
+            .connect_with(connect)
+            .await?;
+        Ok(Self { pool, backend })
+    }
+
+    /// Applies this dialect's migrations; safe to run from many processes at once (the
+    /// migrator takes a lock on PostgreSQL).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let sql = match self.backend {
+            Backend::Sqlite => SQLITE_SCHEMA,
+            Backend::Postgres => POSTGRES_SCHEMA,
+        };
+        let migration = Migration::new(
+            1,
+            "schema".into(),
+            MigrationType::Simple,
+            sql.into_sql_str(),
+            false,
+        );
+        Migrator::with_migrations(vec![migration])
+            .run(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Which dialect this store speaks.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// A trivial round trip, for `/readyz`.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for checked-out connections (graceful shutdown).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Starts a write transaction. On SQLite it takes the write lock up front (`BEGIN
+    /// IMMEDIATE`), so two writers queue on the busy timeout instead of one failing with
+    /// "database is locked" when it upgrades a read lock.
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    /// The pool, for the submodules' single-statement reads and writes.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+}
+
+/// `$first, $first+1, …` for `n` values: dynamic `IN (...)` lists, built only here.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// BIGINT 0/1 ⇄ bool, the portable boolean.
+pub(crate) fn flag(b: bool) -> i64 {
+    i64::from(b)
+}
+
+/// Parses a JSON column we wrote; a parse failure is a corrupt row, never a default.
+pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
+    s: &str,
+    what: &'static str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|_| StoreError::Corrupt(what))
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A fresh database per test: SQLite in a temp dir, or PostgreSQL when
+    //! `EGRESSGATE_TEST_POSTGRES_URL` names a server (CI starts one), in a fresh schema.
+
+    use super::*;
+
+    /// A migrated store plus whatever keeps it alive.
+    pub struct TestDb {
+        /// The store under test.
+        pub store: Store,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Opens a fresh, migrated store for one test.
+    pub async fn fresh() -> TestDb {
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => unreachable!("tempdir: {e}"),
+        };
+        let store = match std::env::var("EGRESSGATE_TEST_POSTGRES_URL") {
+            Ok(base) => fresh_postgres(&base).await,
+            Err(_) => Store::open_sqlite(dir.path(), &PoolOptions::default()).await,
+        };
+        let store = match store {
+            Ok(s) => s,
+            Err(e) => unreachable!("open test store: {e}"),
+        };
+        if let Err(e) = store.migrate().await {
+            unreachable!("migrate: {e}");
+        }
+        TestDb { store, _dir: dir }
+    }
+
+    async fn fresh_postgres(base: &str) -> Result<Store, StoreError> {
+        let admin = Store::open_url(base, &PoolOptions::default()).await?;
+        let name = format!("eg_test_{}", crate::ids::TurnId::generate().as_str()[2..].to_lowercase().replace('-', "_"));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(admin.pool())
+            .await?;
+        admin.close().await;
+        let (prefix, _) = base.rsplit_once('/').unwrap_or((base, ""));
+        Store::open_url(&format!("{prefix}/{name}"), &PoolOptions::default()).await
+    }
+}

@@ -1,0 +1,220 @@
+//! Administrators' state: the pre-approved site and package lists, who may approve, and the
+//! API tokens (hashed). Every change is audited in its own transaction.
+
+use sqlx::Row as _;
+
+use super::audit::{self, AuditEntry, AuditKind};
+use super::{Store, StoreError, flag};
+use crate::ids::{SecretHash, UserId};
+use crate::time::Timestamp;
+
+/// Which pre-approved list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminList {
+    /// Site patterns.
+    Sites,
+    /// Package names.
+    Packages,
+}
+
+/// One entry of a pre-approved list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminEntry {
+    /// The pattern or package name (canonical).
+    pub value: String,
+    /// Why it is there.
+    pub note: Option<String>,
+    /// When it was added.
+    pub created_at: Timestamp,
+}
+
+/// An API caller's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Keeps lists and reads the audit log.
+    Admin,
+    /// The agent runtime.
+    Runtime,
+}
+
+impl Role {
+    /// Stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Runtime => "runtime",
+        }
+    }
+}
+
+/// The statements of one list (table and key column differ; the logic does not).
+struct ListSql {
+    insert: &'static str,
+    select_all: &'static str,
+    delete: &'static str,
+    noun: &'static str,
+}
+
+impl AdminList {
+    fn sql(self) -> ListSql {
+        match self {
+            Self::Sites => ListSql {
+                insert: "INSERT INTO admin_sites (pattern, note, created_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (pattern) DO NOTHING",
+                select_all: "SELECT pattern, note, created_at FROM admin_sites ORDER BY pattern",
+                delete: "DELETE FROM admin_sites WHERE pattern = $1",
+                noun: "site",
+            },
+            Self::Packages => ListSql {
+                insert: "INSERT INTO admin_packages (name, note, created_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (name) DO NOTHING",
+                select_all: "SELECT name, note, created_at FROM admin_packages ORDER BY name",
+                delete: "DELETE FROM admin_packages WHERE name = $1",
+                noun: "package",
+            },
+        }
+    }
+}
+
+impl Store {
+    /// Adds an entry; `Ok(true)` when new, `Ok(false)` when it was already there (no audit).
+    pub async fn admin_add(
+        &self,
+        list: AdminList,
+        value: &str,
+        note: Option<&str>,
+        actor: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let sql = list.sql();
+        let mut tx = self.begin().await?;
+        let added = sqlx::query(sql.insert)
+            .bind(value)
+            .bind(note)
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
+        if added {
+            let detail = serde_json::json!({"action": "add", "list": sql.noun, "value": value, "note": note});
+            audit::write(&mut tx, admin_change(actor, detail), now).await?;
+        }
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    /// Removes an entry; `Ok(false)` when it was not there.
+    pub async fn admin_remove(
+        &self,
+        list: AdminList,
+        value: &str,
+        actor: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let sql = list.sql();
+        let mut tx = self.begin().await?;
+        let removed = sqlx::query(sql.delete)
+            .bind(value)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
+        if removed {
+            let detail = serde_json::json!({"action": "remove", "list": sql.noun, "value": value});
+            audit::write(&mut tx, admin_change(actor, detail), now).await?;
+        }
+        tx.commit().await?;
+        Ok(removed)
+    }
+
+    /// The whole list, sorted.
+    pub async fn admin_list(&self, list: AdminList) -> Result<Vec<AdminEntry>, StoreError> {
+        let rows = sqlx::query(list.sql().select_all)
+            .fetch_all(self.pool())
+            .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(AdminEntry {
+                    value: r.try_get(0)?,
+                    note: r.try_get(1)?,
+                    created_at: Timestamp::from_millis(r.try_get(2)?),
+                })
+            })
+            .collect()
+    }
+
+    /// Sets whether a user may approve cards.
+    pub async fn set_can_approve(
+        &self,
+        user: &UserId,
+        can_approve: bool,
+        actor: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO users (user_id, can_approve, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (user_id) DO UPDATE SET can_approve = excluded.can_approve, \
+             updated_at = excluded.updated_at",
+        )
+        .bind(user.as_str())
+        .bind(flag(can_approve))
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        let detail = serde_json::json!({"action": "set_user", "user_id": user.as_str(), "can_approve": can_approve});
+        audit::write(&mut tx, admin_change(actor, detail), now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Whether a user may approve; `None` when no row exists (the caller applies the default).
+    pub async fn can_approve(&self, user: &UserId) -> Result<Option<bool>, StoreError> {
+        let row = sqlx::query("SELECT can_approve FROM users WHERE user_id = $1")
+            .bind(user.as_str())
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| Ok(r.try_get::<i64, _>(0)? != 0)).transpose()
+    }
+
+    /// The stored hash of a role's API token, if one was ever generated.
+    pub async fn token_hash(&self, role: Role) -> Result<Option<SecretHash>, StoreError> {
+        let row = sqlx::query("SELECT token_hash FROM api_tokens WHERE role = $1")
+            .bind(role.as_str())
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| Ok(SecretHash::from_db(r.try_get(0)?))).transpose()
+    }
+
+    /// Stores a role's token hash unless one exists; `Ok(false)` when another process won.
+    pub async fn init_token_hash(
+        &self,
+        role: Role,
+        hash: &SecretHash,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "INSERT INTO api_tokens (role, token_hash, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (role) DO NOTHING",
+        )
+        .bind(role.as_str())
+        .bind(hash.as_str())
+        .bind(now.millis())
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(n > 0)
+    }
+}
+
+fn admin_change(actor: &str, detail: serde_json::Value) -> AuditEntry<'_> {
+    AuditEntry {
+        kind: AuditKind::AdminChange,
+        actor,
+        user_id: None,
+        chat_id: None,
+        interrupt_id: None,
+        detail,
+    }
+}

@@ -1,0 +1,161 @@
+//! The audit log: written inside the caller's transaction, so a change and its record commit
+//! together or not at all (a failed audit write fails the change).
+
+use sqlx::{Any, Row as _, Transaction};
+
+use super::{Store, StoreError};
+use crate::time::Timestamp;
+
+/// What kind of change a row records (the closed set the admin API filters on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditKind {
+    /// A turn was opened (with its launch-time grants).
+    TurnOpened,
+    /// A card was registered as an interrupt.
+    ApprovalRequested,
+    /// A person's decision was applied.
+    ApprovalResolved,
+    /// Malformed or conflicting decisions for one card (one aggregated row per card).
+    DecisionRejected,
+    /// A card hit the claim cap and was expired.
+    ClaimCapExpired,
+    /// An approval was revoked.
+    ApprovalRevoked,
+    /// A chat was hidden.
+    ChatHidden,
+    /// An administrator changed a list or a user's permission.
+    AdminChange,
+}
+
+impl AuditKind {
+    /// Every kind, for parsing the `kind=` filter.
+    pub const ALL: [Self; 8] = [
+        Self::TurnOpened,
+        Self::ApprovalRequested,
+        Self::ApprovalResolved,
+        Self::DecisionRejected,
+        Self::ClaimCapExpired,
+        Self::ApprovalRevoked,
+        Self::ChatHidden,
+        Self::AdminChange,
+    ];
+
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TurnOpened => "turn_opened",
+            Self::ApprovalRequested => "approval_requested",
+            Self::ApprovalResolved => "approval_resolved",
+            Self::DecisionRejected => "decision_rejected",
+            Self::ClaimCapExpired => "claim_cap_expired",
+            Self::ApprovalRevoked => "approval_revoked",
+            Self::ChatHidden => "chat_hidden",
+            Self::AdminChange => "admin_change",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One audit row to write.
+#[derive(Debug, Clone)]
+pub struct AuditEntry<'a> {
+    /// What happened.
+    pub kind: AuditKind,
+    /// Who did it: `admin`, `runtime`, `user:<id>`, `resume-secret`, `system`.
+    pub actor: &'a str,
+    /// The chat's user, when chat-scoped.
+    pub user_id: Option<&'a str>,
+    /// The chat, when chat-scoped.
+    pub chat_id: Option<&'a str>,
+    /// The card, when card-scoped.
+    pub interrupt_id: Option<&'a str>,
+    /// Structured detail (never secrets).
+    pub detail: serde_json::Value,
+}
+
+/// One audit row as read back.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AuditRecord {
+    /// Monotonic id.
+    pub id: i64,
+    /// When.
+    pub at: Timestamp,
+    /// What happened (stored spelling).
+    pub kind: String,
+    /// Who.
+    pub actor: String,
+    /// The chat's user, when chat-scoped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// The chat, when chat-scoped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<String>,
+    /// The card, when card-scoped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupt_id: Option<String>,
+    /// Structured detail.
+    pub detail: serde_json::Value,
+}
+
+/// Appends an audit row inside `tx`. Its failure is reported as [`StoreError::Audit`] so the
+/// API answers `503 AUDIT_FAILED` and the caller's transaction is dropped (rolled back).
+pub async fn write(
+    tx: &mut Transaction<'static, Any>,
+    entry: AuditEntry<'_>,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO audit (at, kind, actor, user_id, chat_id, interrupt_id, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(now.millis())
+    .bind(entry.kind.as_str())
+    .bind(entry.actor)
+    .bind(entry.user_id)
+    .bind(entry.chat_id)
+    .bind(entry.interrupt_id)
+    .bind(entry.detail.to_string())
+    .execute(&mut **tx)
+    .await
+    .map_err(StoreError::Audit)?;
+    Ok(())
+}
+
+impl Store {
+    /// Reads the audit log, oldest first, from `since`, optionally of one kind.
+    pub async fn list_audit(
+        &self,
+        since: Timestamp,
+        kind: Option<AuditKind>,
+        limit: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, at, kind, actor, user_id, chat_id, interrupt_id, detail FROM audit \
+             WHERE at >= $1 AND ($2 = '' OR kind = $2) ORDER BY id LIMIT $3",
+        )
+        .bind(since.millis())
+        .bind(kind.map_or("", AuditKind::as_str))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(AuditRecord {
+                    id: r.try_get(0)?,
+                    at: Timestamp::from_millis(r.try_get(1)?),
+                    kind: r.try_get(2)?,
+                    actor: r.try_get(3)?,
+                    user_id: r.try_get(4)?,
+                    chat_id: r.try_get(5)?,
+                    interrupt_id: r.try_get(6)?,
+                    detail: super::json_column(&r.try_get::<String, _>(7)?, "audit.detail")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,110 @@
+//! What a turn may reach: the proxy's allow check (one indexed query) and the effective
+//! policy the package installer reads.
+
+use sqlx::Row as _;
+
+use super::{Store, StoreError, placeholders};
+use crate::host::Host;
+use crate::ids::{ChatId, UserId};
+use crate::pattern::SitePattern;
+use crate::time::Timestamp;
+
+/// The kind of an approval row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// A site (host pattern).
+    Site,
+    /// A package.
+    Package,
+}
+
+impl ApprovalKind {
+    /// Stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Site => "site",
+            Self::Package => "package",
+        }
+    }
+
+    /// Parses the stored (and URL) spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "site" => Some(Self::Site),
+            "package" => Some(Self::Package),
+            _ => None,
+        }
+    }
+}
+
+/// One unexpired approval row of a chat.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ApprovalRow {
+    /// Site or package.
+    pub kind: ApprovalKind,
+    /// The host pattern or package name.
+    pub value: String,
+    /// The card (interrupt id) that created it.
+    pub card_id: String,
+    /// When it stops counting.
+    pub expires_at: Timestamp,
+}
+
+impl Store {
+    /// Whether `host` is on the administrators' list or approved for this chat (unexpired).
+    /// Launch-time sites live on the turn and are checked by the caller in memory. One query,
+    /// matching exact and `*.parent` keys through the primary-key indexes.
+    pub async fn site_allowed(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        host: &Host,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let keys = SitePattern::candidate_keys(host);
+        let list = placeholders(4, keys.len());
+        let sql = format!(
+            "SELECT 1 FROM admin_sites WHERE pattern IN ({list}) \
+             UNION ALL SELECT 1 FROM approvals WHERE user_id = $1 AND chat_id = $2 \
+             AND kind = 'site' AND expires_at > $3 AND value IN ({list}) LIMIT 1"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user.as_str())
+            .bind(chat.as_str())
+            .bind(now.millis());
+        for k in &keys {
+            q = q.bind(k.as_str());
+        }
+        Ok(q.fetch_optional(self.pool()).await?.is_some())
+    }
+
+    /// A chat's unexpired approvals, sites first.
+    pub async fn chat_approvals(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        now: Timestamp,
+    ) -> Result<Vec<ApprovalRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT kind, value, card_id, expires_at FROM approvals \
+             WHERE user_id = $1 AND chat_id = $2 AND expires_at > $3 ORDER BY kind DESC, value",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(now.millis())
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(ApprovalRow {
+                    kind: ApprovalKind::parse(&r.try_get::<String, _>(0)?)
+                        .ok_or(StoreError::Corrupt("approvals.kind"))?,
+                    value: r.try_get(1)?,
+                    card_id: r.try_get(2)?,
+                    expires_at: Timestamp::from_millis(r.try_get(3)?),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,224 @@
+//! The refusal record and the allowed-traffic summary: what the proxy writes on every
+//! decision, in batches, and what the agent reads right after a failed script.
+
+use sqlx::Row as _;
+
+use super::{Store, StoreError};
+use crate::host::Host;
+use crate::ids::TurnId;
+use crate::reason::RefusalReason;
+use crate::time::Timestamp;
+
+/// One refusal to record.
+#[derive(Debug, Clone)]
+pub struct RefusalEvent {
+    /// The turn whose credential made the request.
+    pub turn: TurnId,
+    /// The normalised target host (or the raw authority text for unparseable ones).
+    pub host: String,
+    /// Target port.
+    pub port: u16,
+    /// Why.
+    pub reason: RefusalReason,
+    /// Sanitised sample URL (plain HTTP only).
+    pub url: Option<String>,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// One row of a turn's refusal record.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RefusalRow {
+    /// Refused host.
+    pub host: String,
+    /// Refused port.
+    pub port: u16,
+    /// Why.
+    pub reason: RefusalReason,
+    /// Whether a person could approve it.
+    pub approvable: bool,
+    /// Latest sanitised sample URL, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// How many times.
+    pub count: i64,
+    /// First time.
+    pub first_seen: Timestamp,
+    /// Latest time.
+    pub last_seen: Timestamp,
+}
+
+/// One allowed connection's traffic, summarised per (turn, host).
+#[derive(Debug, Clone)]
+pub struct EgressEvent {
+    /// The turn.
+    pub turn: TurnId,
+    /// The host reached.
+    pub host: Host,
+    /// New connections (tunnels or forwarded requests) to count.
+    pub connections: i64,
+    /// Bytes from the client to the origin.
+    pub bytes_up: i64,
+    /// Bytes from the origin to the client.
+    pub bytes_down: i64,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// A turn's allowed traffic to one host.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EgressRow {
+    /// Host reached.
+    pub host: String,
+    /// Connections or forwarded requests.
+    pub connections: i64,
+    /// Bytes sent upstream.
+    pub bytes_up: i64,
+    /// Bytes received.
+    pub bytes_down: i64,
+    /// First time.
+    pub first_seen: Timestamp,
+    /// Latest time.
+    pub last_seen: Timestamp,
+}
+
+impl Store {
+    /// Records refusals in one transaction (the proxy batches concurrent refusals so each
+    /// commit serves many requests). Per turn at most `max_hosts` distinct hosts are kept;
+    /// past that the turn's overflow counter grows. Returns only after commit, so a caller
+    /// that sends its `403` afterwards never reports a refusal the record lacks.
+    pub async fn record_refusals(
+        &self,
+        events: &[RefusalEvent],
+        max_hosts: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        for e in events {
+            let updated = sqlx::query(
+                "UPDATE refusals SET count = count + 1, last_seen = $5, url = COALESCE($6, url) \
+                 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
+            )
+            .bind(e.turn.as_str())
+            .bind(&e.host)
+            .bind(i64::from(e.port))
+            .bind(e.reason.as_str())
+            .bind(e.at.millis())
+            .bind(e.url.as_deref())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated > 0 {
+                continue;
+            }
+            let inserted = sqlx::query(
+                "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen) \
+                 SELECT $1, $2, $3, $4, $5, 1, $6, $6 \
+                 WHERE EXISTS (SELECT 1 FROM refusals WHERE turn_id = $1 AND host = $2) \
+                    OR (SELECT COUNT(DISTINCT host) FROM refusals WHERE turn_id = $1) < $7",
+            )
+            .bind(e.turn.as_str())
+            .bind(&e.host)
+            .bind(i64::from(e.port))
+            .bind(e.reason.as_str())
+            .bind(e.url.as_deref())
+            .bind(e.at.millis())
+            .bind(max_hosts)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                sqlx::query("UPDATE turns SET refusal_overflow = refusal_overflow + 1 WHERE turn_id = $1")
+                    .bind(e.turn.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A turn's refusal record, most recent first, plus the overflow counter.
+    pub async fn list_refusals(&self, turn: &TurnId) -> Result<(Vec<RefusalRow>, i64), StoreError> {
+        let rows = sqlx::query(
+            "SELECT host, port, reason, url, count, first_seen, last_seen FROM refusals \
+             WHERE turn_id = $1 ORDER BY last_seen DESC, host, port, reason",
+        )
+        .bind(turn.as_str())
+        .fetch_all(self.pool())
+        .await?;
+        let refusals = rows
+            .into_iter()
+            .map(|r| {
+                let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
+                    .ok_or(StoreError::Corrupt("refusals.reason"))?;
+                Ok(RefusalRow {
+                    host: r.try_get(0)?,
+                    port: u16::try_from(r.try_get::<i64, _>(1)?)
+                        .map_err(|_| StoreError::Corrupt("refusals.port"))?,
+                    reason,
+                    approvable: reason.approvable(),
+                    url: r.try_get(3)?,
+                    count: r.try_get(4)?,
+                    first_seen: Timestamp::from_millis(r.try_get(5)?),
+                    last_seen: Timestamp::from_millis(r.try_get(6)?),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let overflow: Option<i64> = sqlx::query("SELECT refusal_overflow FROM turns WHERE turn_id = $1")
+            .bind(turn.as_str())
+            .fetch_optional(self.pool())
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?;
+        Ok((refusals, overflow.unwrap_or(0)))
+    }
+
+    /// Adds allowed-traffic counters, batched like refusals.
+    pub async fn record_egress(&self, events: &[EgressEvent]) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        for e in events {
+            sqlx::query(
+                "INSERT INTO egress (turn_id, host, connections, bytes_up, bytes_down, first_seen, last_seen) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $6) \
+                 ON CONFLICT (turn_id, host) DO UPDATE SET \
+                   connections = egress.connections + excluded.connections, \
+                   bytes_up = egress.bytes_up + excluded.bytes_up, \
+                   bytes_down = egress.bytes_down + excluded.bytes_down, \
+                   last_seen = excluded.last_seen",
+            )
+            .bind(e.turn.as_str())
+            .bind(e.host.as_str())
+            .bind(e.connections)
+            .bind(e.bytes_up)
+            .bind(e.bytes_down)
+            .bind(e.at.millis())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A turn's allowed traffic per host.
+    pub async fn list_egress(&self, turn: &TurnId) -> Result<Vec<EgressRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT host, connections, bytes_up, bytes_down, first_seen, last_seen FROM egress \
+             WHERE turn_id = $1 ORDER BY host",
+        )
+        .bind(turn.as_str())
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(EgressRow {
+                    host: r.try_get(0)?,
+                    connections: r.try_get(1)?,
+                    bytes_up: r.try_get(2)?,
+                    bytes_down: r.try_get(3)?,
+                    first_seen: Timestamp::from_millis(r.try_get(4)?),
+                    last_seen: Timestamp::from_millis(r.try_get(5)?),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,219 @@
+//! Turns: opening one (chat bookkeeping, expiring a pending card, audit, all in one
+//! transaction) and reading one back for the proxy's credential check.
+
+use std::time::Duration;
+
+use sqlx::Row as _;
+
+use super::audit::{self, AuditEntry, AuditKind};
+use super::{Store, StoreError, flag, json_column};
+use crate::ids::{ChatId, SecretHash, TurnId, UserId};
+use crate::package::Package;
+use crate::pattern::SitePattern;
+use crate::time::Timestamp;
+
+/// What the runtime asks for when a user message starts an agent run.
+#[derive(Debug, Clone)]
+pub struct NewTurn {
+    /// The person.
+    pub user: UserId,
+    /// Their chat.
+    pub chat: ChatId,
+    /// False for unattended runs: approval requests are denied deterministically.
+    pub can_ask_human: bool,
+    /// Launch-time sites, already validated.
+    pub sites: Vec<SitePattern>,
+    /// Launch-time packages, already validated.
+    pub packages: Vec<Package>,
+    /// How long the credential lives.
+    pub ttl: Duration,
+}
+
+/// A turn as stored.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// Its id (the proxy username).
+    pub id: TurnId,
+    /// The person.
+    pub user: UserId,
+    /// Their chat.
+    pub chat: ChatId,
+    /// The chat's turn counter when this turn opened: a card from an older turn is stale.
+    pub seq: i64,
+    /// SHA-256 of the proxy password.
+    pub secret_hash: SecretHash,
+    /// Whether a person can answer a card in this run.
+    pub can_ask_human: bool,
+    /// Launch-time sites.
+    pub sites: Vec<SitePattern>,
+    /// Launch-time packages.
+    pub packages: Vec<Package>,
+    /// When it opened.
+    pub created_at: Timestamp,
+    /// When the credential stops working (claims may push it later).
+    pub expires_at: Timestamp,
+}
+
+/// Why a turn could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenTurnError {
+    /// The chat was hidden: no new turns.
+    #[error("chat is hidden")]
+    ChatHidden,
+    /// The database (or the audit write) failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Store {
+    /// Opens a turn: advances the chat's turn counter, expires a *pending* card of the chat
+    /// (the person typed instead of answering; a claimed one is left alone), stores the turn
+    /// with only its secret's hash, and audits the launch grants — one transaction.
+    pub async fn open_turn(
+        &self,
+        new: &NewTurn,
+        secret_hash: &SecretHash,
+        now: Timestamp,
+    ) -> Result<Turn, OpenTurnError> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(
+            "INSERT INTO chats (user_id, chat_id, turn_seq, created_at) VALUES ($1, $2, 1, $3) \
+             ON CONFLICT (user_id, chat_id) DO UPDATE SET turn_seq = chats.turn_seq + 1 \
+             RETURNING turn_seq, hidden_at",
+        )
+        .bind(new.user.as_str())
+        .bind(new.chat.as_str())
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from)?;
+        let seq: i64 = row.try_get(0).map_err(StoreError::from)?;
+        let hidden: Option<i64> = row.try_get(1).map_err(StoreError::from)?;
+        if hidden.is_some() {
+            return Err(OpenTurnError::ChatHidden);
+        }
+        sqlx::query(
+            "UPDATE interrupts SET state = 'expired' \
+             WHERE user_id = $1 AND chat_id = $2 AND state = 'pending'",
+        )
+        .bind(new.user.as_str())
+        .bind(new.chat.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from)?;
+        let turn = Turn {
+            id: TurnId::generate(),
+            user: new.user.clone(),
+            chat: new.chat.clone(),
+            seq,
+            secret_hash: secret_hash.clone(),
+            can_ask_human: new.can_ask_human,
+            sites: new.sites.clone(),
+            packages: new.packages.clone(),
+            created_at: now,
+            expires_at: now.plus(new.ttl),
+        };
+        let sites: Vec<String> = turn.sites.iter().map(SitePattern::to_key).collect();
+        let packages: Vec<&str> = turn.packages.iter().map(Package::as_str).collect();
+        let sites_json = serde_json::to_string(&sites).unwrap_or_else(|_| "[]".into());
+        let packages_json = serde_json::to_string(&packages).unwrap_or_else(|_| "[]".into());
+        sqlx::query(
+            "INSERT INTO turns (turn_id, user_id, chat_id, seq, secret_hash, can_ask_human, \
+             sites, packages, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(turn.id.as_str())
+        .bind(turn.user.as_str())
+        .bind(turn.chat.as_str())
+        .bind(seq)
+        .bind(secret_hash.as_str())
+        .bind(flag(turn.can_ask_human))
+        .bind(&sites_json)
+        .bind(&packages_json)
+        .bind(now.millis())
+        .bind(turn.expires_at.millis())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from)?;
+        audit::write(
+            &mut tx,
+            AuditEntry {
+                kind: AuditKind::TurnOpened,
+                actor: "runtime",
+                user_id: Some(turn.user.as_str()),
+                chat_id: Some(turn.chat.as_str()),
+                interrupt_id: None,
+                detail: serde_json::json!({
+                    "turn_id": turn.id.as_str(),
+                    "can_ask_human": turn.can_ask_human,
+                    "sites": sites,
+                    "packages": packages,
+                    "expires_at": turn.expires_at,
+                }),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(turn)
+    }
+
+    /// Reads a turn by id, expired or not (callers decide what expiry means for them).
+    pub async fn turn(&self, id: &TurnId) -> Result<Option<Turn>, StoreError> {
+        let row = sqlx::query(
+            "SELECT turn_id, user_id, chat_id, seq, secret_hash, can_ask_human, sites, packages, \
+             created_at, expires_at FROM turns WHERE turn_id = $1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        let sites: Vec<String> = json_column(&r.try_get::<String, _>(6)?, "turns.sites")?;
+        let packages: Vec<String> = json_column(&r.try_get::<String, _>(7)?, "turns.packages")?;
+        Ok(Some(Turn {
+            id: TurnId::from_db(r.try_get(0)?),
+            user: UserId::from_db(r.try_get(1)?),
+            chat: ChatId::from_db(r.try_get(2)?),
+            seq: r.try_get(3)?,
+            secret_hash: SecretHash::from_db(r.try_get(4)?),
+            can_ask_human: r.try_get::<i64, _>(5)? != 0,
+            sites: sites
+                .iter()
+                .map(|s| SitePattern::from_db(s).ok_or(StoreError::Corrupt("turns.sites")))
+                .collect::<Result<_, _>>()?,
+            packages: packages.into_iter().map(Package::from_db).collect(),
+            created_at: Timestamp::from_millis(r.try_get(8)?),
+            expires_at: Timestamp::from_millis(r.try_get(9)?),
+        }))
+    }
+
+    /// The chat's current turn counter and hidden flag: resume checks whether a newer turn
+    /// was opened since a card was shown.
+    pub async fn chat_state(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+    ) -> Result<Option<ChatState>, StoreError> {
+        let row = sqlx::query("SELECT turn_seq, hidden_at FROM chats WHERE user_id = $1 AND chat_id = $2")
+            .bind(user.as_str())
+            .bind(chat.as_str())
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| {
+            Ok(ChatState {
+                turn_seq: r.try_get(0)?,
+                hidden: r.try_get::<Option<i64>, _>(1)?.is_some(),
+            })
+        })
+        .transpose()
+    }
+}
+
+/// A chat's bookkeeping row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChatState {
+    /// How many turns were opened.
+    pub turn_seq: i64,
+    /// Whether the chat was hidden.
+    pub hidden: bool,
+}

@@ -1,0 +1,22 @@
+//! egressgate's shared core: the words of the domain (hosts, patterns, packages, ids, secrets,
+//! refusal reasons, time) and the database that both planes meet in. Keeping the normaliser
+//! and every SQL statement here means the proxy and the approval card can never disagree on
+//! what a host is.
+
+pub mod db;
+pub mod host;
+pub mod ids;
+pub mod package;
+pub mod pattern;
+pub mod reason;
+pub mod time;
+pub mod weburl;
+
+pub use db::{Backend, PoolOptions, Store, StoreError};
+pub use host::{Host, HostError};
+pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
+pub use package::{Package, PackageError};
+pub use pattern::{PatternError, SitePattern};
+pub use reason::RefusalReason;
+pub use time::Timestamp;
+pub use weburl::{SanitizedUrl, UrlError};

@@ -1,0 +1,196 @@
+//! Site patterns (`host` or `*.suffix`): how administrators, launch lists and approvals name
+//! what may be reached, and the one matching rule they all share.
+
+use crate::host::{Host, HostError};
+
+/// Why a pattern cannot be stored. Each variant is a 422 wherever patterns are accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    /// The host part did not normalise.
+    #[error("{0}")]
+    Host(#[from] HostError),
+    /// Addresses are never approvable: the gate judges names, and addresses are vetted after DNS.
+    #[error("IP literals cannot be approved")]
+    IpLiteral,
+    /// Internal-looking names are never approvable.
+    #[error("internal-looking names cannot be approved")]
+    Internal,
+    /// `*`, `*.com`, `*.co.uk`, `*.github.io`, or a public suffix itself: would open a whole
+    /// registry to everyone.
+    #[error("pattern would match a whole public suffix")]
+    PublicSuffix,
+    /// A `*` anywhere but as the whole first label.
+    #[error("only a leading '*.' wildcard is supported")]
+    Wildcard,
+}
+
+/// A validated, normalised site pattern. Exact patterns match one host; `*.suffix` matches
+/// sub-domains only, never the apex and never `badexample.com`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SitePattern {
+    /// Exactly this host.
+    Exact(Host),
+    /// Any proper sub-domain of this host.
+    Subdomains(Host),
+}
+
+impl SitePattern {
+    /// Parses and validates a pattern, applying the same normaliser as the proxy and refusing
+    /// IP literals, internal names (including `extra_internal`), and public suffixes per the
+    /// Public Suffix List.
+    pub fn parse(input: &str, extra_internal: &[Host]) -> Result<Self, PatternError> {
+        let input = input.trim();
+        if input == "*" {
+            return Err(PatternError::PublicSuffix);
+        }
+        let (wild, rest) = match input.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, input),
+        };
+        if rest.contains('*') {
+            return Err(PatternError::Wildcard);
+        }
+        let host = Host::parse(rest)?;
+        if host.is_ip_literal() {
+            return Err(PatternError::IpLiteral);
+        }
+        // `*.localhost` is best explained as internal, `*.com` as a public suffix, and a bare
+        // `intranet` as internal again.
+        if host.has_internal_suffix(extra_internal) {
+            return Err(PatternError::Internal);
+        }
+        if wild && is_public_suffix(&host) {
+            return Err(PatternError::PublicSuffix);
+        }
+        if host.is_internal(extra_internal) {
+            return Err(PatternError::Internal);
+        }
+        if is_public_suffix(&host) {
+            return Err(PatternError::PublicSuffix);
+        }
+        Ok(if wild {
+            Self::Subdomains(host)
+        } else {
+            Self::Exact(host)
+        })
+    }
+
+    /// Rebuilds a pattern stored by [`SitePattern::parse`]; `None` if the row is not one we wrote.
+    pub fn from_db(s: &str) -> Option<Self> {
+        let (wild, rest) = match s.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let host = Host::parse(rest).ok()?;
+        (host.as_str() == rest).then(|| if wild { Self::Subdomains(host) } else { Self::Exact(host) })
+    }
+
+    /// The matching rule, used both in memory and (through [`SitePattern::candidate_keys`]) in SQL.
+    pub fn matches(&self, host: &Host) -> bool {
+        match self {
+            Self::Exact(h) => h == host,
+            Self::Subdomains(suffix) => host.is_strictly_within(suffix.as_str()),
+        }
+    }
+
+    /// The canonical stored text (`host` or `*.host`).
+    pub fn to_key(&self) -> String {
+        match self {
+            Self::Exact(h) => h.as_str().to_owned(),
+            Self::Subdomains(h) => format!("*.{h}"),
+        }
+    }
+
+    /// Every stored key that would match `host`: the host itself and `*.parent` for each parent.
+    /// Lets the store answer "is this host allowed" with one indexed `IN (...)` query.
+    pub fn candidate_keys(host: &Host) -> Vec<String> {
+        std::iter::once(host.as_str().to_owned())
+            .chain(host.parents().map(|p| format!("*.{p}")))
+            .collect()
+    }
+}
+
+impl std::fmt::Display for SitePattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exact(h) => write!(f, "{h}"),
+            Self::Subdomains(h) => write!(f, "*.{h}"),
+        }
+    }
+}
+
+/// True when the name is itself a public suffix (ICANN or private section of the PSL,
+/// including its `*` default rule for unknown TLDs).
+fn is_public_suffix(host: &Host) -> bool {
+    psl::suffix_str(host.as_str()).is_some_and(|s| s == host.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<SitePattern, PatternError> {
+        SitePattern::parse(s, &[])
+    }
+
+    fn host(s: &str) -> Host {
+        match Host::parse(s) {
+            Ok(h) => h,
+            Err(e) => unreachable!("{e}"),
+        }
+    }
+
+    #[test]
+    fn rejects_dangerous_patterns() {
+        for (s, e) in [
+            ("*", PatternError::PublicSuffix),
+            ("*.com", PatternError::PublicSuffix),
+            ("*.co.uk", PatternError::PublicSuffix),
+            ("*.CO.UK.", PatternError::PublicSuffix),
+            ("co.uk", PatternError::PublicSuffix),
+            ("*.github.io", PatternError::PublicSuffix),
+            ("*.1.2.3.4", PatternError::IpLiteral),
+            ("10.0.0.1", PatternError::IpLiteral),
+            ("[::1]", PatternError::IpLiteral),
+            ("*.localhost", PatternError::Internal),
+            ("db.internal", PatternError::Internal),
+            ("intranet", PatternError::Internal),
+            ("a.*.example.com", PatternError::Wildcard),
+            ("*example.com", PatternError::Wildcard),
+        ] {
+            assert_eq!(p(s), Err(e), "{s}");
+        }
+        assert!(matches!(p("exa mple.com"), Err(PatternError::Host(_))));
+    }
+
+    #[test]
+    fn wildcard_matches_subdomains_only() -> Result<(), PatternError> {
+        let w = p("*.Example.com.")?;
+        assert_eq!(w.to_key(), "*.example.com");
+        assert!(w.matches(&host("a.example.com")));
+        assert!(w.matches(&host("a.b.EXAMPLE.com")));
+        assert!(!w.matches(&host("example.com")));
+        assert!(!w.matches(&host("badexample.com")));
+        let e = p("Example.com")?;
+        assert!(e.matches(&host("example.com.")));
+        assert!(!e.matches(&host("a.example.com")));
+        Ok(())
+    }
+
+    #[test]
+    fn candidate_keys_cover_exact_and_wildcards() {
+        assert_eq!(
+            SitePattern::candidate_keys(&host("a.b.example.com")),
+            ["a.b.example.com", "*.b.example.com", "*.example.com", "*.com"]
+        );
+    }
+
+    #[test]
+    fn db_round_trip() -> Result<(), PatternError> {
+        for s in ["*.example.com", "files.example.org"] {
+            assert_eq!(SitePattern::from_db(s), Some(p(s)?));
+        }
+        assert_eq!(SitePattern::from_db("Not Normal"), None);
+        Ok(())
+    }
+}

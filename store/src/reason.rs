@@ -1,0 +1,68 @@
+//! The closed set of refusal reasons: the proxy's vocabulary, the refusal record's key and the
+//! approval tool's input, so all three agree.
+
+/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`] can be fixed by a person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalReason {
+    /// Nobody approved this host.
+    NotApproved,
+    /// The name is an address in some spelling.
+    IpLiteral,
+    /// The name only makes sense inside a network.
+    InternalName,
+    /// The port is not on the allow list.
+    PortNotAllowed,
+    /// DNS pointed at an address that is not public unicast.
+    PrivateAddress,
+    /// The TLS SNI named another host than the CONNECT target (domain fronting).
+    SniMismatch,
+    /// The `Host` header named another host than the request URI.
+    HostMismatch,
+    /// A connection or rate limit was exceeded.
+    LimitExceeded,
+}
+
+impl RefusalReason {
+    /// Every reason, for metrics label sets and tests.
+    pub const ALL: [Self; 8] = [
+        Self::NotApproved,
+        Self::IpLiteral,
+        Self::InternalName,
+        Self::PortNotAllowed,
+        Self::PrivateAddress,
+        Self::SniMismatch,
+        Self::HostMismatch,
+        Self::LimitExceeded,
+    ];
+
+    /// The wire and database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotApproved => "not_approved",
+            Self::IpLiteral => "ip_literal",
+            Self::InternalName => "internal_name",
+            Self::PortNotAllowed => "port_not_allowed",
+            Self::PrivateAddress => "private_address",
+            Self::SniMismatch => "sni_mismatch",
+            Self::HostMismatch => "host_mismatch",
+            Self::LimitExceeded => "limit_exceeded",
+        }
+    }
+
+    /// Parses the database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether a person's approval can make this request succeed.
+    pub fn approvable(self) -> bool {
+        self == Self::NotApproved
+    }
+}
+
+impl std::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
