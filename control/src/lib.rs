@@ -1,1 +1,36 @@
-//! placeholder
+//! The control plane: the JSON API the agent runtime, the person's client and administrators
+//! use. It turns the proxy's refusals into cards, cards into interrupts, and a person's answer
+//! into approval rows that the proxy reads on its very next request. It meets the proxy only
+//! in the database.
+
+pub mod auth;
+pub mod body;
+pub mod error;
+pub mod settings;
+
+mod routes;
+
+use std::sync::Arc;
+
+use egressgate_store::Store;
+
+pub use auth::Tokens;
+pub use error::ApiError;
+pub use settings::Settings;
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database both planes share.
+    pub store: Store,
+    /// Limits and lifetimes.
+    pub settings: Arc<Settings>,
+    /// Hashes of the API bearer tokens.
+    pub tokens: Arc<Tokens>,
+}
+
+/// The whole API as a router, so tests can drive it without a socket and the binary can
+/// serve it on any listener.
+pub fn app(state: AppState) -> axum::Router {
+    routes::router(state)
+}

@@ -1,0 +1,69 @@
+//! The API's one error type: a status, an UPPER_SNAKE code and a message written for the
+//! caller. Database text never reaches a response; it goes to the log instead.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use egressgate_store::StoreError;
+
+/// An error response `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human-readable explanation.
+    pub message: String,
+}
+
+impl ApiError {
+    /// Any status and code.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+
+    /// `400 INVALID_BODY`: malformed JSON or an unknown field.
+    pub fn invalid_body(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "INVALID_BODY", message)
+    }
+
+    /// `422 INVALID_INPUT`: well-formed but unacceptable values.
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT", message)
+    }
+
+    /// `404` with a resource-specific code.
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Audit(_) => {
+                tracing::error!(error = %e, "audit write failed; change rolled back");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "AUDIT_FAILED",
+                    "the change could not be audited, so it was not made",
+                )
+            }
+            _ => {
+                tracing::error!(error = %e, "store error");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "STORE_UNAVAILABLE",
+                    "the database is unavailable; try again",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, axum::Json(body)).into_response()
+    }
+}

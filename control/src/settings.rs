@@ -1,0 +1,69 @@
+//! The control plane's typed settings (built by the binary from flags, env and file).
+
+use std::time::Duration;
+
+use egressgate_store::Host;
+
+/// Lifetimes, caps and limits from the design, with its defaults.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `host:port` put into turns' `proxy_url`.
+    pub proxy_public_url: String,
+    /// Default credential lifetime of a turn.
+    pub turn_ttl: Duration,
+    /// Logical lifetime of an interrupt (clamped below `snapshot_retention`).
+    pub interrupt_ttl: Duration,
+    /// How long an expired interrupt row is kept before the janitor purges it.
+    pub interrupt_retention: Duration,
+    /// How long snapshots are kept.
+    pub snapshot_retention: Duration,
+    /// Largest accepted snapshot.
+    pub snapshot_max_bytes: u64,
+    /// Largest pointer record.
+    pub item_max_bytes: u64,
+    /// A claim's lease.
+    pub lease: Duration,
+    /// Hard deadline for a resume after its first claim.
+    pub resume_deadline: Duration,
+    /// Most claims of one card before it is denied and expired.
+    pub claim_cap: u32,
+    /// Lifetime of an approval row.
+    pub approval_ttl: Duration,
+    /// Concurrent resumes per user.
+    pub resume_slots_per_user: u32,
+    /// Whether users without a row may approve.
+    pub default_can_approve: bool,
+    /// Card caps.
+    pub card_max_sites: usize,
+    /// Card caps.
+    pub card_max_urls: usize,
+    /// Card caps.
+    pub card_max_packages: usize,
+    /// Operator-configured internal suffixes (in addition to the built-in ones).
+    pub internal_suffixes: Vec<Host>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        const HOUR: u64 = 3600;
+        Self {
+            proxy_public_url: "127.0.0.1:3128".into(),
+            turn_ttl: Duration::from_secs(HOUR),
+            interrupt_ttl: Duration::from_secs(HOUR),
+            interrupt_retention: Duration::from_secs(7 * 24 * HOUR),
+            snapshot_retention: Duration::from_secs(14 * 24 * HOUR),
+            snapshot_max_bytes: 8 * 1024 * 1024,
+            item_max_bytes: 400_000,
+            lease: Duration::from_secs(30),
+            resume_deadline: Duration::from_secs(15 * 60),
+            claim_cap: 3,
+            approval_ttl: Duration::from_secs(24 * HOUR),
+            resume_slots_per_user: 2,
+            default_can_approve: true,
+            card_max_sites: 20,
+            card_max_urls: 20,
+            card_max_packages: 50,
+            internal_suffixes: Vec::new(),
+        }
+    }
+}
