@@ -3,6 +3,7 @@
 //! and every SQL statement here means the proxy and the approval card can never disagree on
 //! what a host is.
 
+pub mod card;
 pub mod db;
 pub mod host;
 pub mod ids;
@@ -12,6 +13,7 @@ pub mod reason;
 pub mod time;
 pub mod weburl;
 
+pub use card::Card;
 pub use db::{Backend, PoolOptions, Store, StoreError};
 pub use host::{Host, HostError};
 pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
