@@ -1,1 +1,27 @@
-//! placeholder
+//! The data plane. A request flows through the modules in this order:
+//!
+//! `server` (accept, TLS, limits) → `handler` (one request) → `identify` (turn credential) →
+//! `target` (parse and normalise) → `decide` (ordered rules) → `dial` + `addr` (resolve once,
+//! vet, connect) → `tunnel` (CONNECT: SNI check, `relay`) or `forward` (absolute-form HTTP)
+//! → `recorder` (refusals before the 403, egress summaries). `respond` writes what the proxy
+//! says itself; `metrics` counts it all.
+
+pub mod addr;
+pub mod decide;
+pub mod dial;
+pub mod identify;
+pub mod metrics;
+pub mod recorder;
+pub mod relay;
+pub mod respond;
+pub mod settings;
+pub mod sni;
+pub mod target;
+
+mod forward;
+mod handler;
+mod server;
+mod tunnel;
+
+pub use server::Proxy;
+pub use settings::{AllowedRange, Settings};

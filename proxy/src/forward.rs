@@ -1,0 +1,122 @@
+//! Absolute-form forwarding (`GET http://host/path`): the `Host` header must agree with the
+//! URI, `Proxy-Authorization` and hop-by-hop headers never travel upstream, and bodies stream
+//! both ways without being buffered whole.
+
+use std::net::SocketAddr;
+
+use egressgate_store::db::refusals::EgressEvent;
+use egressgate_store::{RefusalReason, Timestamp};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use crate::handler::Shared;
+use crate::identify::TurnEntry;
+use crate::respond::{self, ProxyBody};
+use crate::target::{self, Target};
+
+/// Headers that describe one hop, never the end-to-end message (RFC 9110 §7.6.1), plus the
+/// proxy credential and the non-standard `Proxy-Connection`.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    HeaderName::from_static("keep-alive"),
+];
+
+/// `Some(HostMismatch)` when a `Host` header names another host or port than the URI.
+pub(crate) fn host_header_mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
+    let mut values = req.headers().get_all(header::HOST).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return Some(RefusalReason::HostMismatch);
+    }
+    let parsed = first
+        .to_str()
+        .ok()
+        .and_then(|v| target::parse_host_header(v, 80).ok());
+    match parsed {
+        Some(t) if t == *target => None,
+        _ => Some(RefusalReason::HostMismatch),
+    }
+}
+
+/// Removes hop-by-hop headers, including any named in `Connection`.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(n);
+    }
+    headers.remove("proxy-connection");
+}
+
+/// Sends the request upstream over a fresh connection to a vetted address and streams the
+/// answer back.
+pub(crate) async fn forward(
+    shared: &Shared,
+    turn: &TurnEntry,
+    target: &Target,
+    addrs: &[SocketAddr],
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let stream = match shared.dialer.connect(&target.host, addrs).await {
+        Ok(s) => s,
+        Err(e) => return respond::status(StatusCode::BAD_GATEWAY, e),
+    };
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+        Ok(x) => x,
+        Err(e) => return respond::status(StatusCode::BAD_GATEWAY, format!("upstream handshake failed: {e}")),
+    };
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "upstream connection ended with an error");
+        }
+    });
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let origin_form = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .parse::<Uri>()
+        .unwrap_or_else(|_| Uri::from_static("/"));
+    parts.uri = origin_form;
+    parts.version = http::Version::HTTP_11;
+    let authority = if target.port == 80 {
+        target.host.to_string()
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    if let Ok(v) = HeaderValue::from_str(&authority) {
+        parts.headers.insert(header::HOST, v);
+    }
+    let upstream_req = Request::from_parts(parts, body);
+    match sender.send_request(upstream_req).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            shared.recorder.egress(EgressEvent {
+                turn: turn.turn.id.clone(),
+                host: target.host.clone(),
+                connections: 1,
+                bytes_up: 0,
+                bytes_down: 0,
+                at: Timestamp::now(),
+            });
+            Response::from_parts(parts, body.boxed())
+        }
+        Err(e) => respond::status(StatusCode::BAD_GATEWAY, format!("upstream request failed: {e}")),
+    }
+}

@@ -1,0 +1,185 @@
+//! One proxied request, start to finish: the pipeline the module list describes, with the
+//! canonical decision log line and the status mapping (auth 407, refused 403, limit 429,
+//! malformed 400, DNS/connect 502, timeout 504, store down 503).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use egressgate_store::db::refusals::RefusalEvent;
+use egressgate_store::{RefusalReason, SanitizedUrl, Store, Timestamp};
+use http::{Method, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+use tokio::sync::watch;
+
+use crate::decide::{self, Decision};
+use crate::dial::{DialError, Dialer};
+use crate::identify::{ActiveGuard, AuthError, TurnCache, TurnEntry};
+use crate::metrics::{KindLabel, Metrics, ReasonLabel};
+use crate::recorder::Recorder;
+use crate::respond::{self, ProxyBody};
+use crate::settings::Settings;
+use crate::target;
+use crate::{forward, tunnel};
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub store: Store,
+    pub turns: TurnCache,
+    pub dialer: Dialer,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    /// Flips to true when the process starts draining.
+    pub draining: watch::Receiver<bool>,
+}
+
+/// What a refusal is about, for the record and the log.
+pub(crate) struct Refusal<'a> {
+    pub turn: &'a TurnEntry,
+    pub host: &'a str,
+    pub port: u16,
+    pub reason: RefusalReason,
+    pub url: Option<String>,
+}
+
+impl Shared {
+    /// Records a refusal (before anything is sent) and logs the canonical decision line.
+    /// `false` when the record could not be committed: the caller answers 503.
+    pub async fn record_refusal(&self, r: Refusal<'_>) -> bool {
+        let started = Instant::now();
+        let event = RefusalEvent {
+            turn: r.turn.turn.id.clone(),
+            host: r.host.to_owned(),
+            port: r.port,
+            reason: r.reason,
+            url: r.url,
+            at: Timestamp::now(),
+        };
+        let ok = self.recorder.refusal(event).await.is_ok();
+        self.metrics.record_seconds.observe(started.elapsed().as_secs_f64());
+        self.metrics.refusals.get_or_create(&ReasonLabel { reason: r.reason.as_str() }).inc();
+        tracing::info!(
+            decision = "refuse",
+            reason = r.reason.as_str(),
+            turn_id = %r.turn.turn.id,
+            chat_id = %r.turn.turn.chat,
+            host = r.host,
+            port = r.port,
+            recorded = ok,
+            "proxy decision"
+        );
+        ok
+    }
+
+    /// Records and answers a refusal (`403`, or `status` for limits).
+    async fn refuse(&self, r: Refusal<'_>, status: StatusCode) -> Response<ProxyBody> {
+        let (host, port, reason) = (r.host.to_owned(), r.port, r.reason);
+        if !self.record_refusal(r).await {
+            return respond::status(StatusCode::SERVICE_UNAVAILABLE, "refusal could not be recorded; refusing");
+        }
+        let mut resp = respond::refused(&host, port, reason);
+        *resp.status_mut() = status;
+        resp
+    }
+}
+
+/// Serves one request.
+pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let connect = req.method() == Method::CONNECT;
+    shared
+        .metrics
+        .requests
+        .get_or_create(&KindLabel { kind: if connect { "connect" } else { "forward" } })
+        .inc();
+    let auth = req.headers().get(header::PROXY_AUTHORIZATION).map(|v| v.as_bytes());
+    let turn = match shared.turns.authenticate(auth).await {
+        Ok(t) => t,
+        Err(AuthError::Store(e)) => {
+            tracing::error!(error = %e, "cannot read turns; failing closed");
+            return respond::status(StatusCode::SERVICE_UNAVAILABLE, "approval state unavailable; refusing");
+        }
+        Err(e) => return respond::auth_required(&e.to_string()),
+    };
+    let parsed = if connect {
+        req.uri()
+            .authority()
+            .map_or(Err(target::TargetError::Authority), |a| target::parse_authority(a.as_str()))
+    } else {
+        target::parse_absolute(req.uri())
+    };
+    let target = match parsed {
+        Ok(t) => t,
+        Err(e) => return respond::status(StatusCode::BAD_REQUEST, e),
+    };
+    let url = (!connect).then(|| {
+        SanitizedUrl::from_parts("http", &target.host, target.port, req.uri().path()).text
+    });
+    let refusal = |reason| Refusal {
+        turn: &turn,
+        host: target.host.as_str(),
+        port: target.port,
+        reason,
+        url: url.clone(),
+    };
+
+    let started = Instant::now();
+    let decision = decide::decide(
+        &shared.store,
+        &turn,
+        &target,
+        &shared.settings.internal_suffixes,
+        &shared.settings.allow_ports,
+        shared.settings.allow_cache_ttl,
+    )
+    .await;
+    shared.metrics.decision_seconds.observe(started.elapsed().as_secs_f64());
+    match decision {
+        Ok(Decision::Allow) => {}
+        Ok(Decision::Refuse(reason)) => return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read approvals; failing closed");
+            return respond::status(StatusCode::SERVICE_UNAVAILABLE, "approval state unavailable; refusing");
+        }
+    }
+    if !connect && let Some(reason) = forward::host_header_mismatch(&req, &target) {
+        return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
+    }
+    let Some(guard) = ActiveGuard::try_new(&turn, shared.settings.max_connections_per_turn) else {
+        return shared
+            .refuse(refusal(RefusalReason::LimitExceeded), StatusCode::TOO_MANY_REQUESTS)
+            .await;
+    };
+    let addrs = match shared.dialer.resolve_vetted(&target.host, target.port).await {
+        Ok(a) => a,
+        Err(e) => return dial_failure(&shared, refusal, e).await,
+    };
+    tracing::info!(
+        decision = "allow",
+        turn_id = %turn.turn.id,
+        chat_id = %turn.turn.chat,
+        host = target.host.as_str(),
+        port = target.port,
+        kind = if connect { "connect" } else { "forward" },
+        "proxy decision"
+    );
+    if connect {
+        tunnel::start(shared, turn, guard, target, addrs, req)
+    } else {
+        forward::forward(&shared, &turn, &target, &addrs, req).await
+    }
+}
+
+async fn dial_failure<'a>(
+    shared: &Shared,
+    refusal: impl Fn(RefusalReason) -> Refusal<'a>,
+    e: DialError,
+) -> Response<ProxyBody> {
+    match e {
+        DialError::Private { .. } => {
+            shared.refuse(refusal(RefusalReason::PrivateAddress), StatusCode::FORBIDDEN).await
+        }
+        DialError::Timeout { .. } => respond::status(StatusCode::GATEWAY_TIMEOUT, e),
+        DialError::NoAnswer { .. } | DialError::Connect { .. } => respond::status(StatusCode::BAD_GATEWAY, e),
+    }
+}
+

@@ -1,0 +1,193 @@
+//! Step 1, identify the turn: `Proxy-Authorization: Basic base64(turn_id:secret)`, checked
+//! against the stored hash in constant time. Turns are cached in memory (their credential
+//! never changes; only their expiry can grow), so an allowed request costs no database trip.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use egressgate_store::db::turns::Turn;
+use egressgate_store::{Host, Secret, Store, StoreError, Timestamp, TurnId};
+
+/// Why a request could not be tied to a live turn.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// No credential, or not Basic, or not `id:secret`.
+    #[error("missing or malformed proxy credential")]
+    Missing,
+    /// Unknown turn or wrong secret (indistinguishable on purpose).
+    #[error("wrong proxy credential")]
+    Wrong,
+    /// The turn's credential has expired.
+    #[error("turn expired")]
+    Expired,
+    /// The database could not be read: fail closed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A live turn as the proxy keeps it.
+pub struct TurnEntry {
+    /// The stored turn (credential hash, chat, launch lists, expiry at load time).
+    pub turn: Turn,
+    /// Hosts already allowed in this turn, with when they were decided.
+    allowed: RwLock<HashMap<Host, Instant>>,
+    /// Open connections of this turn (for the per-turn limit).
+    pub active: AtomicUsize,
+}
+
+impl TurnEntry {
+    /// Whether `host` was allowed in this turn within `ttl`.
+    pub fn allowed_recently(&self, host: &Host, ttl: Duration) -> bool {
+        self.allowed
+            .read()
+            .ok()
+            .and_then(|m| m.get(host).copied())
+            .is_some_and(|at| at.elapsed() < ttl)
+    }
+
+    /// Remembers an allow decision for the rest of the turn.
+    pub fn remember_allowed(&self, host: &Host) {
+        if let Ok(mut m) = self.allowed.write() {
+            m.insert(host.clone(), Instant::now());
+        }
+    }
+
+    /// Drops cached allow decisions (an approval or admin list changed).
+    pub fn forget_allowed(&self) {
+        if let Ok(mut m) = self.allowed.write() {
+            m.clear();
+        }
+    }
+
+    /// Launch-time sites matching `host`.
+    pub fn launch_allows(&self, host: &Host) -> bool {
+        self.turn.sites.iter().any(|p| p.matches(host))
+    }
+}
+
+/// A guard counting one open connection against its turn.
+pub struct ActiveGuard(Arc<TurnEntry>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ActiveGuard {
+    /// Counts a connection if the turn is under `limit`.
+    pub fn try_new(entry: &Arc<TurnEntry>, limit: usize) -> Option<Self> {
+        let prev = entry.active.fetch_add(1, Ordering::Relaxed);
+        if prev >= limit {
+            entry.active.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Self(entry.clone()))
+    }
+}
+
+/// Turns by id, loaded on first use.
+pub struct TurnCache {
+    store: Store,
+    map: RwLock<HashMap<TurnId, Arc<TurnEntry>>>,
+}
+
+/// Entries kept before expired turns are swept out.
+const SWEEP_AT: usize = 50_000;
+
+impl TurnCache {
+    /// An empty cache over `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store, map: RwLock::new(HashMap::new()) }
+    }
+
+    /// Parses the header and returns the live turn it names.
+    pub async fn authenticate(&self, header: Option<&[u8]>) -> Result<Arc<TurnEntry>, AuthError> {
+        let (id, secret) = parse_basic(header.ok_or(AuthError::Missing)?)?;
+        let Some(id) = TurnId::parse(&id) else {
+            // Still hash, so an invalid id costs the same as a wrong secret.
+            let _ = Secret::from_presented(&secret).hash();
+            return Err(AuthError::Wrong);
+        };
+        let secret = Secret::from_presented(&secret);
+        let now = Timestamp::now();
+        let cached = self.map.read().ok().and_then(|m| m.get(&id).cloned());
+        let entry = match cached {
+            Some(e) if !e.turn.expires_at.has_passed(now) => e,
+            // Unknown, or expired at load time: a claim may have extended it since.
+            _ => self.load(&id).await?.ok_or(AuthError::Wrong)?,
+        };
+        if !entry.turn.secret_hash.matches(&secret) {
+            return Err(AuthError::Wrong);
+        }
+        if entry.turn.expires_at.has_passed(now) {
+            return Err(AuthError::Expired);
+        }
+        Ok(entry)
+    }
+
+    async fn load(&self, id: &TurnId) -> Result<Option<Arc<TurnEntry>>, StoreError> {
+        let Some(turn) = self.store.turn(id).await? else {
+            return Ok(None);
+        };
+        let entry = Arc::new(TurnEntry {
+            turn,
+            allowed: RwLock::new(HashMap::new()),
+            active: AtomicUsize::new(0),
+        });
+        if let Ok(mut m) = self.map.write() {
+            if m.len() >= SWEEP_AT {
+                let now = Timestamp::now();
+                m.retain(|_, e| !e.turn.expires_at.has_passed(now));
+            }
+            // Keep the existing entry's connection count if one raced us.
+            let kept = m.entry(id.clone()).or_insert_with(|| entry.clone());
+            if kept.turn.expires_at < entry.turn.expires_at {
+                *kept = entry.clone();
+            }
+            return Ok(Some(kept.clone()));
+        }
+        Ok(Some(entry))
+    }
+
+    /// Forgets every cached allow decision (called when approvals or lists change).
+    pub fn invalidate_allowed(&self) {
+        if let Ok(m) = self.map.read() {
+            for e in m.values() {
+                e.forget_allowed();
+            }
+        }
+    }
+}
+
+/// `Basic base64(id:secret)` → (id, secret).
+fn parse_basic(value: &[u8]) -> Result<(String, String), AuthError> {
+    let value = std::str::from_utf8(value).map_err(|_| AuthError::Missing)?;
+    let (scheme, b64) = value.trim().split_once(' ').ok_or(AuthError::Missing)?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(AuthError::Missing);
+    }
+    let raw = STANDARD.decode(b64.trim()).map_err(|_| AuthError::Missing)?;
+    let raw = String::from_utf8(raw).map_err(|_| AuthError::Missing)?;
+    let (id, secret) = raw.split_once(':').ok_or(AuthError::Missing)?;
+    Ok((id.to_owned(), secret.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_parsing() {
+        let h = format!("Basic {}", STANDARD.encode("t_x:s3cret"));
+        let (id, s) = parse_basic(h.as_bytes()).unwrap_or_default();
+        assert_eq!((id.as_str(), s.as_str()), ("t_x", "s3cret"));
+        assert!(parse_basic(b"Bearer abc").is_err());
+        assert!(parse_basic(b"Basic !!!").is_err());
+        assert!(parse_basic(format!("Basic {}", STANDARD.encode("nocolon")).as_bytes()).is_err());
+    }
+}

@@ -1,0 +1,92 @@
+//! Step 6, record: refusals are written before the `403` goes out, and allowed traffic is
+//! summarised. Concurrent records are grouped into one transaction (group commit), so the
+//! refusal path stays correct under load without one database round trip per request.
+
+use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
+use egressgate_store::Store;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most events folded into one transaction.
+const BATCH: usize = 512;
+
+enum Job {
+    Refusal(RefusalEvent, oneshot::Sender<bool>),
+    Egress(EgressEvent),
+}
+
+/// A handle to the writer task; cheap to clone.
+#[derive(Clone)]
+pub struct Recorder {
+    tx: mpsc::Sender<Job>,
+}
+
+/// Recording failed: the caller must not claim the refusal was recorded (answer `503`).
+#[derive(Debug, thiserror::Error)]
+#[error("refusal could not be recorded")]
+pub struct RecordError;
+
+impl Recorder {
+    /// Starts the writer task on the current runtime.
+    pub fn spawn(store: Store, max_hosts_per_turn: i64) -> Self {
+        let (tx, rx) = mpsc::channel(8192);
+        tokio::spawn(writer(store, max_hosts_per_turn, rx));
+        Self { tx }
+    }
+
+    /// Records a refusal and returns once it is committed.
+    pub async fn refusal(&self, event: RefusalEvent) -> Result<(), RecordError> {
+        let (done, wait) = oneshot::channel();
+        self.tx.send(Job::Refusal(event, done)).await.map_err(|_| RecordError)?;
+        match wait.await {
+            Ok(true) => Ok(()),
+            _ => Err(RecordError),
+        }
+    }
+
+    /// Queues allowed-traffic counters (best effort: a full queue drops them, never blocks
+    /// the data path).
+    pub fn egress(&self, event: EgressEvent) {
+        if self.tx.try_send(Job::Egress(event)).is_err() {
+            tracing::warn!("egress summary queue full; dropping one record");
+        }
+    }
+}
+
+async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
+    let mut jobs = Vec::with_capacity(BATCH);
+    while rx.recv_many(&mut jobs, BATCH).await > 0 {
+        let mut refusals = Vec::new();
+        let mut waiters = Vec::new();
+        let mut egress = Vec::new();
+        for job in jobs.drain(..) {
+            match job {
+                Job::Refusal(e, done) => {
+                    refusals.push(e);
+                    waiters.push(done);
+                }
+                Job::Egress(e) => egress.push(e),
+            }
+        }
+        if !refusals.is_empty() {
+            let ok = commit(&store, &refusals, max_hosts).await;
+            for w in waiters {
+                let _ = w.send(ok);
+            }
+        }
+        if !egress.is_empty()
+            && let Err(e) = store.record_egress(&egress).await
+        {
+            tracing::warn!(error = %e, lost = egress.len(), "could not record egress summary");
+        }
+    }
+}
+
+async fn commit(store: &Store, refusals: &[RefusalEvent], max_hosts: i64) -> bool {
+    match store.record_refusals(refusals, max_hosts).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(error = %e, "could not record refusals; answering 503");
+            false
+        }
+    }
+}

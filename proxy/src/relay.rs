@@ -1,0 +1,124 @@
+//! Step 5, relay: copy bytes both ways until either side closes, the tunnel idles, the turn
+//! expires or the process drains. Byte counts feed the egress summary and metrics.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+/// Buffer per direction: large enough for bulk downloads, small enough for 10k idle tunnels
+/// (buffers are only allocated while copying).
+const BUF: usize = 64 * 1024;
+
+/// Shared activity clock and byte counter for one direction.
+#[derive(Default)]
+struct Activity {
+    last_ms: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Wraps a stream to count the bytes read from it and note when data last moved.
+struct Tracked<S> {
+    inner: S,
+    start: Instant,
+    act: Arc<Activity>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.act.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.act.last_ms.store(ms, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Why a relay ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// A side closed (normal).
+    Closed,
+    /// No bytes either way for the idle timeout.
+    Idle,
+    /// The turn's credential expired.
+    TurnExpired,
+    /// The process is shutting down and the drain deadline passed.
+    Shutdown,
+    /// An I/O error on either side.
+    Error,
+}
+
+/// Totals of one relay.
+#[derive(Debug, Clone, Copy)]
+pub struct Totals {
+    /// Client → origin bytes.
+    pub up: u64,
+    /// Origin → client bytes.
+    pub down: u64,
+    /// Why it ended.
+    pub end: End,
+}
+
+/// Copies both ways with the limits above. `stop` resolves when the process stops draining.
+pub async fn relay<A, B>(
+    client: A,
+    origin: B,
+    idle: Duration,
+    turn_deadline: Instant,
+    stop: impl std::future::Future<Output = ()>,
+) -> Totals
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let start = Instant::now();
+    let up = Arc::new(Activity::default());
+    let down = Arc::new(Activity::default());
+    let mut a = Tracked { inner: client, start, act: up.clone() };
+    let mut b = Tracked { inner: origin, start, act: down.clone() };
+    let watchdog = async {
+        loop {
+            let last = up.last_ms.load(Ordering::Relaxed).max(down.last_ms.load(Ordering::Relaxed));
+            let due = start + Duration::from_millis(last) + idle;
+            if Instant::now() >= due {
+                return;
+            }
+            tokio::time::sleep_until(due).await;
+        }
+    };
+    let end = tokio::select! {
+        r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, BUF, BUF) => {
+            if r.is_ok() { End::Closed } else { End::Error }
+        }
+        () = watchdog => End::Idle,
+        () = tokio::time::sleep_until(turn_deadline) => End::TurnExpired,
+        () = stop => End::Shutdown,
+    };
+    Totals {
+        up: up.bytes.load(Ordering::Relaxed),
+        down: down.bytes.load(Ordering::Relaxed),
+        end,
+    }
+}

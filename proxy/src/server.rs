@@ -1,0 +1,172 @@
+//! Accepting connections: optional TLS, a global connection cap, HTTP/1.1 with header-size
+//! and header-time limits, upgrades for CONNECT, and a graceful drain on shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use egressgate_store::Store;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+
+use crate::dial::Dialer;
+use crate::handler::{self, Shared};
+use crate::identify::TurnCache;
+use crate::metrics::Metrics;
+use crate::recorder::Recorder;
+use crate::settings::Settings;
+
+/// The data plane, ready to serve on a listener.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    drain_tx: watch::Sender<bool>,
+    active: Arc<Active>,
+}
+
+/// Open connections, so shutdown can wait for them.
+#[derive(Default)]
+struct Active {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+struct ConnGuard(Arc<Active>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl Proxy {
+    /// Builds the proxy; must run inside a tokio runtime (it starts the recorder task).
+    pub fn new(settings: Settings, store: Store, registry: &mut Registry) -> Self {
+        let (drain_tx, draining) = watch::channel(false);
+        let dialer = Dialer::new(
+            settings.resolve.clone(),
+            settings.allow_cidrs.clone(),
+            settings.forbidden_addrs.clone(),
+            settings.connect_timeout,
+        );
+        let shared = Arc::new(Shared {
+            recorder: Recorder::spawn(store.clone(), settings.max_refusals_per_turn),
+            turns: TurnCache::new(store.clone()),
+            metrics: Metrics::new(registry),
+            dialer,
+            store,
+            settings,
+            draining,
+        });
+        Self { shared, drain_tx, active: Arc::new(Active::default()) }
+    }
+
+    /// Forgets cached allow decisions, e.g. when a revocation is announced.
+    pub fn invalidate_allowed(&self) {
+        self.shared.turns.invalidate_allowed();
+    }
+
+    /// Accepts connections until `shutdown` resolves, then stops accepting, lets keep-alive
+    /// connections finish their request and tunnels run up to the drain timeout, and returns.
+    pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _peer)) => self.spawn_connection(stream),
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                },
+                () = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        let _ = self.drain_tx.send(true);
+        let wait_idle = async {
+            while self.active.count.load(Ordering::Acquire) > 0 {
+                let notified = self.active.idle.notified();
+                if self.active.count.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                notified.await;
+            }
+        };
+        let deadline = self.shared.settings.drain_timeout + std::time::Duration::from_secs(1);
+        if tokio::time::timeout(deadline, wait_idle).await.is_err() {
+            tracing::warn!(open = self.active.count.load(Ordering::Acquire), "drain deadline passed; closing the rest");
+        }
+        Ok(())
+    }
+
+    fn spawn_connection(&self, stream: TcpStream) {
+        let prev = self.active.count.fetch_add(1, Ordering::AcqRel);
+        let guard = ConnGuard(self.active.clone());
+        let shared = self.shared.clone();
+        if prev >= shared.settings.max_connections {
+            tokio::spawn(async move {
+                let _guard = guard;
+                let mut stream = stream;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let _guard = guard;
+            match shared.settings.tls.clone() {
+                None => serve_http(shared, stream).await,
+                Some(cfg) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+                    let hs = tokio::time::timeout(shared.settings.header_read_timeout, acceptor.accept(stream)).await;
+                    match hs {
+                        Ok(Ok(tls)) => serve_http(shared, tls).await,
+                        _ => tracing::debug!("proxy TLS handshake failed or timed out"),
+                    }
+                }
+            }
+        });
+    }
+}
+
+async fn serve_http<S>(shared: Arc<Shared>, io: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut draining = shared.draining.clone();
+    let svc_shared = shared.clone();
+    let service = service_fn(move |req| {
+        let shared = svc_shared.clone();
+        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, req).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.settings.header_read_timeout)
+        .max_buf_size(shared.settings.max_header_bytes.max(8192))
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => log_conn_end(r),
+        _ = async { draining.wait_for(|d| *d).await.map(|_| ()) } => {
+            conn.as_mut().graceful_shutdown();
+            log_conn_end(conn.await);
+        }
+    }
+}
+
+fn log_conn_end(r: Result<(), hyper::Error>) {
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}

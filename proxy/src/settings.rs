@@ -1,0 +1,82 @@
+//! The data plane's typed settings, built by the binary from flags, environment and file.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use egressgate_store::{Host, SitePattern};
+use ipnet::IpNet;
+
+/// A private range that is reachable anyway, for every host or only for hosts matching an
+/// administrator pattern.
+#[derive(Clone, Debug)]
+pub struct AllowedRange {
+    /// The range.
+    pub net: IpNet,
+    /// `None`: any host; `Some(p)`: only hosts matching `p`.
+    pub only_for: Option<SitePattern>,
+}
+
+/// Everything the proxy needs to decide and dial.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Ports a request may target.
+    pub allow_ports: Vec<u16>,
+    /// Non-public ranges that may be dialled anyway.
+    pub allow_cidrs: Vec<AllowedRange>,
+    /// Static DNS answers, consulted before the resolver (`--resolve HOST=IP`).
+    pub resolve: HashMap<Host, Vec<IpAddr>>,
+    /// Operator-configured internal suffixes.
+    pub internal_suffixes: Vec<Host>,
+    /// Refuse TLS without SNI on port 443.
+    pub require_sni: bool,
+    /// Distinct refused hosts kept per turn.
+    pub max_refusals_per_turn: i64,
+    /// The gate's own listeners and the database: never dialled, even inside allowed ranges.
+    pub forbidden_addrs: Vec<SocketAddr>,
+    /// Time allowed to send the request head.
+    pub header_read_timeout: Duration,
+    /// Time allowed to resolve and connect upstream.
+    pub connect_timeout: Duration,
+    /// A tunnel or forwarded stream with no bytes either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Time allowed for the client's TLS ClientHello after `200` on CONNECT.
+    pub client_hello_timeout: Duration,
+    /// Largest request head.
+    pub max_header_bytes: usize,
+    /// Concurrent connections per turn.
+    pub max_connections_per_turn: usize,
+    /// Concurrent client connections in total.
+    pub max_connections: usize,
+    /// How long graceful shutdown waits for open tunnels.
+    pub drain_timeout: Duration,
+    /// How long an in-memory allow decision may be reused (bounded also by the turn).
+    pub allow_cache_ttl: Duration,
+    /// TLS for the proxy listener itself (clients speak TLS to the proxy).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            allow_ports: vec![80, 443],
+            allow_cidrs: Vec::new(),
+            resolve: HashMap::new(),
+            internal_suffixes: Vec::new(),
+            require_sni: true,
+            max_refusals_per_turn: 256,
+            forbidden_addrs: Vec::new(),
+            header_read_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            client_hello_timeout: Duration::from_secs(10),
+            max_header_bytes: 64 * 1024,
+            max_connections_per_turn: 256,
+            max_connections: 10_000,
+            drain_timeout: Duration::from_secs(30),
+            allow_cache_ttl: Duration::from_secs(3600),
+            tls: None,
+        }
+    }
+}

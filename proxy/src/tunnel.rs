@@ -1,0 +1,154 @@
+//! CONNECT tunnels: answer `200`, read the client's first bytes, refuse domain fronting
+//! (an SNI that is not the CONNECT host, or none on 443 when SNI is required), then dial the
+//! vetted addresses and relay. The origin is only dialled after the SNI check passed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use egressgate_store::db::refusals::EgressEvent;
+use egressgate_store::{Host, RefusalReason, Timestamp};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::handler::{Refusal, Shared};
+use crate::identify::{ActiveGuard, TurnEntry};
+use crate::metrics::DirectionLabel;
+use crate::relay::{self, End};
+use crate::respond::{self, ProxyBody};
+use crate::sni::{self, Hello, MAX_HELLO_BYTES};
+use crate::target::Target;
+
+/// How long a non-443 tunnel waits for the client to speak first before assuming a
+/// server-first protocol and relaying without an SNI check.
+const FIRST_BYTES_WAIT: Duration = Duration::from_millis(500);
+
+/// Answers `200` and moves the rest of the tunnel's life to its own task.
+pub(crate) fn start(
+    shared: Arc<Shared>,
+    turn: Arc<TurnEntry>,
+    guard: ActiveGuard,
+    target: Target,
+    addrs: Vec<SocketAddr>,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    tokio::spawn(async move {
+        let _guard = guard;
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => run(&shared, &turn, &target, &addrs, TokioIo::new(upgraded)).await,
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    });
+    Response::new(respond::empty())
+}
+
+/// Outcome of looking at the first client bytes.
+enum Check {
+    Pass,
+    Refuse,
+    Gone,
+}
+
+async fn run<C>(shared: &Shared, turn: &TurnEntry, target: &Target, addrs: &[SocketAddr], mut client: C)
+where
+    C: AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut first = Vec::with_capacity(2048);
+    match check_hello(shared, target, &mut client, &mut first).await {
+        Check::Pass => {}
+        Check::Gone => return,
+        Check::Refuse => {
+            shared
+                .record_refusal(Refusal {
+                    turn,
+                    host: target.host.as_str(),
+                    port: target.port,
+                    reason: RefusalReason::SniMismatch,
+                    url: None,
+                })
+                .await;
+            return;
+        }
+    }
+    let mut origin = match shared.dialer.connect(&target.host, addrs).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(error = %e, turn_id = %turn.turn.id, "tunnel upstream connect failed");
+            return;
+        }
+    };
+    if origin.write_all(&first).await.is_err() {
+        return;
+    }
+    drop(first);
+    shared.metrics.active_tunnels.inc();
+    let deadline = deadline_of(turn);
+    let mut draining = shared.draining.clone();
+    let drain = shared.settings.drain_timeout;
+    let stop = async move {
+        let _ = draining.wait_for(|d| *d).await.map(|_| ());
+        tokio::time::sleep(drain).await;
+    };
+    let totals = relay::relay(client, origin, shared.settings.idle_timeout, deadline, stop).await;
+    shared.metrics.active_tunnels.dec();
+    shared.metrics.bytes.get_or_create(&DirectionLabel { direction: "up" }).inc_by(totals.up);
+    shared.metrics.bytes.get_or_create(&DirectionLabel { direction: "down" }).inc_by(totals.down);
+    if totals.end != End::Closed {
+        tracing::info!(end = ?totals.end, turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
+    }
+    shared.recorder.egress(EgressEvent {
+        turn: turn.turn.id.clone(),
+        host: target.host.clone(),
+        connections: 1,
+        bytes_up: i64::try_from(totals.up).unwrap_or(i64::MAX),
+        bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
+        at: Timestamp::now(),
+    });
+}
+
+/// Reads until the ClientHello is complete (or it is clearly not TLS) and judges its SNI.
+async fn check_hello<C: AsyncRead + Unpin>(
+    shared: &Shared,
+    target: &Target,
+    client: &mut C,
+    buf: &mut Vec<u8>,
+) -> Check {
+    let tls_port = target.port == 443;
+    let first_wait = if tls_port { shared.settings.client_hello_timeout } else { FIRST_BYTES_WAIT };
+    let deadline = tokio::time::Instant::now() + shared.settings.client_hello_timeout;
+    let mut chunk = [0u8; 4096];
+    loop {
+        let wait = if buf.is_empty() {
+            tokio::time::Instant::now() + first_wait
+        } else {
+            deadline
+        };
+        match tokio::time::timeout_at(wait, client.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Check::Gone,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            // Silence: a server-first protocol on a non-TLS port may proceed.
+            Err(_) if buf.is_empty() && !tls_port => return Check::Pass,
+            Err(_) => return if tls_port && shared.settings.require_sni { Check::Refuse } else { Check::Pass },
+        }
+        match sni::inspect(buf) {
+            Hello::Incomplete if buf.len() < MAX_HELLO_BYTES => continue,
+            Hello::Incomplete | Hello::NotTls | Hello::NoSni => {
+                return if tls_port && shared.settings.require_sni { Check::Refuse } else { Check::Pass };
+            }
+            Hello::Sni(name) => {
+                return match Host::parse(&name) {
+                    Ok(h) if h == target.host => Check::Pass,
+                    _ => Check::Refuse,
+                };
+            }
+        }
+    }
+}
+
+/// When the tunnel must end because its turn's credential expires.
+fn deadline_of(turn: &TurnEntry) -> tokio::time::Instant {
+    let left = turn.turn.expires_at.millis() - Timestamp::now().millis();
+    tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0))
+}
