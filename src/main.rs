@@ -1,1 +1,48 @@
-fn main() {}
+//! The `egressgate` binary: command-line wiring only. `sandbox run` is dispatched before any
+//! runtime exists (namespaces need a single-threaded process); everything else runs on tokio.
+
+mod cli;
+mod config;
+mod run;
+mod tls;
+mod tokens;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+use crate::cli::{Cli, Command, SandboxCmd};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Sandbox { action: SandboxCmd::Run { proxy_url, no_isolate, command } } = cli.command {
+        let opts = egressgate_sandbox::RunOptions { proxy_url, isolate: !no_isolate, command };
+        return match egressgate_sandbox::run(opts) {
+            Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
+            Err(e) => {
+                report(&e);
+                ExitCode::from(125)
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            report(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run::run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&format!("{e:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One line on stderr: the binary's edge, where context-rich errors end.
+#[allow(clippy::print_stderr)]
+fn report(e: &dyn std::fmt::Display) {
+    eprintln!("egressgate: error: {e}");
+}

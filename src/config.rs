@@ -1,0 +1,301 @@
+//! Configuration in two steps: merge the raw layers (flags > environment > file > defaults),
+//! then validate into typed settings for each plane. Any bad value is one clear error line.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use egressgate_proxy::AllowedRange;
+use egressgate_store::{Host, PoolOptions, SitePattern};
+use ipnet::IpNet;
+
+use crate::cli::RawConfig;
+
+/// Keys whose TOML value may be a number although the raw field is text.
+const TEXT_KEYS: &[&str] = &[
+    "turn-ttl", "interrupt-ttl", "interrupt-retention", "snapshot-retention", "snapshot-max-bytes",
+    "item-max-bytes", "lease", "resume-deadline", "approval-ttl", "header-read-timeout",
+    "connect-timeout", "idle-timeout", "drain-timeout", "max-header-bytes", "db-statement-timeout",
+];
+
+/// Where the data lives.
+#[derive(Debug, Clone)]
+pub enum Database {
+    /// Embedded SQLite in the data directory.
+    Sqlite,
+    /// A database URL (PostgreSQL for scale-out).
+    Url(String),
+}
+
+/// The validated configuration.
+pub struct Config {
+    /// Data directory (SQLite, blobs, generated tokens).
+    pub data_dir: PathBuf,
+    /// The store.
+    pub database: Database,
+    /// Pool sizing.
+    pub pool: PoolOptions,
+    /// Proxy listener.
+    pub proxy_listen: SocketAddr,
+    /// Control listener.
+    pub control_listen: SocketAddr,
+    /// Metrics listener for a proxy-only process.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Whether `--proxy-public-url` was given (required for `control`).
+    pub proxy_public_url_given: bool,
+    /// Data-plane settings.
+    pub proxy: egressgate_proxy::Settings,
+    /// Control-plane settings.
+    pub control: egressgate_control::Settings,
+}
+
+/// Merges the file (if any) under the flags/environment layer. `DATABASE_URL` is an alias of
+/// `EGRESSGATE_DATABASE_URL`, below it in precedence.
+pub fn merge(cli: RawConfig) -> Result<RawConfig> {
+    let mut top = serde_json::to_value(&cli).context("internal: config serialisation")?;
+    if let Some(obj) = top.as_object_mut()
+        && obj.get("database-url").is_none_or(serde_json::Value::is_null)
+        && let Ok(url) = std::env::var("DATABASE_URL")
+    {
+        obj.insert("database-url".into(), url.into());
+    }
+    let Some(path) = &cli.config else {
+        return Ok(cli_with(top, cli.config.clone())?);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let file: toml::Table =
+        toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
+    let mut base = serde_json::to_value(file).context("config file")?;
+    if let Some(obj) = base.as_object_mut() {
+        for key in TEXT_KEYS {
+            if let Some(v) = obj.get_mut(*key)
+                && v.is_number()
+            {
+                *v = serde_json::Value::String(v.to_string());
+            }
+        }
+        if let Some(serde_json::Value::Object(top)) = Some(&top) {
+            for (k, v) in top {
+                let unset = v.is_null() || v.as_array().is_some_and(Vec::is_empty);
+                if !unset {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    // Validate the file's keys through the same struct (unknown keys are errors).
+    let merged: RawConfig = serde_json::from_value(base)
+        .with_context(|| format!("invalid setting in {}", path.display()))?;
+    Ok(RawConfig { config: cli.config, ..merged })
+}
+
+fn cli_with(v: serde_json::Value, config: Option<PathBuf>) -> Result<RawConfig> {
+    let raw: RawConfig = serde_json::from_value(v).context("internal: config")?;
+    Ok(RawConfig { config, ..raw })
+}
+
+fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Duration> {
+    match v {
+        None => Ok(default),
+        Some(s) => {
+            let s = s.trim();
+            if let Ok(secs) = s.parse::<u64>() {
+                return Ok(Duration::from_secs(secs));
+            }
+            humantime::parse_duration(s).map_err(|e| anyhow!("--{name} {s:?}: {e} (use e.g. 30s, 15m, 1h, 7d)"))
+        }
+    }
+}
+
+fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> {
+    let Some(s) = v else { return Ok(default) };
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| anyhow!("--{name} {s:?}: expected a size like 400 KB or 8 MiB"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" | "k" => 1000,
+        "kib" => 1024,
+        "mb" | "m" => 1_000_000,
+        "mib" => 1024 * 1024,
+        "gb" | "g" => 1_000_000_000,
+        "gib" => 1024 * 1024 * 1024,
+        other => bail!("--{name} {s:?}: unknown unit {other:?}"),
+    };
+    n.checked_mul(mult).ok_or_else(|| anyhow!("--{name} {s:?}: too large"))
+}
+
+fn socket(name: &str, v: &Option<String>, default: &str) -> Result<SocketAddr> {
+    let s = v.as_deref().unwrap_or(default);
+    s.parse().map_err(|_| anyhow!("--{name} {s:?}: expected IP:PORT (e.g. 127.0.0.1:3128)"))
+}
+
+fn host(what: &str, s: &str) -> Result<Host> {
+    Host::parse(s).map_err(|e| anyhow!("{what} {s:?}: {e}"))
+}
+
+/// Validates the merged raw configuration.
+pub fn validate(raw: &RawConfig) -> Result<Config> {
+    let data_dir = raw.data_dir.clone().unwrap_or_else(|| PathBuf::from("egressgate-data"));
+    let database = match raw.database_url.as_deref() {
+        None | Some("") => Database::Sqlite,
+        Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") || u.starts_with("sqlite:") => {
+            Database::Url(u.to_owned())
+        }
+        Some(u) => bail!("--database-url: unsupported URL scheme in {:?} (use postgres:// or sqlite://)", redact(u)),
+    };
+    let proxy_listen = socket("proxy-listen", &raw.proxy_listen, "127.0.0.1:3128")?;
+    let control_listen = socket("control-listen", &raw.control_listen, "127.0.0.1:8080")?;
+    let metrics_listen = raw.metrics_listen.as_ref().map(|_| socket("metrics-listen", &raw.metrics_listen, "")).transpose()?;
+    let proxy_public_url = match &raw.proxy_public_url {
+        Some(u) => public_url(u)?,
+        None => proxy_listen.to_string(),
+    };
+    let internal_suffixes = raw
+        .internal_suffix
+        .iter()
+        .map(|s| host("--internal-suffix", s.trim_start_matches('.')))
+        .collect::<Result<Vec<_>>>()?;
+    let mut resolve: HashMap<Host, Vec<IpAddr>> = HashMap::new();
+    for entry in &raw.resolve {
+        let (h, ip) = entry
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--resolve {entry:?}: expected HOST=IP"))?;
+        let ip: IpAddr = ip
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| anyhow!("--resolve {entry:?}: {ip:?} is not an IP address"))?;
+        resolve.entry(host("--resolve", h)?).or_default().push(ip);
+    }
+    let mut allow_cidrs = Vec::new();
+    for entry in &raw.allow_cidr {
+        let (net, pattern) = match entry.split_once('=') {
+            Some((n, p)) => (n, Some(p)),
+            None => (entry.as_str(), None),
+        };
+        let net: IpNet = net
+            .parse()
+            .map_err(|_| anyhow!("--allow-cidr {entry:?}: {net:?} is not a CIDR range"))?;
+        let only_for = pattern
+            .map(|p| SitePattern::parse(p, &internal_suffixes).map_err(|e| anyhow!("--allow-cidr {entry:?}: {e}")))
+            .transpose()?;
+        allow_cidrs.push(AllowedRange { net, only_for });
+    }
+    let allow_ports = if raw.allow_port.is_empty() { vec![80, 443] } else { raw.allow_port.clone() };
+    if allow_ports.contains(&0) {
+        bail!("--allow-port 0 is not a port");
+    }
+    let tls = match (&raw.tls_cert, &raw.tls_key) {
+        (None, None) => None,
+        (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+        _ => bail!("--tls-cert and --tls-key go together"),
+    };
+    let d = egressgate_proxy::Settings::default();
+    let proxy = egressgate_proxy::Settings {
+        allow_ports,
+        allow_cidrs,
+        resolve,
+        internal_suffixes: internal_suffixes.clone(),
+        require_sni: raw.require_sni.unwrap_or(true),
+        max_refusals_per_turn: positive("max-refusals-per-turn", raw.max_refusals_per_turn, 256)?,
+        forbidden_addrs: Vec::new(),
+        header_read_timeout: duration("header-read-timeout", &raw.header_read_timeout, d.header_read_timeout)?,
+        connect_timeout: duration("connect-timeout", &raw.connect_timeout, d.connect_timeout)?,
+        idle_timeout: duration("idle-timeout", &raw.idle_timeout, d.idle_timeout)?,
+        client_hello_timeout: d.client_hello_timeout,
+        max_header_bytes: usize::try_from(size("max-header-bytes", &raw.max_header_bytes, d.max_header_bytes as u64)?)?,
+        max_connections_per_turn: raw.max_connections_per_turn.unwrap_or(d.max_connections_per_turn),
+        max_connections: raw.max_connections.unwrap_or(d.max_connections),
+        drain_timeout: duration("drain-timeout", &raw.drain_timeout, d.drain_timeout)?,
+        allow_cache_ttl: d.allow_cache_ttl,
+        tls: tls.map(Arc::new),
+    };
+    let c = egressgate_control::Settings::default();
+    let control = egressgate_control::Settings {
+        proxy_public_url,
+        turn_ttl: duration("turn-ttl", &raw.turn_ttl, c.turn_ttl)?,
+        interrupt_ttl: duration("interrupt-ttl", &raw.interrupt_ttl, c.interrupt_ttl)?,
+        interrupt_retention: duration("interrupt-retention", &raw.interrupt_retention, c.interrupt_retention)?,
+        snapshot_retention: duration("snapshot-retention", &raw.snapshot_retention, c.snapshot_retention)?,
+        snapshot_max_bytes: size("snapshot-max-bytes", &raw.snapshot_max_bytes, c.snapshot_max_bytes)?,
+        item_max_bytes: size("item-max-bytes", &raw.item_max_bytes, c.item_max_bytes)?,
+        lease: duration("lease", &raw.lease, c.lease)?,
+        resume_deadline: duration("resume-deadline", &raw.resume_deadline, c.resume_deadline)?,
+        claim_cap: raw.claim_cap.unwrap_or(c.claim_cap),
+        approval_ttl: duration("approval-ttl", &raw.approval_ttl, c.approval_ttl)?,
+        resume_slots_per_user: raw.resume_slots_per_user.unwrap_or(c.resume_slots_per_user),
+        default_can_approve: raw.default_can_approve.unwrap_or(c.default_can_approve),
+        card_max_sites: raw.card_max_sites.unwrap_or(c.card_max_sites),
+        card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
+        card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
+        internal_suffixes,
+        ..c
+    };
+    let p = PoolOptions::default();
+    let pool = PoolOptions {
+        max_connections: raw.db_max_connections.unwrap_or(p.max_connections).max(1),
+        statement_timeout: duration("db-statement-timeout", &raw.db_statement_timeout, p.statement_timeout)?,
+        ..p
+    };
+    Ok(Config {
+        data_dir,
+        database,
+        pool,
+        proxy_listen,
+        control_listen,
+        metrics_listen,
+        proxy_public_url_given: raw.proxy_public_url.is_some(),
+        proxy,
+        control,
+    })
+}
+
+fn positive(name: &str, v: Option<i64>, default: i64) -> Result<i64> {
+    match v {
+        Some(n) if n < 1 => bail!("--{name} must be at least 1"),
+        Some(n) => Ok(n),
+        None => Ok(default),
+    }
+}
+
+/// `host:port` (a scheme or path is tolerated and dropped).
+fn public_url(u: &str) -> Result<String> {
+    let rest = u.strip_prefix("http://").unwrap_or(u).trim_end_matches('/');
+    let (h, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow!("--proxy-public-url {u:?}: expected host:port"))?;
+    if h.is_empty() || h.contains(['/', '@']) || port.parse::<u16>().map_or(true, |p| p == 0) {
+        bail!("--proxy-public-url {u:?}: expected host:port");
+    }
+    Ok(rest.to_owned())
+}
+
+/// A database URL with its password blanked, for error messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The database server's address, so the proxy never dials its own database.
+pub fn database_addrs(db: &Database) -> Vec<SocketAddr> {
+    let Database::Url(u) = db else { return Vec::new() };
+    let Ok(url) = url::Url::parse(u) else { return Vec::new() };
+    let (Some(h), port) = (url.host_str(), url.port().unwrap_or(5432)) else {
+        return Vec::new();
+    };
+    (h.trim_start_matches('[').trim_end_matches(']'), port)
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .unwrap_or_default()
+}

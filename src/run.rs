@@ -1,0 +1,282 @@
+//! Running the subcommands: open and migrate the store, bind listeners, start the planes,
+//! the janitor and the signal handler, and drain on shutdown.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use egressgate_control::AppState;
+use egressgate_store::blob::{BlobStore, DbBlobStore, DirBlobStore};
+use egressgate_store::db::admin::AdminList;
+use egressgate_store::{Backend, Package, SitePattern, Store, Timestamp};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::cli::{AdminListCmd, AdminOp, Command, RawConfig};
+use crate::config::{self, Config, Database};
+
+/// Runs a non-sandbox subcommand to completion.
+pub async fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Serve(raw) => serve(raw, true, true).await,
+        Command::Proxy(raw) => serve(raw, true, false).await,
+        Command::Control(raw) => serve(raw, false, true).await,
+        Command::Migrate(raw) => {
+            let cfg = load(raw)?;
+            let store = open(&cfg).await?;
+            store.migrate().await.context("migration failed")?;
+            Ok(())
+        }
+        Command::Admin { list } => admin(list).await,
+        Command::Sandbox { .. } => bail!("internal: sandbox is dispatched before the runtime"),
+    }
+}
+
+fn load(raw: RawConfig) -> Result<Config> {
+    config::validate(&config::merge(raw)?)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EGRESSGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Opens the configured store, creating the data directory (0700) for SQLite.
+async fn open(cfg: &Config) -> Result<Store> {
+    match &cfg.database {
+        Database::Sqlite => {
+            create_private_dir(&cfg.data_dir)?;
+            Store::open_sqlite(&cfg.data_dir, &cfg.pool)
+                .await
+                .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))
+        }
+        Database::Url(u) => Store::open_url(u, &cfg.pool)
+            .await
+            .with_context(|| format!("cannot reach the database at {}", config::redact(u))),
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create data directory {}", dir.display()))
+}
+
+async fn bind(what: &str, addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ({what})"))
+}
+
+async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<()> {
+    let mut cfg = load(raw)?;
+    init_logging();
+    if with_control && !with_proxy && !cfg.proxy_public_url_given {
+        bail!("`egressgate control` needs --proxy-public-url (the proxy address turns should use)");
+    }
+    let store = open(&cfg).await?;
+    store.migrate().await.context("migration failed")?;
+    let proxy_listener = if with_proxy { Some(bind("proxy", cfg.proxy_listen).await?) } else { None };
+    let control_listener = if with_control { Some(bind("control", cfg.control_listen).await?) } else { None };
+    let metrics_listener = match (with_control, cfg.metrics_listen) {
+        (false, Some(a)) => Some(bind("metrics", a).await?),
+        _ => None,
+    };
+    // The gate never dials itself or its database, even inside an allowed range.
+    let mut forbidden = config::database_addrs(&cfg.database);
+    forbidden.extend(proxy_listener.iter().chain(&control_listener).chain(&metrics_listener).filter_map(|l| l.local_addr().ok()));
+    forbidden.push(cfg.proxy_listen);
+    forbidden.push(cfg.control_listen);
+    cfg.proxy.forbidden_addrs = forbidden;
+    if let (Some(l), false) = (&proxy_listener, cfg.proxy_public_url_given) {
+        cfg.control.proxy_public_url = l.local_addr()?.to_string();
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(signals(stop_tx));
+    let mut registry = Registry::default();
+    let mut tasks = tokio::task::JoinSet::new();
+
+    if let Some(listener) = proxy_listener {
+        let proxy = egressgate_proxy::Proxy::new(cfg.proxy.clone(), store.clone(), &mut registry);
+        tracing::info!(addr = %listener.local_addr()?, "proxy listening");
+        let stop = stopped(stop_rx.clone());
+        tasks.spawn(async move { proxy.serve(listener, stop).await.context("proxy") });
+    }
+    let registry = Arc::new(registry);
+    let blobs: Arc<dyn BlobStore> = match store.backend() {
+        Backend::Sqlite => Arc::new(
+            DirBlobStore::new(cfg.data_dir.join("blobs")).context("cannot create the blob directory")?,
+        ),
+        Backend::Postgres => Arc::new(DbBlobStore::new(store.clone())),
+    };
+    if let Some(listener) = control_listener {
+        let tokens = crate::tokens::load(&store, &cfg.data_dir, true).await?;
+        let state = AppState {
+            store: store.clone(),
+            settings: Arc::new(cfg.control.clone()),
+            tokens: Arc::new(tokens),
+            blobs: blobs.clone(),
+        };
+        let app = egressgate_control::app(state).merge(metrics_router(registry.clone()));
+        tracing::info!(addr = %listener.local_addr()?, "control plane listening");
+        let stop = stopped(stop_rx.clone());
+        tasks.spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(stop).await.context("control plane")
+        });
+        tasks.spawn(janitor(store.clone(), blobs, cfg.control.snapshot_retention, stop_rx.clone()));
+    }
+    if let Some(listener) = metrics_listener {
+        let app = metrics_router(registry.clone()).merge(health_router(store.clone()));
+        let stop = stopped(stop_rx.clone());
+        tasks.spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stop).await.context("metrics") });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| anyhow!("task failed: {e}"))??;
+        // One plane ended (shutdown or error): stop the others too.
+        let _ = stop_rx.has_changed();
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await.map(|_| ());
+}
+
+async fn signals(tx: watch::Sender<bool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("shutting down: draining connections");
+    let _ = tx.send(true);
+}
+
+async fn janitor(
+    store: Store,
+    blobs: Arc<dyn BlobStore>,
+    retention: Duration,
+    stop: watch::Receiver<bool>,
+) -> Result<()> {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stopped(stop.clone()) => return Ok(()),
+        }
+        match egressgate_store::db::janitor::janitor_pass(&store, blobs.as_ref(), Timestamp::now(), retention, Duration::from_secs(600)).await {
+            Ok(c) => tracing::debug!(?c, "janitor pass"),
+            Err(e) => tracing::warn!(error = %e, "janitor pass failed"),
+        }
+    }
+}
+
+fn metrics_router(registry: Arc<Registry>) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let registry = registry.clone();
+            async move {
+                let mut text = String::new();
+                match prometheus_client::encoding::text::encode(&mut text, &registry) {
+                    Ok(()) => (
+                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        text,
+                    )
+                        .into_response_parts(),
+                    Err(_) => ([(axum::http::header::CONTENT_TYPE, "text/plain")], String::new()).into_response_parts(),
+                }
+            }
+        }),
+    )
+}
+
+/// Health endpoints for a proxy-only process.
+fn health_router(store: Store) -> axum::Router {
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let store = store.clone();
+                async move {
+                    match store.ping().await {
+                        Ok(()) => (axum::http::StatusCode::OK, "ready"),
+                        Err(_) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+                    }
+                }
+            }),
+        )
+}
+
+trait IntoParts {
+    fn into_response_parts(self) -> axum::response::Response;
+}
+
+impl<T: axum::response::IntoResponse> IntoParts for T {
+    fn into_response_parts(self) -> axum::response::Response {
+        self.into_response()
+    }
+}
+
+async fn admin(cmd: AdminListCmd) -> Result<()> {
+    let (list, op) = match cmd {
+        AdminListCmd::Sites { op } => (AdminList::Sites, op),
+        AdminListCmd::Packages { op } => (AdminList::Packages, op),
+    };
+    let raw = match &op {
+        AdminOp::Add { db, .. } | AdminOp::List { db } | AdminOp::Remove { db, .. } => db.clone(),
+    };
+    let cfg = load(raw)?;
+    let store = open(&cfg).await?;
+    store.migrate().await.context("migration failed")?;
+    let now = Timestamp::now();
+    let canonical = |v: &str| -> Result<String> {
+        match list {
+            AdminList::Sites => SitePattern::parse(v, &cfg.control.internal_suffixes)
+                .map(|p| p.to_key())
+                .map_err(|e| anyhow!("{v:?}: {e}")),
+            AdminList::Packages => Package::parse(v).map(|p| p.as_str().to_owned()).map_err(|e| anyhow!("{v:?}: {e}")),
+        }
+    };
+    let mut out = String::new();
+    match op {
+        AdminOp::Add { value, note, .. } => {
+            let key = canonical(&value)?;
+            let added = store.admin_add(list, &key, note.as_deref(), "admin-cli", now).await?;
+            out.push_str(&format!("{} {key}\n", if added { "added" } else { "already present" }));
+        }
+        AdminOp::Remove { value, .. } => {
+            let key = canonical(&value)?;
+            if !store.admin_remove(list, &key, "admin-cli", now).await? {
+                bail!("{key} is not on the list");
+            }
+            out.push_str(&format!("removed {key}\n"));
+        }
+        AdminOp::List { .. } => {
+            for e in store.admin_list(list).await? {
+                out.push_str(&e.value);
+                if let Some(n) = e.note {
+                    out.push('\t');
+                    out.push_str(&n);
+                }
+                out.push('\n');
+            }
+        }
+    }
+    use std::io::Write as _;
+    std::io::stdout().write_all(out.as_bytes()).context("stdout")?;
+    Ok(())
+}
