@@ -42,7 +42,12 @@ fn load(raw: RawConfig) -> Result<Config> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EGRESSGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    use std::io::IsTerminal as _;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Opens the configured store, creating the data directory (0700) for SQLite.
@@ -137,9 +142,8 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         tasks.spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stop).await.context("metrics") });
     }
     while let Some(done) = tasks.join_next().await {
+        // A plane that fails ends the process (the others are dropped with the runtime).
         done.map_err(|e| anyhow!("task failed: {e}"))??;
-        // One plane ended (shutdown or error): stop the others too.
-        let _ = stop_rx.has_changed();
     }
     store.close().await;
     tracing::info!("stopped");

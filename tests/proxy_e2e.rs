@@ -1,0 +1,292 @@
+//! End-to-end: the real binary on loopback. The core loop of the product: a sandbox's request
+//! either reaches an approved host or is refused with a clear 403 that is recorded against the
+//! turn before it is sent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use support::*;
+
+const FILES: &str = "files.example.com";
+
+async fn setup() -> (Gate, Origin) {
+    let o = origin().await;
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .resolve("a.wild.example.org", "127.0.0.1")
+        .resolve("wild.example.org", "127.0.0.1")
+        .resolve("badexample.com", "127.0.0.1")
+        .resolve("example.com", "127.0.0.1")
+        .resolve("other.example.net", "127.0.0.1")
+        .arg("--allow-cidr")
+        .arg("127.0.0.0/8")
+        .arg("--allow-port")
+        .arg(&o.addr.port().to_string())
+        .start();
+    (g, o)
+}
+
+#[tokio::test]
+async fn missing_wrong_and_malformed_credentials_get_407() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let url = format!("http://{FILES}:{}/", o.addr.port());
+    let no_auth = proxy_raw(g.proxy(), &format!("GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n", o.addr.port())).await;
+    assert_eq!(no_auth.status, 407);
+    assert_eq!(no_auth.header("proxy-authenticate"), Some("Basic realm=\"egressgate\""));
+    let turn = api.turn("u1", "c1", &[]).await;
+    let wrong = Turn { id: turn.id.clone(), credential: format!("{}:not-the-secret", turn.id) };
+    assert_eq!(proxy_get(g.proxy(), &wrong, &url).await.status, 407);
+    let unknown = Turn { id: "t_x".into(), credential: "t_AAAAAAAAAAAAAAAAAAAAAA:whatever".into() };
+    assert_eq!(proxy_get(g.proxy(), &unknown, &url).await.status, 407);
+    let garbage = proxy_raw(g.proxy(), &format!("GET {url} HTTP/1.1\r\nproxy-authorization: Basic !!!\r\n\r\n")).await;
+    assert_eq!(garbage.status, 407);
+    assert!(o.requests().is_empty(), "the origin must not be reached without a credential");
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+}
+
+#[tokio::test]
+async fn expired_turn_gets_407() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let r = api
+        .post("/v1/turns", RUNTIME, serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1}))
+        .await;
+    assert_eq!(r.status, 201);
+    let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
+    let turn = Turn { id: url.username().into(), credential: format!("{}:{}", url.username(), url.password().unwrap()) };
+    let target = format!("http://{FILES}:{}/", o.addr.port());
+    assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry
+    assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 407);
+}
+
+#[tokio::test]
+async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u1", "c1", &[]).await;
+    let port = o.addr.port();
+    let raw = format!(
+        "GET http://{FILES}:{port}/data.csv?x=1 HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\
+         proxy-connection: keep-alive\r\nconnection: close, x-secret-hop\r\nx-secret-hop: 1\r\nx-end-to-end: kept\r\n\r\n",
+        turn.auth_header()
+    );
+    let r = proxy_raw(g.proxy(), &raw).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "origin says hi");
+    let seen = o.requests();
+    assert_eq!(seen.len(), 1);
+    let head = seen[0].to_ascii_lowercase();
+    assert!(head.starts_with("get /data.csv?x=1 http/1.1"), "origin-form upstream: {head}");
+    assert!(!head.contains("proxy-authorization"), "credential leaked upstream: {head}");
+    assert!(!head.contains("proxy-connection") && !head.contains("x-secret-hop"), "hop-by-hop leaked: {head}");
+    assert!(head.contains("x-end-to-end: kept"));
+    let egress = api.get(&format!("/v1/turns/{}/egress", turn.id), RUNTIME).await.json();
+    assert_eq!(egress["egress"][0]["host"], FILES);
+}
+
+#[tokio::test]
+async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
+    let pki = pki(&[FILES]);
+    let o = tls_origin(&pki).await;
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .arg("--allow-cidr")
+        .arg("127.0.0.0/8")
+        .arg("--allow-port")
+        .arg(&o.addr.port().to_string())
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u1", "c1", &[]).await;
+    let (head, stream) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    assert_eq!(head.status, 200);
+    let r = tls_get(stream, pki.client(), FILES).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "origin says hi");
+}
+
+#[tokio::test]
+async fn unapproved_host_is_refused_clearly_recorded_once_and_counted() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    let turn = api.turn("u1", "c1", &[]).await;
+    let url = format!("http://{FILES}:{}/secret.csv?token=abc#frag", o.addr.port());
+    let r = proxy_get(g.proxy(), &turn, &url).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
+    assert_eq!(r.header("x-egress-approvable"), Some("true"));
+    let body = r.text();
+    assert!(body.contains(FILES) && body.contains("not_approved"), "{body}");
+    assert!(body.contains("approval tool") && body.contains("do not try to get around the proxy"), "{body}");
+    // Recorded before the 403 was written: visible immediately.
+    let rec = api.refusals(&turn).await;
+    let rows = rec["refusals"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["host"], FILES);
+    assert_eq!(rows[0]["reason"], "not_approved");
+    assert_eq!(rows[0]["approvable"], true);
+    assert_eq!(rows[0]["count"], 1);
+    assert_eq!(rows[0]["url"], format!("http://{FILES}:{}/secret.csv", o.addr.port()), "query and fragment stripped");
+    let (head, _s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    assert_eq!(head.status, 403);
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    let rec = api.refusals(&turn).await;
+    assert_eq!(rec["refusals"].as_array().unwrap().len(), 1, "one row per (host, port, reason)");
+    assert_eq!(rec["refusals"][0]["count"], 3);
+    assert_eq!(rec["overflow"], 0);
+    assert!(o.requests().is_empty() && o.connection_count() == 0, "the origin must never be touched");
+    let lines = g.log_lines("decision=\"refuse\"");
+    assert!(lines.iter().any(|l| l.contains(&turn.id) && l.contains("reason=\"not_approved\"")), "canonical decision log line: {lines:?}");
+}
+
+#[tokio::test]
+async fn refusals_are_kept_per_turn_and_launch_sites_only_for_their_turn() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    let with_launch = api.turn("u1", "c1", &[FILES]).await;
+    let plain = api.turn("u1", "c1", &[]).await;
+    let url = format!("http://{FILES}:{}/", o.addr.port());
+    assert_eq!(proxy_get(g.proxy(), &with_launch, &url).await.status, 200);
+    assert_eq!(proxy_get(g.proxy(), &plain, &url).await.status, 403);
+    assert_eq!(api.refusals(&with_launch).await["refusals"].as_array().unwrap().len(), 0);
+    assert_eq!(api.refusals(&plain).await["refusals"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn wildcards_match_subdomains_only_and_hosts_are_normalised() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    api.admin_site("*.wild.example.org").await;
+    api.admin_site("EXAMPLE.com.").await;
+    let turn = api.turn("u1", "c1", &[]).await;
+    let p = o.addr.port();
+    for (host, status) in [
+        ("a.wild.example.org", 200),
+        ("A.WILD.Example.ORG.", 200),
+        ("wild.example.org", 403),
+        ("example.com", 200),
+        ("Example.COM.", 200),
+        ("badexample.com", 403),
+    ] {
+        let r = proxy_get(g.proxy(), &turn, &format!("http://{host}:{p}/")).await;
+        assert_eq!(r.status, status, "{host}: {}", r.text());
+    }
+    let rows = api.refusals(&turn).await;
+    let hosts: Vec<_> = rows["refusals"].as_array().unwrap().iter().map(|r| r["host"].as_str().unwrap().to_owned()).collect();
+    assert!(hosts.contains(&"wild.example.org".to_owned()) && hosts.contains(&"badexample.com".to_owned()), "{hosts:?}");
+}
+
+#[tokio::test]
+async fn malformed_proxy_requests_are_400_and_not_recorded() {
+    let (g, _o) = setup().await;
+    let api = g.api();
+    let turn = api.turn("u1", "c1", &[]).await;
+    let auth = turn.auth_header();
+    for raw in [
+        format!("GET /not/a/proxy/request HTTP/1.1\r\nhost: x\r\nproxy-authorization: {auth}\r\n\r\n"),
+        format!("CONNECT nohostport HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
+        format!("CONNECT files.example.com:99999 HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
+        format!("GET https://files.example.com/ HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
+        format!("GET http://exa%zzmple.com/ HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
+        "NONSENSE\r\n\r\n".to_owned(),
+    ] {
+        let r = proxy_raw(g.proxy(), &raw).await;
+        assert_eq!(r.status, 400, "{raw:?} → {} {}", r.status, r.text());
+    }
+    assert_eq!(api.refusals(&turn).await["refusals"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn api_refuses_missing_unknown_and_wrong_role_tokens() {
+    let (g, _o) = setup().await;
+    let api = g.api();
+    let body = serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true}).to_string();
+    assert_eq!(api.call("POST", "/v1/turns", None, None, Some(&body)).await.status, 401);
+    assert_eq!(api.call("POST", "/v1/turns", Some("nope-nope-nope-nope"), None, Some(&body)).await.status, 401);
+    let wrong_role = api.call("POST", "/v1/turns", Some(ADMIN), None, Some(&body)).await;
+    assert_eq!(wrong_role.status, 403);
+    assert_eq!(wrong_role.json()["error"]["code"], "FORBIDDEN");
+    assert_eq!(api.get("/v1/admin/sites", RUNTIME).await.status, 403);
+    assert_eq!(api.get("/v1/admin/sites", ADMIN).await.status, 200);
+}
+
+#[tokio::test]
+async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
+    let o = origin().await;
+    let port = o.addr.port().to_string();
+    let g = gate().resolve(FILES, "127.0.0.1").resolve("evil.example.com", "127.0.0.1").arg("--allow-cidr").arg("127.0.0.0/8").arg("--allow-port").arg(&port).start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u1", "c1", &[]).await;
+    assert_eq!(proxy_get(g.proxy(), &turn, &format!("http://evil.example.com:{port}/")).await.status, 403);
+    let dir = g.kill();
+    let g = gate().data_dir(dir).resolve(FILES, "127.0.0.1").arg("--allow-cidr").arg("127.0.0.0/8").arg("--allow-port").arg(&port).start();
+    let api = g.api();
+    assert_eq!(proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/")).await.status, 200, "turn and list survive");
+    let rec = api.refusals(&turn).await;
+    assert_eq!(rec["refusals"][0]["host"], "evil.example.com");
+    let sites = api.get("/v1/admin/sites", ADMIN).await.json();
+    assert_eq!(sites["sites"][0]["pattern"], FILES);
+}
+
+#[test]
+fn bad_flags_and_unreachable_database_are_one_line_errors() {
+    let bin = env!("CARGO_BIN_EXE_egressgate");
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["serve", "--proxy-listen", "not-an-address"],
+        vec!["serve", "--allow-cidr", "10.0.0.0/99"],
+        vec!["serve", "--resolve", "files.example.com"],
+        vec!["serve", "--turn-ttl", "forever"],
+        vec!["serve", "--database-url", "postgres://nobody:pw@127.0.0.1:1/none"],
+        vec!["serve", "--database-url", "mysql://x"],
+        vec!["serve", "--config", "/nonexistent/egressgate.toml"],
+        vec!["control", "--control-listen", "127.0.0.1:0"],
+    ] {
+        let out = std::process::Command::new(bin)
+            .args(&args)
+            .arg("--data-dir")
+            .arg(dir.path().join("d"))
+            .env("EGRESSGATE_DB_STATEMENT_TIMEOUT", "2s")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+        let errors: Vec<_> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{args:?}: expected one error line, got {stderr}");
+        assert!(!stderr.contains(":pw@"), "password leaked: {stderr}");
+    }
+}
+
+#[test]
+fn config_file_env_and_flags_layer_in_order() {
+    let bin = env!("CARGO_BIN_EXE_egressgate");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("eg.toml");
+    std::fs::write(&cfg, "turn-ttl = \"nonsense\"\n").unwrap();
+    // The file's bad value is reported...
+    let out = std::process::Command::new(bin).args(["migrate", "--config"]).arg(&cfg).arg("--data-dir").arg(dir.path().join("d")).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("turn-ttl"));
+    // ...unless the environment overrides it, and a flag overrides the environment.
+    let out = std::process::Command::new(bin)
+        .args(["migrate", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path().join("d"))
+        .env("EGRESSGATE_TURN_TTL", "also-bad")
+        .args(["--turn-ttl", "2h"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&cfg, "no-such-key = 1\n").unwrap();
+    let out = std::process::Command::new(bin).args(["migrate", "--config"]).arg(&cfg).arg("--data-dir").arg(dir.path().join("d")).output().unwrap();
+    assert!(!out.status.success(), "unknown keys are errors");
+}
