@@ -77,6 +77,9 @@ impl GateBuilder {
         if self.sub != "proxy" {
             cmd.args(["--control-listen", "127.0.0.1:0"]);
         }
+        if let Some(url) = postgres_database_for(data_dir.path()) {
+            cmd.arg("--database-url").arg(url);
+        }
         cmd.args(&self.args)
             .env("EGRESSGATE_ADMIN_TOKEN", ADMIN)
             .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
@@ -112,6 +115,29 @@ impl GateBuilder {
         }
         Gate { child, proxy, control, data_dir, log }
     }
+}
+
+/// When CI provides a PostgreSQL server (`EGRESSGATE_TEST_POSTGRES_URL`), each data directory
+/// gets its own database there (created once, reused on restart), so the end-to-end suite
+/// runs on both stores.
+pub fn postgres_database_for(data_dir: &std::path::Path) -> Option<String> {
+    let base = std::env::var("EGRESSGATE_TEST_POSTGRES_URL").ok()?;
+    let tag: String = data_dir
+        .file_name()?
+        .to_string_lossy()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let name = format!("eg_e2e_{tag}");
+    // Fails harmlessly when the database exists (a restart on the same data directory).
+    let _ = Command::new("psql")
+        .arg(&base)
+        .args(["-q", "-c", &format!("CREATE DATABASE {name}")])
+        .stderr(Stdio::null())
+        .status();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
 }
 
 impl Gate {
