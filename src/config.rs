@@ -16,9 +16,21 @@ use crate::cli::RawConfig;
 
 /// Keys whose TOML value may be a number although the raw field is text.
 const TEXT_KEYS: &[&str] = &[
-    "turn-ttl", "interrupt-ttl", "interrupt-retention", "snapshot-retention", "snapshot-max-bytes",
-    "item-max-bytes", "lease", "resume-deadline", "approval-ttl", "header-read-timeout",
-    "connect-timeout", "idle-timeout", "drain-timeout", "max-header-bytes", "db-statement-timeout",
+    "turn-ttl",
+    "interrupt-ttl",
+    "interrupt-retention",
+    "snapshot-retention",
+    "snapshot-max-bytes",
+    "item-max-bytes",
+    "lease",
+    "resume-deadline",
+    "approval-ttl",
+    "header-read-timeout",
+    "connect-timeout",
+    "idle-timeout",
+    "drain-timeout",
+    "max-header-bytes",
+    "db-statement-timeout",
 ];
 
 /// Where the data lives.
@@ -57,13 +69,15 @@ pub struct Config {
 pub fn merge(cli: RawConfig) -> Result<RawConfig> {
     let mut top = serde_json::to_value(&cli).context("internal: config serialisation")?;
     if let Some(obj) = top.as_object_mut()
-        && obj.get("database-url").is_none_or(serde_json::Value::is_null)
+        && obj
+            .get("database-url")
+            .is_none_or(serde_json::Value::is_null)
         && let Ok(url) = std::env::var("DATABASE_URL")
     {
         obj.insert("database-url".into(), url.into());
     }
     let Some(path) = &cli.config else {
-        return Ok(cli_with(top, cli.config.clone())?);
+        return cli_with(top, cli.config.clone());
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
@@ -90,7 +104,10 @@ pub fn merge(cli: RawConfig) -> Result<RawConfig> {
     // Validate the file's keys through the same struct (unknown keys are errors).
     let merged: RawConfig = serde_json::from_value(base)
         .with_context(|| format!("invalid setting in {}", path.display()))?;
-    Ok(RawConfig { config: cli.config, ..merged })
+    Ok(RawConfig {
+        config: cli.config,
+        ..merged
+    })
 }
 
 fn cli_with(v: serde_json::Value, config: Option<PathBuf>) -> Result<RawConfig> {
@@ -106,7 +123,8 @@ fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Duratio
             if let Ok(secs) = s.parse::<u64>() {
                 return Ok(Duration::from_secs(secs));
             }
-            humantime::parse_duration(s).map_err(|e| anyhow!("--{name} {s:?}: {e} (use e.g. 30s, 15m, 1h, 7d)"))
+            humantime::parse_duration(s)
+                .map_err(|e| anyhow!("--{name} {s:?}: {e} (use e.g. 30s, 15m, 1h, 7d)"))
         }
     }
 }
@@ -116,7 +134,9 @@ fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| anyhow!("--{name} {s:?}: expected a size like 400 KB or 8 MiB"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| anyhow!("--{name} {s:?}: expected a size like 400 KB or 8 MiB"))?;
     let mult = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kb" | "k" => 1000,
@@ -127,12 +147,14 @@ fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> {
         "gib" => 1024 * 1024 * 1024,
         other => bail!("--{name} {s:?}: unknown unit {other:?}"),
     };
-    n.checked_mul(mult).ok_or_else(|| anyhow!("--{name} {s:?}: too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| anyhow!("--{name} {s:?}: too large"))
 }
 
 fn socket(name: &str, v: &Option<String>, default: &str) -> Result<SocketAddr> {
     let s = v.as_deref().unwrap_or(default);
-    s.parse().map_err(|_| anyhow!("--{name} {s:?}: expected IP:PORT (e.g. 127.0.0.1:3128)"))
+    s.parse()
+        .map_err(|_| anyhow!("--{name} {s:?}: expected IP:PORT (e.g. 127.0.0.1:3128)"))
 }
 
 fn host(what: &str, s: &str) -> Result<Host> {
@@ -141,17 +163,31 @@ fn host(what: &str, s: &str) -> Result<Host> {
 
 /// Validates the merged raw configuration.
 pub fn validate(raw: &RawConfig) -> Result<Config> {
-    let data_dir = raw.data_dir.clone().unwrap_or_else(|| PathBuf::from("egressgate-data"));
+    let data_dir = raw
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("egressgate-data"));
     let database = match raw.database_url.as_deref() {
         None | Some("") => Database::Sqlite,
-        Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") || u.starts_with("sqlite:") => {
+        Some(u)
+            if u.starts_with("postgres://")
+                || u.starts_with("postgresql://")
+                || u.starts_with("sqlite:") =>
+        {
             Database::Url(u.to_owned())
         }
-        Some(u) => bail!("--database-url: unsupported URL scheme in {:?} (use postgres:// or sqlite://)", redact(u)),
+        Some(u) => bail!(
+            "--database-url: unsupported URL scheme in {:?} (use postgres:// or sqlite://)",
+            redact(u)
+        ),
     };
     let proxy_listen = socket("proxy-listen", &raw.proxy_listen, "127.0.0.1:3128")?;
     let control_listen = socket("control-listen", &raw.control_listen, "127.0.0.1:8080")?;
-    let metrics_listen = raw.metrics_listen.as_ref().map(|_| socket("metrics-listen", &raw.metrics_listen, "")).transpose()?;
+    let metrics_listen = raw
+        .metrics_listen
+        .as_ref()
+        .map(|_| socket("metrics-listen", &raw.metrics_listen, ""))
+        .transpose()?;
     let proxy_public_url = match &raw.proxy_public_url {
         Some(u) => public_url(u)?,
         None => proxy_listen.to_string(),
@@ -183,11 +219,18 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
             .parse()
             .map_err(|_| anyhow!("--allow-cidr {entry:?}: {net:?} is not a CIDR range"))?;
         let only_for = pattern
-            .map(|p| SitePattern::parse(p, &internal_suffixes).map_err(|e| anyhow!("--allow-cidr {entry:?}: {e}")))
+            .map(|p| {
+                SitePattern::parse(p, &internal_suffixes)
+                    .map_err(|e| anyhow!("--allow-cidr {entry:?}: {e}"))
+            })
             .transpose()?;
         allow_cidrs.push(AllowedRange { net, only_for });
     }
-    let allow_ports = if raw.allow_port.is_empty() { vec![80, 443] } else { raw.allow_port.clone() };
+    let allow_ports = if raw.allow_port.is_empty() {
+        vec![80, 443]
+    } else {
+        raw.allow_port.clone()
+    };
     if allow_ports.contains(&0) {
         bail!("--allow-port 0 is not a port");
     }
@@ -205,12 +248,22 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         require_sni: raw.require_sni.unwrap_or(true),
         max_refusals_per_turn: positive("max-refusals-per-turn", raw.max_refusals_per_turn, 256)?,
         forbidden_addrs: Vec::new(),
-        header_read_timeout: duration("header-read-timeout", &raw.header_read_timeout, d.header_read_timeout)?,
+        header_read_timeout: duration(
+            "header-read-timeout",
+            &raw.header_read_timeout,
+            d.header_read_timeout,
+        )?,
         connect_timeout: duration("connect-timeout", &raw.connect_timeout, d.connect_timeout)?,
         idle_timeout: duration("idle-timeout", &raw.idle_timeout, d.idle_timeout)?,
         client_hello_timeout: d.client_hello_timeout,
-        max_header_bytes: usize::try_from(size("max-header-bytes", &raw.max_header_bytes, d.max_header_bytes as u64)?)?,
-        max_connections_per_turn: raw.max_connections_per_turn.unwrap_or(d.max_connections_per_turn),
+        max_header_bytes: usize::try_from(size(
+            "max-header-bytes",
+            &raw.max_header_bytes,
+            d.max_header_bytes as u64,
+        )?)?,
+        max_connections_per_turn: raw
+            .max_connections_per_turn
+            .unwrap_or(d.max_connections_per_turn),
         max_connections: raw.max_connections.unwrap_or(d.max_connections),
         drain_timeout: duration("drain-timeout", &raw.drain_timeout, d.drain_timeout)?,
         allow_cache_ttl: d.allow_cache_ttl,
@@ -221,9 +274,21 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         proxy_public_url,
         turn_ttl: duration("turn-ttl", &raw.turn_ttl, c.turn_ttl)?,
         interrupt_ttl: duration("interrupt-ttl", &raw.interrupt_ttl, c.interrupt_ttl)?,
-        interrupt_retention: duration("interrupt-retention", &raw.interrupt_retention, c.interrupt_retention)?,
-        snapshot_retention: duration("snapshot-retention", &raw.snapshot_retention, c.snapshot_retention)?,
-        snapshot_max_bytes: size("snapshot-max-bytes", &raw.snapshot_max_bytes, c.snapshot_max_bytes)?,
+        interrupt_retention: duration(
+            "interrupt-retention",
+            &raw.interrupt_retention,
+            c.interrupt_retention,
+        )?,
+        snapshot_retention: duration(
+            "snapshot-retention",
+            &raw.snapshot_retention,
+            c.snapshot_retention,
+        )?,
+        snapshot_max_bytes: size(
+            "snapshot-max-bytes",
+            &raw.snapshot_max_bytes,
+            c.snapshot_max_bytes,
+        )?,
         item_max_bytes: size("item-max-bytes", &raw.item_max_bytes, c.item_max_bytes)?,
         lease: duration("lease", &raw.lease, c.lease)?,
         resume_deadline: duration("resume-deadline", &raw.resume_deadline, c.resume_deadline)?,
@@ -235,12 +300,15 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
         card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
         internal_suffixes,
-        ..c
     };
     let p = PoolOptions::default();
     let pool = PoolOptions {
         max_connections: raw.db_max_connections.unwrap_or(p.max_connections).max(1),
-        statement_timeout: duration("db-statement-timeout", &raw.db_statement_timeout, p.statement_timeout)?,
+        statement_timeout: duration(
+            "db-statement-timeout",
+            &raw.db_statement_timeout,
+            p.statement_timeout,
+        )?,
         ..p
     };
     Ok(Config {
@@ -289,8 +357,12 @@ pub fn redact(url: &str) -> String {
 
 /// The database server's address, so the proxy never dials its own database.
 pub fn database_addrs(db: &Database) -> Vec<SocketAddr> {
-    let Database::Url(u) = db else { return Vec::new() };
-    let Ok(url) = url::Url::parse(u) else { return Vec::new() };
+    let Database::Url(u) = db else {
+        return Vec::new();
+    };
+    let Ok(url) = url::Url::parse(u) else {
+        return Vec::new();
+    };
     let (Some(h), port) = (url.host_str(), url.port().unwrap_or(5432)) else {
         return Vec::new();
     };

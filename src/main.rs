@@ -15,8 +15,20 @@ use crate::cli::{Cli, Command, SandboxCmd};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Sandbox { action: SandboxCmd::Run { proxy_url, no_isolate, command } } = cli.command {
-        let opts = egressgate_sandbox::RunOptions { proxy_url, isolate: !no_isolate, command };
+    if let Command::Sandbox {
+        action:
+            SandboxCmd::Run {
+                proxy_url,
+                no_isolate,
+                command,
+            },
+    } = cli.command
+    {
+        let opts = egressgate_sandbox::RunOptions {
+            proxy_url,
+            isolate: !no_isolate,
+            command,
+        };
         return match egressgate_sandbox::run(opts) {
             Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
             Err(e) => {
@@ -25,7 +37,10 @@ fn main() -> ExitCode {
             }
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             report(&e);

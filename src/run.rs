@@ -75,7 +75,9 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 }
 
 async fn bind(what: &str, addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ({what})"))
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({what})"))
 }
 
 async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<()> {
@@ -86,15 +88,29 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     }
     let store = open(&cfg).await?;
     store.migrate().await.context("migration failed")?;
-    let proxy_listener = if with_proxy { Some(bind("proxy", cfg.proxy_listen).await?) } else { None };
-    let control_listener = if with_control { Some(bind("control", cfg.control_listen).await?) } else { None };
+    let proxy_listener = if with_proxy {
+        Some(bind("proxy", cfg.proxy_listen).await?)
+    } else {
+        None
+    };
+    let control_listener = if with_control {
+        Some(bind("control", cfg.control_listen).await?)
+    } else {
+        None
+    };
     let metrics_listener = match (with_control, cfg.metrics_listen) {
         (false, Some(a)) => Some(bind("metrics", a).await?),
         _ => None,
     };
     // The gate never dials itself or its database, even inside an allowed range.
     let mut forbidden = config::database_addrs(&cfg.database);
-    forbidden.extend(proxy_listener.iter().chain(&control_listener).chain(&metrics_listener).filter_map(|l| l.local_addr().ok()));
+    forbidden.extend(
+        proxy_listener
+            .iter()
+            .chain(&control_listener)
+            .chain(&metrics_listener)
+            .filter_map(|l| l.local_addr().ok()),
+    );
     forbidden.push(cfg.proxy_listen);
     forbidden.push(cfg.control_listen);
     cfg.proxy.forbidden_addrs = forbidden;
@@ -116,7 +132,8 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     let registry = Arc::new(registry);
     let blobs: Arc<dyn BlobStore> = match store.backend() {
         Backend::Sqlite => Arc::new(
-            DirBlobStore::new(cfg.data_dir.join("blobs")).context("cannot create the blob directory")?,
+            DirBlobStore::new(cfg.data_dir.join("blobs"))
+                .context("cannot create the blob directory")?,
         ),
         Backend::Postgres => Arc::new(DbBlobStore::new(store.clone())),
     };
@@ -132,14 +149,27 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         tracing::info!(addr = %listener.local_addr()?, "control plane listening");
         let stop = stopped(stop_rx.clone());
         tasks.spawn(async move {
-            axum::serve(listener, app).with_graceful_shutdown(stop).await.context("control plane")
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+                .context("control plane")
         });
-        tasks.spawn(janitor(store.clone(), blobs, cfg.control.snapshot_retention, stop_rx.clone()));
+        tasks.spawn(janitor(
+            store.clone(),
+            blobs,
+            cfg.control.snapshot_retention,
+            stop_rx.clone(),
+        ));
     }
     if let Some(listener) = metrics_listener {
         let app = metrics_router(registry.clone()).merge(health_router(store.clone()));
         let stop = stopped(stop_rx.clone());
-        tasks.spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stop).await.context("metrics") });
+        tasks.spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+                .context("metrics")
+        });
     }
     while let Some(done) = tasks.join_next().await {
         // A plane that fails ends the process (the others are dropped with the runtime).
@@ -156,7 +186,10 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 
 async fn signals(tx: watch::Sender<bool>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::error!("cannot install signal handlers");
         return;
     };
@@ -180,7 +213,15 @@ async fn janitor(
             _ = tick.tick() => {}
             () = stopped(stop.clone()) => return Ok(()),
         }
-        match egressgate_store::db::janitor::janitor_pass(&store, blobs.as_ref(), Timestamp::now(), retention, Duration::from_secs(600)).await {
+        match egressgate_store::db::janitor::janitor_pass(
+            &store,
+            blobs.as_ref(),
+            Timestamp::now(),
+            retention,
+            Duration::from_secs(600),
+        )
+        .await
+        {
             Ok(c) => tracing::debug!(?c, "janitor pass"),
             Err(e) => tracing::warn!(error = %e, "janitor pass failed"),
         }
@@ -196,11 +237,18 @@ fn metrics_router(registry: Arc<Registry>) -> axum::Router {
                 let mut text = String::new();
                 match prometheus_client::encoding::text::encode(&mut text, &registry) {
                     Ok(()) => (
-                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
                         text,
                     )
                         .into_response_parts(),
-                    Err(_) => ([(axum::http::header::CONTENT_TYPE, "text/plain")], String::new()).into_response_parts(),
+                    Err(_) => (
+                        [(axum::http::header::CONTENT_TYPE, "text/plain")],
+                        String::new(),
+                    )
+                        .into_response_parts(),
                 }
             }
         }),
@@ -218,7 +266,10 @@ fn health_router(store: Store) -> axum::Router {
                 async move {
                     match store.ping().await {
                         Ok(()) => (axum::http::StatusCode::OK, "ready"),
-                        Err(_) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+                        Err(_) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "database unavailable",
+                        ),
                     }
                 }
             }),
@@ -252,15 +303,22 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
             AdminList::Sites => SitePattern::parse(v, &cfg.control.internal_suffixes)
                 .map(|p| p.to_key())
                 .map_err(|e| anyhow!("{v:?}: {e}")),
-            AdminList::Packages => Package::parse(v).map(|p| p.as_str().to_owned()).map_err(|e| anyhow!("{v:?}: {e}")),
+            AdminList::Packages => Package::parse(v)
+                .map(|p| p.as_str().to_owned())
+                .map_err(|e| anyhow!("{v:?}: {e}")),
         }
     };
     let mut out = String::new();
     match op {
         AdminOp::Add { value, note, .. } => {
             let key = canonical(&value)?;
-            let added = store.admin_add(list, &key, note.as_deref(), "admin-cli", now).await?;
-            out.push_str(&format!("{} {key}\n", if added { "added" } else { "already present" }));
+            let added = store
+                .admin_add(list, &key, note.as_deref(), "admin-cli", now)
+                .await?;
+            out.push_str(&format!(
+                "{} {key}\n",
+                if added { "added" } else { "already present" }
+            ));
         }
         AdminOp::Remove { value, .. } => {
             let key = canonical(&value)?;
@@ -281,6 +339,8 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
         }
     }
     use std::io::Write as _;
-    std::io::stdout().write_all(out.as_bytes()).context("stdout")?;
+    std::io::stdout()
+        .write_all(out.as_bytes())
+        .context("stdout")?;
     Ok(())
 }

@@ -8,7 +8,8 @@ use anyhow::{Context as _, Result, anyhow};
 /// Builds a rustls server config (ring provider) from a PEM chain and key.
 pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig> {
     let certs = rustls_pemfile::certs(&mut std::io::BufReader::new(
-        std::fs::File::open(cert).with_context(|| format!("cannot open --tls-cert {}", cert.display()))?,
+        std::fs::File::open(cert)
+            .with_context(|| format!("cannot open --tls-cert {}", cert.display()))?,
     ))
     .collect::<Result<Vec<_>, _>>()
     .with_context(|| format!("invalid PEM in {}", cert.display()))?;
@@ -16,7 +17,8 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig> {
         return Err(anyhow!("no certificate in {}", cert.display()));
     }
     let key = rustls_pemfile::private_key(&mut std::io::BufReader::new(
-        std::fs::File::open(key).with_context(|| format!("cannot open --tls-key {}", key.display()))?,
+        std::fs::File::open(key)
+            .with_context(|| format!("cannot open --tls-key {}", key.display()))?,
     ))
     .with_context(|| format!("invalid PEM in {}", key.display()))?
     .ok_or_else(|| anyhow!("no private key in {}", key.display()))?;

@@ -14,8 +14,22 @@ use egressgate_store::{Secret, Store, Timestamp};
 /// Resolves both roles' token hashes, generating missing ones when `may_generate`.
 pub async fn load(store: &Store, data_dir: &Path, may_generate: bool) -> Result<Tokens> {
     let mut generated = Vec::new();
-    let admin = one(store, Role::Admin, "EGRESSGATE_ADMIN_TOKEN", may_generate, &mut generated).await?;
-    let runtime = one(store, Role::Runtime, "EGRESSGATE_RUNTIME_TOKEN", may_generate, &mut generated).await?;
+    let admin = one(
+        store,
+        Role::Admin,
+        "EGRESSGATE_ADMIN_TOKEN",
+        may_generate,
+        &mut generated,
+    )
+    .await?;
+    let runtime = one(
+        store,
+        Role::Runtime,
+        "EGRESSGATE_RUNTIME_TOKEN",
+        may_generate,
+        &mut generated,
+    )
+    .await?;
     if !generated.is_empty() {
         let path = data_dir.join("tokens");
         let mut f = std::fs::OpenOptions::new()
@@ -26,7 +40,11 @@ pub async fn load(store: &Store, data_dir: &Path, may_generate: bool) -> Result<
             .with_context(|| format!("cannot write {}", path.display()))?;
         let mut text = String::new();
         for (role, secret) in &generated {
-            text.push_str(&format!("EGRESSGATE_{}_TOKEN={}\n", role.as_str().to_uppercase(), secret.expose()));
+            text.push_str(&format!(
+                "EGRESSGATE_{}_TOKEN={}\n",
+                role.as_str().to_uppercase(),
+                secret.expose()
+            ));
         }
         f.write_all(text.as_bytes())?;
         #[allow(clippy::print_stderr)]
@@ -59,10 +77,16 @@ async fn one(
         return Ok(h);
     }
     if !may_generate {
-        return Err(anyhow!("{env} is not set and no {} token was generated yet (run `egressgate serve` once, or set it)", role.as_str()));
+        return Err(anyhow!(
+            "{env} is not set and no {} token was generated yet (run `egressgate serve` once, or set it)",
+            role.as_str()
+        ));
     }
     let secret = Secret::generate();
-    if store.init_token_hash(role, &secret.hash(), Timestamp::now()).await? {
+    if store
+        .init_token_hash(role, &secret.hash(), Timestamp::now())
+        .await?
+    {
         let hash = secret.hash();
         generated.push((role, secret));
         return Ok(hash);

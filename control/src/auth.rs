@@ -32,8 +32,14 @@ fn role_of(tokens: &Tokens, presented: &Secret) -> Option<egressgate_store::db::
 }
 
 fn bearer(parts: &Parts) -> Option<Secret> {
-    let value = parts.headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?;
+    let value = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))?;
     Some(Secret::from_presented(token.trim()))
 }
 
@@ -43,10 +49,18 @@ fn authenticate(
     want: egressgate_store::db::admin::Role,
 ) -> Result<(), ApiError> {
     let presented = bearer(parts).ok_or_else(|| {
-        ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", "missing bearer token")
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHORIZED",
+            "missing bearer token",
+        )
     })?;
     match role_of(&state.tokens, &presented) {
-        None => Err(ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", "unknown bearer token")),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHORIZED",
+            "unknown bearer token",
+        )),
         Some(role) if role == want => Ok(()),
         Some(_) => Err(ApiError::new(
             StatusCode::FORBIDDEN,

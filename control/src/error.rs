@@ -19,7 +19,11 @@ pub struct ApiError {
 impl ApiError {
     /// Any status and code.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
     }
 
     /// `400 INVALID_BODY`: malformed JSON or an unknown field.

@@ -4,11 +4,19 @@
 //! in the database.
 
 pub mod auth;
+pub mod batch;
 pub mod body;
 pub mod error;
 pub mod settings;
 
+mod approval;
+mod bulk;
+mod decision;
+mod grants;
+mod holder;
 mod routes;
+mod turn_access;
+mod validate;
 
 use std::sync::Arc;
 
@@ -27,6 +35,9 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Hashes of the API bearer tokens.
     pub tokens: Arc<Tokens>,
+    /// Where snapshots and oversized answers go (`DirBlobStore` under the data dir, or
+    /// `DbBlobStore` when processes share PostgreSQL).
+    pub blobs: Arc<dyn egressgate_store::blob::BlobStore>,
 }
 
 /// The whole API as a router, so tests can drive it without a socket and the binary can

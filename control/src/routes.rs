@@ -1,15 +1,60 @@
 //! The route table: one place that shows every endpoint and which module serves it.
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{delete, get, post, put};
 
 use crate::AppState;
 
+mod admin;
+mod approval;
+mod audit;
+mod batches;
+mod chats;
+mod claims;
 mod health;
+mod interrupts;
+mod resume;
+mod turns;
 
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/v1/turns", post(turns::open))
+        .route("/v1/turns/{turn_id}/refusals", get(turns::refusals))
+        .route("/v1/turns/{turn_id}/egress", get(turns::egress))
+        .route("/v1/turns/{turn_id}/policy", get(turns::policy))
+        .route(
+            "/v1/turns/{turn_id}/approval-requests",
+            post(approval::request),
+        )
+        .route("/v1/batches/decide", post(batches::decide))
+        .route(
+            "/v1/admin/sites",
+            get(admin::list_sites).post(admin::add_site),
+        )
+        .route("/v1/admin/sites/{pattern}", delete(admin::remove_site))
+        .route(
+            "/v1/admin/packages",
+            get(admin::list_packages).post(admin::add_package),
+        )
+        .route("/v1/admin/packages/{name}", delete(admin::remove_package))
+        .route("/v1/admin/users/{user_id}", put(admin::set_user))
+        .route("/v1/admin/audit", get(audit::list))
+        .route("/v1/interrupts", post(interrupts::register))
+        .route("/v1/interrupts/{id}/outcome", get(interrupts::outcome))
+        .route("/v1/interrupts/{id}/resume", post(resume::resume))
+        .route("/v1/interrupts/{id}/heartbeat", post(claims::heartbeat))
+        .route("/v1/interrupts/{id}/complete", post(claims::complete))
+        .route("/v1/chats/{chat_id}", delete(chats::hide))
+        .route(
+            "/v1/chats/{chat_id}/interrupt/reissue",
+            post(interrupts::reissue),
+        )
+        .route("/v1/chats/{chat_id}/approvals", get(chats::list_approvals))
+        .route(
+            "/v1/chats/{chat_id}/approvals/{kind}/{value}",
+            delete(chats::revoke),
+        )
         .with_state(state)
 }

@@ -8,39 +8,39 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 /// IPv4 ranges that are never public unicast (RFC 6890 and friends).
 const V4_BLOCKED: &[(u8, u8, u8, u8, u8)] = &[
-    (0, 0, 0, 0, 8),         // "this network", unspecified
-    (10, 0, 0, 0, 8),        // private
-    (100, 64, 0, 0, 10),     // CGNAT
-    (127, 0, 0, 0, 8),       // loopback
-    (169, 254, 0, 0, 16),    // link-local, incl. 169.254.169.254 metadata
-    (172, 16, 0, 0, 12),     // private
-    (192, 0, 0, 0, 24),      // IETF protocol assignments
-    (192, 0, 2, 0, 24),      // TEST-NET-1
-    (192, 88, 99, 0, 24),    // 6to4 relay anycast
-    (192, 168, 0, 0, 16),    // private
-    (198, 18, 0, 0, 15),     // benchmarking
-    (198, 51, 100, 0, 24),   // TEST-NET-2
-    (203, 0, 113, 0, 24),    // TEST-NET-3
-    (224, 0, 0, 0, 4),       // multicast
-    (240, 0, 0, 0, 4),       // reserved, incl. broadcast
+    (0, 0, 0, 0, 8),       // "this network", unspecified
+    (10, 0, 0, 0, 8),      // private
+    (100, 64, 0, 0, 10),   // CGNAT
+    (127, 0, 0, 0, 8),     // loopback
+    (169, 254, 0, 0, 16),  // link-local, incl. 169.254.169.254 metadata
+    (172, 16, 0, 0, 12),   // private
+    (192, 0, 0, 0, 24),    // IETF protocol assignments
+    (192, 0, 2, 0, 24),    // TEST-NET-1
+    (192, 88, 99, 0, 24),  // 6to4 relay anycast
+    (192, 168, 0, 0, 16),  // private
+    (198, 18, 0, 0, 15),   // benchmarking
+    (198, 51, 100, 0, 24), // TEST-NET-2
+    (203, 0, 113, 0, 24),  // TEST-NET-3
+    (224, 0, 0, 0, 4),     // multicast
+    (240, 0, 0, 0, 4),     // reserved, incl. broadcast
 ];
 
 /// Cloud metadata and platform endpoints that sit in otherwise public space.
 const V4_METADATA: &[Ipv4Addr] = &[
-    Ipv4Addr::new(168, 63, 129, 16), // Azure wireserver
+    Ipv4Addr::new(168, 63, 129, 16),   // Azure wireserver
     Ipv4Addr::new(100, 100, 100, 200), // Alibaba (also CGNAT)
 ];
 
 /// IPv6 ranges that are never public unicast.
 const V6_BLOCKED: &[(u16, u16, u8)] = &[
-    (0x0100, 0, 64),     // discard-only
+    (0x0100, 0, 64),      // discard-only
     (0x2001, 0x0db8, 32), // documentation
     (0x2001, 0x0002, 48), // benchmarking (2001:2::/48)
-    (0x3fff, 0, 20),     // documentation (RFC 9637)
-    (0xfc00, 0, 7),      // unique local
-    (0xfe80, 0, 10),     // link-local
-    (0xfec0, 0, 10),     // site-local (deprecated)
-    (0xff00, 0, 8),      // multicast
+    (0x3fff, 0, 20),      // documentation (RFC 9637)
+    (0xfc00, 0, 7),       // unique local
+    (0xfe80, 0, 10),      // link-local
+    (0xfec0, 0, 10),      // site-local (deprecated)
+    (0xff00, 0, 8),       // multicast
 ];
 
 /// AWS's IPv6 instance metadata endpoint (inside ULA, listed for clarity).
@@ -129,14 +129,46 @@ mod tests {
     #[test]
     fn blocks_every_internal_range() {
         for s in [
-            "0.0.0.0", "10.1.2.3", "100.64.0.1", "100.127.255.254", "127.0.0.1", "127.255.255.255",
-            "169.254.169.254", "172.16.0.1", "172.31.255.255", "192.0.0.8", "192.0.2.1",
-            "192.168.1.1", "198.18.0.1", "198.19.255.255", "198.51.100.7", "203.0.113.9",
-            "224.0.0.1", "239.255.255.250", "255.255.255.255", "240.0.0.1", "168.63.129.16",
-            "::", "::1", "fc00::1", "fd00:ec2::254", "fe80::1", "ff02::1", "2001:db8::1",
-            "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
-            "64:ff9b::7f00:1", "64:ff9b:1::a00:1", "2002:7f00:1::", "2002:a9fe:a9fe::1",
-            "2001:0:4136:e378:8000:63bf:80ff:fffe", "::127.0.0.1", "100::1", "2001:2::1",
+            "0.0.0.0",
+            "10.1.2.3",
+            "100.64.0.1",
+            "100.127.255.254",
+            "127.0.0.1",
+            "127.255.255.255",
+            "169.254.169.254",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.0.0.8",
+            "192.0.2.1",
+            "192.168.1.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "198.51.100.7",
+            "203.0.113.9",
+            "224.0.0.1",
+            "239.255.255.250",
+            "255.255.255.255",
+            "240.0.0.1",
+            "168.63.129.16",
+            "::",
+            "::1",
+            "fc00::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "ff02::1",
+            "2001:db8::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::a00:1",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            "::127.0.0.1",
+            "100::1",
+            "2001:2::1",
         ] {
             assert!(!is_public_unicast(ip(s)), "{s} must not count as public");
         }
@@ -145,8 +177,16 @@ mod tests {
     #[test]
     fn allows_public_addresses() {
         for s in [
-            "1.1.1.1", "8.8.8.8", "93.184.216.34", "172.32.0.1", "100.128.0.1", "198.20.0.1",
-            "2606:4700:4700::1111", "2a00:1450:4001:80b::200e", "::ffff:8.8.8.8", "64:ff9b::808:808",
+            "1.1.1.1",
+            "8.8.8.8",
+            "93.184.216.34",
+            "172.32.0.1",
+            "100.128.0.1",
+            "198.20.0.1",
+            "2606:4700:4700::1111",
+            "2a00:1450:4001:80b::200e",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
             "2002:808:808::1",
         ] {
             assert!(is_public_unicast(ip(s)), "{s} should count as public");
@@ -156,12 +196,21 @@ mod tests {
     #[test]
     fn teredo_is_judged_by_its_client_address() {
         // Teredo client 127.0.0.1 is stored inverted: !0x7f00 = 0x80ff, !0x0001 = 0xfffe.
-        assert_eq!(embedded_v4("2001:0:4136:e378:8000:63bf:80ff:fffe".parse().unwrap_or(Ipv6Addr::UNSPECIFIED)), Some(Ipv4Addr::LOCALHOST));
+        assert_eq!(
+            embedded_v4(
+                "2001:0:4136:e378:8000:63bf:80ff:fffe"
+                    .parse()
+                    .unwrap_or(Ipv6Addr::UNSPECIFIED)
+            ),
+            Some(Ipv4Addr::LOCALHOST)
+        );
     }
 
     #[test]
     fn mapped_addresses_match_v4_ranges() {
-        let net: IpNet = "127.0.0.0/8".parse().unwrap_or_else(|e| unreachable!("{e}"));
+        let net: IpNet = "127.0.0.0/8"
+            .parse()
+            .unwrap_or_else(|e| unreachable!("{e}"));
         assert!(net_contains(&net, ip("::ffff:127.0.0.1")));
         assert!(!net_contains(&net, ip("::1")));
     }

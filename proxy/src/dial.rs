@@ -76,14 +76,24 @@ impl Dialer {
                 None
             }
         };
-        Self { resolver, statics, allowed, forbidden, timeout }
+        Self {
+            resolver,
+            statics,
+            allowed,
+            forbidden,
+            timeout,
+        }
     }
 
     /// Resolves `host` and vets every answer: all must be public unicast or inside an allowed
     /// range (a `CIDR=PATTERN` range only for hosts matching its pattern), and none may be one
     /// of the gate's own endpoints. One bad answer refuses the whole name, so a rebinding
     /// answer set cannot smuggle an inside address past the check.
-    pub async fn resolve_vetted(&self, host: &Host, port: u16) -> Result<Vec<SocketAddr>, DialError> {
+    pub async fn resolve_vetted(
+        &self,
+        host: &Host,
+        port: u16,
+    ) -> Result<Vec<SocketAddr>, DialError> {
         let ips = match self.statics.get(host) {
             Some(ips) => ips.clone(),
             None => self.lookup(host).await?,
@@ -93,10 +103,16 @@ impl Dialer {
         }
         for &ip in &ips {
             if !self.address_allowed(host, ip, port) {
-                return Err(DialError::Private { host: host.clone(), addr: ip });
+                return Err(DialError::Private {
+                    host: host.clone(),
+                    addr: ip,
+                });
             }
         }
-        Ok(ips.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect())
     }
 
     async fn lookup(&self, host: &Host) -> Result<Vec<IpAddr>, DialError> {

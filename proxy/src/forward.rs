@@ -11,9 +11,12 @@ use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use crate::handler::Shared;
 use crate::identify::TurnEntry;
+use crate::pool::{Lease, PooledBody};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
@@ -31,7 +34,10 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// `Some(HostMismatch)` when a `Host` header names another host or port than the URI.
-pub(crate) fn host_header_mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
+pub(crate) fn host_header_mismatch(
+    req: &Request<Incoming>,
+    target: &Target,
+) -> Option<RefusalReason> {
     let mut values = req.headers().get_all(header::HOST).iter();
     let first = values.next()?;
     if values.next().is_some() {
@@ -62,8 +68,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove("proxy-connection");
 }
 
-/// Sends the request upstream over a fresh connection to a vetted address and streams the
-/// answer back.
+/// Sends the request upstream over a pooled or fresh connection to a vetted address and
+/// streams the answer back.
 pub(crate) async fn forward(
     shared: &Shared,
     turn: &TurnEntry,
@@ -71,19 +77,13 @@ pub(crate) async fn forward(
     addrs: &[SocketAddr],
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let stream = match shared.dialer.connect(&target.host, addrs).await {
-        Ok(s) => s,
-        Err(e) => return respond::status(StatusCode::BAD_GATEWAY, e),
+    let mut lease = match shared.pool.take(&target.host, target.port, addrs) {
+        Some(pooled) => pooled,
+        None => match open(shared, target, addrs).await {
+            Ok(fresh) => fresh,
+            Err(resp) => return resp,
+        },
     };
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-        Ok(x) => x,
-        Err(e) => return respond::status(StatusCode::BAD_GATEWAY, format!("upstream handshake failed: {e}")),
-    };
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "upstream connection ended with an error");
-        }
-    });
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let origin_form = parts
@@ -103,20 +103,69 @@ pub(crate) async fn forward(
         parts.headers.insert(header::HOST, v);
     }
     let upstream_req = Request::from_parts(parts, body);
-    match sender.send_request(upstream_req).await {
+    match lease.sender.send_request(upstream_req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            let counted = Arc::new(AtomicU64::new(0));
             shared.recorder.egress(EgressEvent {
                 turn: turn.turn.id.clone(),
                 host: target.host.clone(),
                 connections: 1,
                 bytes_up: 0,
-                bytes_down: 0,
+                bytes_down: i64::try_from(
+                    parts
+                        .headers
+                        .get(header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0),
+                )
+                .unwrap_or(i64::MAX),
                 at: Timestamp::now(),
             });
+            let body = PooledBody::new(body, lease, counted);
             Response::from_parts(parts, body.boxed())
         }
-        Err(e) => respond::status(StatusCode::BAD_GATEWAY, format!("upstream request failed: {e}")),
+        Err(e) => respond::status(
+            StatusCode::BAD_GATEWAY,
+            format!("upstream request failed: {e}"),
+        ),
     }
+}
+
+/// Dials a vetted address and performs the HTTP/1.1 client handshake.
+async fn open(
+    shared: &Shared,
+    target: &Target,
+    addrs: &[SocketAddr],
+) -> Result<Lease, Response<ProxyBody>> {
+    let stream = shared
+        .dialer
+        .connect(&target.host, addrs)
+        .await
+        .map_err(|e| respond::status(StatusCode::BAD_GATEWAY, e))?;
+    let addr = stream
+        .peer_addr()
+        .map_err(|e| respond::status(StatusCode::BAD_GATEWAY, e))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| {
+            respond::status(
+                StatusCode::BAD_GATEWAY,
+                format!("upstream handshake failed: {e}"),
+            )
+        })?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "upstream connection ended with an error");
+        }
+    });
+    Ok(Lease::new(
+        shared.pool.clone(),
+        target.host.clone(),
+        target.port,
+        addr,
+        sender,
+    ))
 }

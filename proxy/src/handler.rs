@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     pub dialer: Dialer,
     pub recorder: Recorder,
     pub metrics: Metrics,
+    /// Idle upstream connections for forwarded requests.
+    pub pool: Arc<crate::pool::Pool>,
     /// Flips to true when the process starts draining.
     pub draining: watch::Receiver<bool>,
 }
@@ -56,8 +58,15 @@ impl Shared {
             at: Timestamp::now(),
         };
         let ok = self.recorder.refusal(event).await.is_ok();
-        self.metrics.record_seconds.observe(started.elapsed().as_secs_f64());
-        self.metrics.refusals.get_or_create(&ReasonLabel { reason: r.reason.as_str() }).inc();
+        self.metrics
+            .record_seconds
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .refusals
+            .get_or_create(&ReasonLabel {
+                reason: r.reason.as_str(),
+            })
+            .inc();
         tracing::info!(
             decision = "refuse",
             reason = r.reason.as_str(),
@@ -75,7 +84,10 @@ impl Shared {
     async fn refuse(&self, r: Refusal<'_>, status: StatusCode) -> Response<ProxyBody> {
         let (host, port, reason) = (r.host.to_owned(), r.port, r.reason);
         if !self.record_refusal(r).await {
-            return respond::status(StatusCode::SERVICE_UNAVAILABLE, "refusal could not be recorded; refusing");
+            return respond::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "refusal could not be recorded; refusing",
+            );
         }
         let mut resp = respond::refused(&host, port, reason);
         *resp.status_mut() = status;
@@ -89,21 +101,31 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
     shared
         .metrics
         .requests
-        .get_or_create(&KindLabel { kind: if connect { "connect" } else { "forward" } })
+        .get_or_create(&KindLabel {
+            kind: if connect { "connect" } else { "forward" },
+        })
         .inc();
-    let auth = req.headers().get(header::PROXY_AUTHORIZATION).map(|v| v.as_bytes());
+    let auth = req
+        .headers()
+        .get(header::PROXY_AUTHORIZATION)
+        .map(|v| v.as_bytes());
     let turn = match shared.turns.authenticate(auth).await {
         Ok(t) => t,
         Err(AuthError::Store(e)) => {
             tracing::error!(error = %e, "cannot read turns; failing closed");
-            return respond::status(StatusCode::SERVICE_UNAVAILABLE, "approval state unavailable; refusing");
+            return respond::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "approval state unavailable; refusing",
+            );
         }
         Err(e) => return respond::auth_required(&e.to_string()),
     };
     let parsed = if connect {
         req.uri()
             .authority()
-            .map_or(Err(target::TargetError::Authority), |a| target::parse_authority(a.as_str()))
+            .map_or(Err(target::TargetError::Authority), |a| {
+                target::parse_authority(a.as_str())
+            })
     } else {
         target::parse_absolute(req.uri())
     };
@@ -132,13 +154,21 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
         shared.settings.allow_cache_ttl,
     )
     .await;
-    shared.metrics.decision_seconds.observe(started.elapsed().as_secs_f64());
+    shared
+        .metrics
+        .decision_seconds
+        .observe(started.elapsed().as_secs_f64());
     match decision {
         Ok(Decision::Allow) => {}
-        Ok(Decision::Refuse(reason)) => return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await,
+        Ok(Decision::Refuse(reason)) => {
+            return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot read approvals; failing closed");
-            return respond::status(StatusCode::SERVICE_UNAVAILABLE, "approval state unavailable; refusing");
+            return respond::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "approval state unavailable; refusing",
+            );
         }
     }
     if !connect && let Some(reason) = forward::host_header_mismatch(&req, &target) {
@@ -146,10 +176,17 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
     }
     let Some(guard) = ActiveGuard::try_new(&turn, shared.settings.max_connections_per_turn) else {
         return shared
-            .refuse(refusal(RefusalReason::LimitExceeded), StatusCode::TOO_MANY_REQUESTS)
+            .refuse(
+                refusal(RefusalReason::LimitExceeded),
+                StatusCode::TOO_MANY_REQUESTS,
+            )
             .await;
     };
-    let addrs = match shared.dialer.resolve_vetted(&target.host, target.port).await {
+    let addrs = match shared
+        .dialer
+        .resolve_vetted(&target.host, target.port)
+        .await
+    {
         Ok(a) => a,
         Err(e) => return dial_failure(&shared, refusal, e).await,
     };
@@ -176,10 +213,16 @@ async fn dial_failure<'a>(
 ) -> Response<ProxyBody> {
     match e {
         DialError::Private { .. } => {
-            shared.refuse(refusal(RefusalReason::PrivateAddress), StatusCode::FORBIDDEN).await
+            shared
+                .refuse(
+                    refusal(RefusalReason::PrivateAddress),
+                    StatusCode::FORBIDDEN,
+                )
+                .await
         }
         DialError::Timeout { .. } => respond::status(StatusCode::GATEWAY_TIMEOUT, e),
-        DialError::NoAnswer { .. } | DialError::Connect { .. } => respond::status(StatusCode::BAD_GATEWAY, e),
+        DialError::NoAnswer { .. } | DialError::Connect { .. } => {
+            respond::status(StatusCode::BAD_GATEWAY, e)
+        }
     }
 }
-

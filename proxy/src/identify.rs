@@ -102,7 +102,10 @@ const SWEEP_AT: usize = 50_000;
 impl TurnCache {
     /// An empty cache over `store`.
     pub fn new(store: Store) -> Self {
-        Self { store, map: RwLock::new(HashMap::new()) }
+        Self {
+            store,
+            map: RwLock::new(HashMap::new()),
+        }
     }
 
     /// Parses the header and returns the live turn it names.
@@ -154,6 +157,14 @@ impl TurnCache {
         Ok(Some(entry))
     }
 
+    /// Forgets every cached turn, so the next request of each turn re-reads the database
+    /// (used when the database stopped answering: no decision outlives unknown state).
+    pub fn clear(&self) {
+        if let Ok(mut m) = self.map.write() {
+            m.clear();
+        }
+    }
+
     /// Forgets every cached allow decision (called when approvals or lists change).
     pub fn invalidate_allowed(&self) {
         if let Ok(m) = self.map.read() {
@@ -171,7 +182,9 @@ fn parse_basic(value: &[u8]) -> Result<(String, String), AuthError> {
     if !scheme.eq_ignore_ascii_case("basic") {
         return Err(AuthError::Missing);
     }
-    let raw = STANDARD.decode(b64.trim()).map_err(|_| AuthError::Missing)?;
+    let raw = STANDARD
+        .decode(b64.trim())
+        .map_err(|_| AuthError::Missing)?;
     let raw = String::from_utf8(raw).map_err(|_| AuthError::Missing)?;
     let (id, secret) = raw.split_once(':').ok_or(AuthError::Missing)?;
     Ok((id.to_owned(), secret.to_owned()))

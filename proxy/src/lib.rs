@@ -11,6 +11,7 @@ pub mod decide;
 pub mod dial;
 pub mod identify;
 pub mod metrics;
+pub mod pool;
 pub mod recorder;
 pub mod relay;
 pub mod respond;

@@ -60,10 +60,26 @@ impl Metrics {
         let r = registry.sub_registry_with_prefix("egressgate_proxy");
         r.register("requests", "Proxy requests by kind", m.requests.clone());
         r.register("refusals", "Refused requests by reason", m.refusals.clone());
-        r.register("relayed_bytes", "Bytes relayed by direction", m.bytes.clone());
-        r.register("active_tunnels", "Open CONNECT tunnels", m.active_tunnels.clone());
-        r.register("decision_seconds", "Time to decide a request", m.decision_seconds.clone());
-        r.register("record_seconds", "Time to commit a refusal record", m.record_seconds.clone());
+        r.register(
+            "relayed_bytes",
+            "Bytes relayed by direction",
+            m.bytes.clone(),
+        );
+        r.register(
+            "active_tunnels",
+            "Open CONNECT tunnels",
+            m.active_tunnels.clone(),
+        );
+        r.register(
+            "decision_seconds",
+            "Time to decide a request",
+            m.decision_seconds.clone(),
+        );
+        r.register(
+            "record_seconds",
+            "Time to commit a refusal record",
+            m.record_seconds.clone(),
+        );
         m
     }
 }

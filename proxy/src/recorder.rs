@@ -2,8 +2,8 @@
 //! summarised. Concurrent records are grouped into one transaction (group commit), so the
 //! refusal path stays correct under load without one database round trip per request.
 
-use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
 use egressgate_store::Store;
+use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most events folded into one transaction.
@@ -36,7 +36,10 @@ impl Recorder {
     /// Records a refusal and returns once it is committed.
     pub async fn refusal(&self, event: RefusalEvent) -> Result<(), RecordError> {
         let (done, wait) = oneshot::channel();
-        self.tx.send(Job::Refusal(event, done)).await.map_err(|_| RecordError)?;
+        self.tx
+            .send(Job::Refusal(event, done))
+            .await
+            .map_err(|_| RecordError)?;
         match wait.await {
             Ok(true) => Ok(()),
             _ => Err(RecordError),

@@ -30,7 +30,11 @@ struct Tracked<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
@@ -44,7 +48,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -96,11 +104,22 @@ where
     let start = Instant::now();
     let up = Arc::new(Activity::default());
     let down = Arc::new(Activity::default());
-    let mut a = Tracked { inner: client, start, act: up.clone() };
-    let mut b = Tracked { inner: origin, start, act: down.clone() };
+    let mut a = Tracked {
+        inner: client,
+        start,
+        act: up.clone(),
+    };
+    let mut b = Tracked {
+        inner: origin,
+        start,
+        act: down.clone(),
+    };
     let watchdog = async {
         loop {
-            let last = up.last_ms.load(Ordering::Relaxed).max(down.last_ms.load(Ordering::Relaxed));
+            let last = up
+                .last_ms
+                .load(Ordering::Relaxed)
+                .max(down.last_ms.load(Ordering::Relaxed));
             let due = start + Duration::from_millis(last) + idle;
             if Instant::now() >= due {
                 return;

@@ -13,7 +13,9 @@ pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// A fixed body.
 pub fn full(text: impl Into<Bytes>) -> ProxyBody {
-    Full::new(text.into()).map_err(|never| match never {}).boxed()
+    Full::new(text.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// An empty body.
@@ -41,7 +43,9 @@ pub fn refused(host: &str, port: u16, reason: RefusalReason) -> Response<ProxyBo
     };
     let why = match reason {
         RefusalReason::NotApproved => "nobody has approved this host for this chat",
-        RefusalReason::IpLiteral => "the target is an IP address; only approved host names can be reached",
+        RefusalReason::IpLiteral => {
+            "the target is an IP address; only approved host names can be reached"
+        }
         RefusalReason::InternalName => "the name looks internal to a network",
         RefusalReason::PortNotAllowed => "the port is not allowed",
         RefusalReason::PrivateAddress => "the name resolves to a non-public address",
@@ -54,7 +58,10 @@ pub fn refused(host: &str, port: u16, reason: RefusalReason) -> Response<ProxyBo
     );
     let mut r = plain(StatusCode::FORBIDDEN, body);
     let h = r.headers_mut();
-    h.insert("x-egress-refused", HeaderValue::from_static(reason.as_str()));
+    h.insert(
+        "x-egress-refused",
+        HeaderValue::from_static(reason.as_str()),
+    );
     h.insert(
         "x-egress-approvable",
         HeaderValue::from_static(if approvable { "true" } else { "false" }),
@@ -66,7 +73,9 @@ pub fn refused(host: &str, port: u16, reason: RefusalReason) -> Response<ProxyBo
 pub fn auth_required(why: &str) -> Response<ProxyBody> {
     let mut r = plain(
         StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-        format!("egressgate: {why}; send Proxy-Authorization with your turn's credential (the proxy_url of the turn)\n"),
+        format!(
+            "egressgate: {why}; send Proxy-Authorization with your turn's credential (the proxy_url of the turn)\n"
+        ),
     );
     r.headers_mut().insert(
         header::PROXY_AUTHENTICATE,

@@ -59,12 +59,18 @@ impl Proxy {
             recorder: Recorder::spawn(store.clone(), settings.max_refusals_per_turn),
             turns: TurnCache::new(store.clone()),
             metrics: Metrics::new(registry),
+            pool: Arc::default(),
             dialer,
             store,
             settings,
             draining,
         });
-        Self { shared, drain_tx, active: Arc::new(Active::default()) }
+        tokio::spawn(watch_epoch(Arc::downgrade(&shared)));
+        Self {
+            shared,
+            drain_tx,
+            active: Arc::new(Active::default()),
+        }
     }
 
     /// Forgets cached allow decisions, e.g. when a revocation is announced.
@@ -74,7 +80,11 @@ impl Proxy {
 
     /// Accepts connections until `shutdown` resolves, then stops accepting, lets keep-alive
     /// connections finish their request and tunnels run up to the drain timeout, and returns.
-    pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -102,7 +112,10 @@ impl Proxy {
         };
         let deadline = self.shared.settings.drain_timeout + std::time::Duration::from_secs(1);
         if tokio::time::timeout(deadline, wait_idle).await.is_err() {
-            tracing::warn!(open = self.active.count.load(Ordering::Acquire), "drain deadline passed; closing the rest");
+            tracing::warn!(
+                open = self.active.count.load(Ordering::Acquire),
+                "drain deadline passed; closing the rest"
+            );
         }
         Ok(())
     }
@@ -128,7 +141,11 @@ impl Proxy {
                 None => serve_http(shared, stream).await,
                 Some(cfg) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-                    let hs = tokio::time::timeout(shared.settings.header_read_timeout, acceptor.accept(stream)).await;
+                    let hs = tokio::time::timeout(
+                        shared.settings.header_read_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await;
                     match hs {
                         Ok(Ok(tls)) => serve_http(shared, tls).await,
                         _ => tracing::debug!("proxy TLS handshake failed or timed out"),
@@ -136,6 +153,39 @@ impl Proxy {
                 }
             }
         });
+    }
+}
+
+/// How often the proxy checks whether cached allow decisions must be dropped.
+const EPOCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Polls the store's cache epoch: a change (revocation, decline, admin removal, in any
+/// process) drops cached allow decisions; a failed read drops cached turns too, so nothing is
+/// allowed on unknown state. Ends when the proxy is dropped.
+async fn watch_epoch(shared: std::sync::Weak<Shared>) {
+    let mut seen: Option<i64> = None;
+    let mut healthy = true;
+    loop {
+        tokio::time::sleep(EPOCH_POLL).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        match shared.store.cache_epoch().await {
+            Ok(epoch) => {
+                if seen.is_some_and(|s| s != epoch) || !healthy {
+                    shared.turns.invalidate_allowed();
+                }
+                seen = Some(epoch);
+                healthy = true;
+            }
+            Err(e) => {
+                if healthy {
+                    tracing::error!(error = %e, "database unreachable; dropping cached decisions");
+                }
+                shared.turns.clear();
+                healthy = false;
+            }
+        }
     }
 }
 

@@ -57,6 +57,9 @@ mod tests {
         assert_eq!(inspect(b""), Hello::Incomplete);
         assert_eq!(inspect(b"GET / HTTP/1.1\r\n"), Hello::NotTls);
         assert_eq!(inspect(&[0x16, 0x03, 0x01]), Hello::Incomplete);
-        assert_eq!(inspect(&[0x16, 0x03, 0x01, 0x00, 0x10, 0x01]), Hello::Incomplete);
+        assert_eq!(
+            inspect(&[0x16, 0x03, 0x01, 0x00, 0x10, 0x01]),
+            Hello::Incomplete
+        );
     }
 }

@@ -106,16 +106,30 @@ mod tests {
         assert_eq!((t.host.as_str(), t.port), ("example.com", 443));
         let t = parse_authority("[::1]:8443").unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!((t.host.as_str(), t.port), ("[::1]", 8443));
-        for bad in ["example.com", ":443", "example.com:", "example.com:0", "example.com:65536",
-            "example.com:+1", "::1:443", "u@example.com:443", "exa mple.com:443", "a/b:443",
-            "example.com:443:443", "[::1]", "[::1]:x"] {
+        for bad in [
+            "example.com",
+            ":443",
+            "example.com:",
+            "example.com:0",
+            "example.com:65536",
+            "example.com:+1",
+            "::1:443",
+            "u@example.com:443",
+            "exa mple.com:443",
+            "a/b:443",
+            "example.com:443:443",
+            "[::1]",
+            "[::1]:x",
+        ] {
             assert!(parse_authority(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn absolute_forms() {
-        let uri: Uri = "http://Files.Example.com:8080/a?b".parse().unwrap_or_default();
+        let uri: Uri = "http://Files.Example.com:8080/a?b"
+            .parse()
+            .unwrap_or_default();
         let t = parse_absolute(&uri).unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!((t.host.as_str(), t.port), ("files.example.com", 8080));
         let uri: Uri = "/just/a/path".parse().unwrap_or_default();

@@ -51,8 +51,13 @@ enum Check {
     Gone,
 }
 
-async fn run<C>(shared: &Shared, turn: &TurnEntry, target: &Target, addrs: &[SocketAddr], mut client: C)
-where
+async fn run<C>(
+    shared: &Shared,
+    turn: &TurnEntry,
+    target: &Target,
+    addrs: &[SocketAddr],
+    mut client: C,
+) where
     C: AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut first = Vec::with_capacity(2048);
@@ -93,8 +98,16 @@ where
     };
     let totals = relay::relay(client, origin, shared.settings.idle_timeout, deadline, stop).await;
     shared.metrics.active_tunnels.dec();
-    shared.metrics.bytes.get_or_create(&DirectionLabel { direction: "up" }).inc_by(totals.up);
-    shared.metrics.bytes.get_or_create(&DirectionLabel { direction: "down" }).inc_by(totals.down);
+    shared
+        .metrics
+        .bytes
+        .get_or_create(&DirectionLabel { direction: "up" })
+        .inc_by(totals.up);
+    shared
+        .metrics
+        .bytes
+        .get_or_create(&DirectionLabel { direction: "down" })
+        .inc_by(totals.down);
     if totals.end != End::Closed {
         tracing::info!(end = ?totals.end, turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
     }
@@ -116,7 +129,11 @@ async fn check_hello<C: AsyncRead + Unpin>(
     buf: &mut Vec<u8>,
 ) -> Check {
     let tls_port = target.port == 443;
-    let first_wait = if tls_port { shared.settings.client_hello_timeout } else { FIRST_BYTES_WAIT };
+    let first_wait = if tls_port {
+        shared.settings.client_hello_timeout
+    } else {
+        FIRST_BYTES_WAIT
+    };
     let deadline = tokio::time::Instant::now() + shared.settings.client_hello_timeout;
     let mut chunk = [0u8; 4096];
     loop {
@@ -130,12 +147,22 @@ async fn check_hello<C: AsyncRead + Unpin>(
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
             // Silence: a server-first protocol on a non-TLS port may proceed.
             Err(_) if buf.is_empty() && !tls_port => return Check::Pass,
-            Err(_) => return if tls_port && shared.settings.require_sni { Check::Refuse } else { Check::Pass },
+            Err(_) => {
+                return if tls_port && shared.settings.require_sni {
+                    Check::Refuse
+                } else {
+                    Check::Pass
+                };
+            }
         }
         match sni::inspect(buf) {
             Hello::Incomplete if buf.len() < MAX_HELLO_BYTES => continue,
             Hello::Incomplete | Hello::NotTls | Hello::NoSni => {
-                return if tls_port && shared.settings.require_sni { Check::Refuse } else { Check::Pass };
+                return if tls_port && shared.settings.require_sni {
+                    Check::Refuse
+                } else {
+                    Check::Pass
+                };
             }
             Hello::Sni(name) => {
                 return match Host::parse(&name) {

@@ -21,7 +21,12 @@ pub struct Card {
 
 impl Card {
     /// Builds a card with sorted, de-duplicated lists.
-    pub fn new(sites: Vec<Host>, urls: Vec<String>, packages: Vec<Package>, reason: String) -> Self {
+    pub fn new(
+        sites: Vec<Host>,
+        urls: Vec<String>,
+        packages: Vec<Package>,
+        reason: String,
+    ) -> Self {
         let mut sites: Vec<String> = sites.iter().map(|h| h.as_str().to_owned()).collect();
         let mut urls = urls;
         let mut packages: Vec<String> = packages.iter().map(|p| p.as_str().to_owned()).collect();
@@ -29,7 +34,12 @@ impl Card {
             v.sort();
             v.dedup();
         }
-        Self { sites, urls, packages, reason }
+        Self {
+            sites,
+            urls,
+            packages,
+            reason,
+        }
     }
 
     /// The consequence in words, for the AG-UI interrupt `message`: "Allow connections
@@ -43,7 +53,11 @@ impl Card {
             ));
         }
         if !self.packages.is_empty() {
-            let verb = if parts.is_empty() { "Allow installing" } else { "and installing" };
+            let verb = if parts.is_empty() {
+                "Allow installing"
+            } else {
+                "and installing"
+            };
             parts.push(format!("{verb} {}", join_words(&self.packages)));
         }
         format!("{} for the rest of this chat?", parts.join(" "))
@@ -75,7 +89,14 @@ mod tests {
             c.message(),
             "Allow connections (downloads and uploads) to files.example.com and pypi.org for the rest of this chat?"
         );
-        let c = Card { sites: vec![], packages: vec!["requests".into()], ..c };
-        assert_eq!(c.message(), "Allow installing requests for the rest of this chat?");
+        let c = Card {
+            sites: vec![],
+            packages: vec!["requests".into()],
+            ..c
+        };
+        assert_eq!(
+            c.message(),
+            "Allow installing requests for the rest of this chat?"
+        );
     }
 }

@@ -3,9 +3,14 @@
 //! statements for one table family; domain crates call typed functions, never SQL.
 
 pub mod admin;
+pub mod approvals;
 pub mod audit;
+pub mod drafts;
+pub mod interrupts;
+pub mod janitor;
 pub mod policy;
 pub mod refusals;
+pub mod resume;
 pub mod turns;
 
 use std::path::Path;
@@ -70,8 +75,22 @@ pub struct Store {
     backend: Backend,
 }
 
-const SQLITE_SCHEMA: &str = include_str!("../../migrations/sqlite/0001_schema.sql");
-const POSTGRES_SCHEMA: &str = include_str!("../../migrations/postgres/0001_schema.sql");
+/// Migrations per dialect: (version, description, SQLite text, PostgreSQL text). Both folders
+/// keep the same version numbers.
+const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
+    (
+        1,
+        "schema",
+        include_str!("../../migrations/sqlite/0001_schema.sql"),
+        include_str!("../../migrations/postgres/0001_schema.sql"),
+    ),
+    (
+        2,
+        "cache epoch",
+        include_str!("../../migrations/sqlite/0002_cache_epoch.sql"),
+        include_str!("../../migrations/postgres/0002_cache_epoch.sql"),
+    ),
+];
 
 impl Store {
     /// Opens the embedded SQLite database `DIR/egressgate.db`, creating it if needed, in WAL
@@ -118,21 +137,35 @@ impl Store {
     /// Applies this dialect's migrations; safe to run from many processes at once (the
     /// migrator takes a lock on PostgreSQL).
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let sql = match self.backend {
-            Backend::Sqlite => SQLITE_SCHEMA,
-            Backend::Postgres => POSTGRES_SCHEMA,
-        };
-        let migration = Migration::new(
-            1,
-            "schema".into(),
-            MigrationType::Simple,
-            sql.into_sql_str(),
-            false,
-        );
-        Migrator::with_migrations(vec![migration])
+        let migrations = MIGRATIONS
+            .iter()
+            .map(|&(version, description, sqlite, postgres)| {
+                let sql = match self.backend {
+                    Backend::Sqlite => sqlite,
+                    Backend::Postgres => postgres,
+                };
+                Migration::new(
+                    version,
+                    description.into(),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect();
+        Migrator::with_migrations(migrations)
             .run(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// The cache epoch: proxies drop cached allow decisions when it changes (see migration 2).
+    pub async fn cache_epoch(&self) -> Result<i64, StoreError> {
+        use sqlx::Row as _;
+        let row = sqlx::query("SELECT epoch FROM cache_epoch WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get(0)?)
     }
 
     /// Which dialect this store speaks.
@@ -224,7 +257,12 @@ pub(crate) mod testing {
 
     async fn fresh_postgres(base: &str) -> Result<Store, StoreError> {
         let admin = Store::open_url(base, &PoolOptions::default()).await?;
-        let name = format!("eg_test_{}", crate::ids::TurnId::generate().as_str()[2..].to_lowercase().replace('-', "_"));
+        let name = format!(
+            "eg_test_{}",
+            crate::ids::TurnId::generate().as_str()[2..]
+                .to_lowercase()
+                .replace('-', "_")
+        );
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(admin.pool())
             .await?;

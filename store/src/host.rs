@@ -215,23 +215,56 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in ["", ".", "a..b", "exa mple.com", "a/b", "a@b", "[::1", "[zz]", "%zz.com", "example.com.."] {
+        for bad in [
+            "",
+            ".",
+            "a..b",
+            "exa mple.com",
+            "a/b",
+            "a@b",
+            "[::1",
+            "[zz]",
+            "%zz.com",
+            "example.com..",
+        ] {
             assert!(Host::parse(bad).is_err(), "{bad:?} should be rejected");
         }
-        assert_eq!(Host::parse(&format!("{}.com", "a".repeat(64))), Err(HostError::Length));
+        assert_eq!(
+            Host::parse(&format!("{}.com", "a".repeat(64))),
+            Err(HostError::Length)
+        );
         assert!(Host::parse(&format!("{}.com", "a".repeat(63))).is_ok());
     }
 
     #[test]
     fn every_ip_spelling_is_a_literal() {
         for s in [
-            "1.2.3.4", "127.0.0.1.", "2130706433", "0x7f000001", "0x7f.1", "0177.0.0.1", "127.1",
-            "017700000001", "[::1]", "[::ffff:127.0.0.1]", "::1", "1.2.3.0x4", "０x7f.1",
-            "１２７．０．０．１", "%31%32%37.0.0.1", "0x", "example.0x10",
+            "1.2.3.4",
+            "127.0.0.1.",
+            "2130706433",
+            "0x7f000001",
+            "0x7f.1",
+            "0177.0.0.1",
+            "127.1",
+            "017700000001",
+            "[::1]",
+            "[::ffff:127.0.0.1]",
+            "::1",
+            "1.2.3.0x4",
+            "０x7f.1",
+            "１２７．０．０．１",
+            "%31%32%37.0.0.1",
+            "0x",
+            "example.0x10",
         ] {
             assert!(h(s).is_ip_literal(), "{s} should be an IP literal");
         }
-        for s in ["example.com", "1e100.net", "123.example.com", "0x.example.org"] {
+        for s in [
+            "example.com",
+            "1e100.net",
+            "123.example.com",
+            "0x.example.org",
+        ] {
             assert!(!h(s).is_ip_literal(), "{s} should be a name");
         }
         assert_eq!(h("[::FFFF:127.0.0.1]").as_str(), "[::ffff:127.0.0.1]");
@@ -241,13 +274,29 @@ mod tests {
     fn internal_names() {
         let extra = [h("example-corp.net")];
         for s in [
-            "localhost", "LOCALHOST.", "foo.localhost", "printer.local", "db.internal", "nas.lan",
-            "x.home.arpa", "box.localdomain", "git.corp", "api.default.svc",
-            "api.ns.svc.cluster.local", "1.0.0.127.in-addr.arpa", "intranet", "wiki.example-corp.net",
+            "localhost",
+            "LOCALHOST.",
+            "foo.localhost",
+            "printer.local",
+            "db.internal",
+            "nas.lan",
+            "x.home.arpa",
+            "box.localdomain",
+            "git.corp",
+            "api.default.svc",
+            "api.ns.svc.cluster.local",
+            "1.0.0.127.in-addr.arpa",
+            "intranet",
+            "wiki.example-corp.net",
         ] {
             assert!(h(s).is_internal(&extra), "{s} should be internal");
         }
-        for s in ["example.com", "local.example.com", "svc.example.org", "notlocalhost.com"] {
+        for s in [
+            "example.com",
+            "local.example.com",
+            "svc.example.org",
+            "notlocalhost.com",
+        ] {
             assert!(!h(s).is_internal(&extra), "{s} should be public-looking");
         }
     }

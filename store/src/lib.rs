@@ -3,6 +3,7 @@
 //! and every SQL statement here means the proxy and the approval card can never disagree on
 //! what a host is.
 
+pub mod blob;
 pub mod card;
 pub mod db;
 pub mod host;

@@ -60,7 +60,8 @@ fn pypi(name: &str) -> Result<Package, PackageError> {
         && b.len() <= 200
         && b.first().is_some_and(alnum)
         && b.last().is_some_and(alnum)
-        && b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'));
+        && b.iter()
+            .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'));
     if !ok {
         return Err(PackageError::BadPypiName);
     }
@@ -101,7 +102,9 @@ fn npm(name: &str) -> Result<Package, PackageError> {
             && !p.starts_with('.')
             && !p.starts_with('_')
             && p.bytes().all(|c| {
-                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.' | b'_' | b'~')
+                c.is_ascii_lowercase()
+                    || c.is_ascii_digit()
+                    || matches!(c, b'-' | b'.' | b'_' | b'~')
             })
     };
     if scope.is_some_and(|s| !part_ok(s)) || !part_ok(bare) {
@@ -140,8 +143,16 @@ mod tests {
     fn npm_names_follow_npm_rules() {
         assert_eq!(ok("npm:left-pad"), "npm:left-pad");
         assert_eq!(ok("npm:@types/node"), "npm:@types/node");
-        for bad in ["npm:", "npm:Left-Pad", "npm:.hidden", "npm:_x", "npm:@scope", "npm:a b",
-            "npm:node_modules", &format!("npm:{}", "a".repeat(215))] {
+        for bad in [
+            "npm:",
+            "npm:Left-Pad",
+            "npm:.hidden",
+            "npm:_x",
+            "npm:@scope",
+            "npm:a b",
+            "npm:node_modules",
+            &format!("npm:{}", "a".repeat(215)),
+        ] {
             assert!(Package::parse(bad).is_err(), "{bad:?}");
         }
     }

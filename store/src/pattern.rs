@@ -82,7 +82,14 @@ impl SitePattern {
             None => (false, s),
         };
         let host = Host::parse(rest).ok()?;
-        (host.as_str() == rest).then(|| if wild { Self::Subdomains(host) } else { Self::Exact(host) })
+        if host.as_str() != rest {
+            return None;
+        }
+        Some(if wild {
+            Self::Subdomains(host)
+        } else {
+            Self::Exact(host)
+        })
     }
 
     /// The matching rule, used both in memory and (through [`SitePattern::candidate_keys`]) in SQL.
@@ -181,7 +188,12 @@ mod tests {
     fn candidate_keys_cover_exact_and_wildcards() {
         assert_eq!(
             SitePattern::candidate_keys(&host("a.b.example.com")),
-            ["a.b.example.com", "*.b.example.com", "*.example.com", "*.com"]
+            [
+                "a.b.example.com",
+                "*.b.example.com",
+                "*.example.com",
+                "*.com"
+            ]
         );
     }
 

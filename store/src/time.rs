@@ -29,7 +29,10 @@ impl Timestamp {
 
     /// `self + d`, saturating.
     pub fn plus(self, d: Duration) -> Self {
-        Self(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        Self(
+            self.0
+                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        )
     }
 
     /// Whether something expiring at `self` is expired at `now`.

@@ -62,7 +62,11 @@ impl SanitizedUrl {
         } else {
             format!("{scheme}://{host}:{port}{path}")
         };
-        Self { host: host.clone(), port, text }
+        Self {
+            host: host.clone(),
+            port,
+            text,
+        }
     }
 }
 
@@ -83,17 +87,35 @@ mod tests {
 
     #[test]
     fn rejects_what_cannot_be_approved() {
-        assert_eq!(SanitizedUrl::parse("ftp://example.com/x"), Err(UrlError::Scheme));
-        assert_eq!(SanitizedUrl::parse("https://u:p@example.com/"), Err(UrlError::Credentials));
-        assert_eq!(SanitizedUrl::parse("https://u@example.com/"), Err(UrlError::Credentials));
+        assert_eq!(
+            SanitizedUrl::parse("ftp://example.com/x"),
+            Err(UrlError::Scheme)
+        );
+        assert_eq!(
+            SanitizedUrl::parse("https://u:p@example.com/"),
+            Err(UrlError::Credentials)
+        );
+        assert_eq!(
+            SanitizedUrl::parse("https://u@example.com/"),
+            Err(UrlError::Credentials)
+        );
         assert_eq!(SanitizedUrl::parse("not a url"), Err(UrlError::Malformed));
-        assert_eq!(SanitizedUrl::parse("file:///etc/passwd"), Err(UrlError::Scheme));
+        assert_eq!(
+            SanitizedUrl::parse("file:///etc/passwd"),
+            Err(UrlError::Scheme)
+        );
     }
 
     #[test]
     fn from_parts_cuts_query() {
         let h = Host::parse("example.com").unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(SanitizedUrl::from_parts("http", &h, 80, "/a?b=c").text, "http://example.com/a");
-        assert_eq!(SanitizedUrl::from_parts("http", &h, 81, "").text, "http://example.com:81/");
+        assert_eq!(
+            SanitizedUrl::from_parts("http", &h, 80, "/a?b=c").text,
+            "http://example.com/a"
+        );
+        assert_eq!(
+            SanitizedUrl::from_parts("http", &h, 81, "").text,
+            "http://example.com:81/"
+        );
     }
 }

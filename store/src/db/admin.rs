@@ -184,7 +184,8 @@ impl Store {
             .bind(role.as_str())
             .fetch_optional(self.pool())
             .await?;
-        row.map(|r| Ok(SecretHash::from_db(r.try_get(0)?))).transpose()
+        row.map(|r| Ok(SecretHash::from_db(r.try_get(0)?)))
+            .transpose()
     }
 
     /// Stores a role's token hash unless one exists; `Ok(false)` when another process won.

@@ -127,10 +127,12 @@ impl Store {
             .await?
             .rows_affected();
             if inserted == 0 {
-                sqlx::query("UPDATE turns SET refusal_overflow = refusal_overflow + 1 WHERE turn_id = $1")
-                    .bind(e.turn.as_str())
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "UPDATE turns SET refusal_overflow = refusal_overflow + 1 WHERE turn_id = $1",
+                )
+                .bind(e.turn.as_str())
+                .execute(&mut *tx)
+                .await?;
             }
         }
         tx.commit().await?;
@@ -164,12 +166,13 @@ impl Store {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let overflow: Option<i64> = sqlx::query("SELECT refusal_overflow FROM turns WHERE turn_id = $1")
-            .bind(turn.as_str())
-            .fetch_optional(self.pool())
-            .await?
-            .map(|r| r.try_get(0))
-            .transpose()?;
+        let overflow: Option<i64> =
+            sqlx::query("SELECT refusal_overflow FROM turns WHERE turn_id = $1")
+                .bind(turn.as_str())
+                .fetch_optional(self.pool())
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?;
         Ok((refusals, overflow.unwrap_or(0)))
     }
 

@@ -194,11 +194,13 @@ impl Store {
         user: &UserId,
         chat: &ChatId,
     ) -> Result<Option<ChatState>, StoreError> {
-        let row = sqlx::query("SELECT turn_seq, hidden_at FROM chats WHERE user_id = $1 AND chat_id = $2")
-            .bind(user.as_str())
-            .bind(chat.as_str())
-            .fetch_optional(self.pool())
-            .await?;
+        let row = sqlx::query(
+            "SELECT turn_seq, hidden_at FROM chats WHERE user_id = $1 AND chat_id = $2",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .fetch_optional(self.pool())
+        .await?;
         row.map(|r| {
             Ok(ChatState {
                 turn_seq: r.try_get(0)?,

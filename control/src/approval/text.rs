@@ -1,0 +1,95 @@
+//! The approval tool's fixed answers. Each is a template over sorted lists, so the same input
+//! gives byte-identical text, and each tells the model what to do next in plain words: a
+//! vague denial makes agents retry around it, a clear one lets them move on.
+
+use egressgate_store::card::join_words;
+use egressgate_store::{Host, RefusalReason};
+
+/// Step 3's error message.
+pub(crate) const NOTHING_TO_APPROVE: &str =
+    "name the URLs or packages, or run the step first so the blocked sites are recorded";
+
+/// Step 5's message.
+pub(crate) const ALREADY_APPROVED: &str = "already approved: run it";
+
+/// Every denial ends with this.
+pub(crate) const CONTINUE: &str = "Continue without that data and say so.";
+
+/// Who cannot answer, for step 6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoAnswer {
+    /// The turn was opened with `can_ask_human: false`.
+    NoHuman,
+    /// The user may not approve.
+    NotPermitted,
+}
+
+impl NoAnswer {
+    /// The answer's `code`.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Self::NoHuman => "NO_HUMAN",
+            Self::NotPermitted => "NOT_PERMITTED",
+        }
+    }
+}
+
+/// What stays blocked: `sites a and b; packages c`. Both lists come sorted.
+fn blocked(sites: &[String], packages: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !sites.is_empty() {
+        parts.push(format!("sites {}", join_words(sites)));
+    }
+    if !packages.is_empty() {
+        parts.push(format!("packages {}", join_words(packages)));
+    }
+    parts.join("; ")
+}
+
+/// Step 6: nobody can answer a card in this run.
+pub(crate) fn denied(who: NoAnswer, sites: &[String], packages: &[String]) -> String {
+    let why = match who {
+        NoAnswer::NoHuman => "No person can answer an approval request in this run",
+        NoAnswer::NotPermitted => "This user is not permitted to approve downloads",
+    };
+    format!(
+        "{why}, so these stay blocked: {}. {CONTINUE}",
+        blocked(sites, packages)
+    )
+}
+
+/// Step 4: named hosts refused for a reason no approval fixes; `pairs` come sorted.
+pub(crate) fn not_approvable(pairs: &[(Host, RefusalReason)]) -> String {
+    let items: Vec<String> = pairs.iter().map(|(h, r)| format!("{h} ({r})")).collect();
+    format!(
+        "No approval can fix these refusals: {}. Do not try to get around the proxy. {CONTINUE}",
+        items.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_are_fixed() {
+        let s = ["a.example.com".to_owned(), "b.example.com".to_owned()];
+        let p = ["numpy".to_owned()];
+        assert_eq!(
+            denied(NoAnswer::NoHuman, &s, &p),
+            "No person can answer an approval request in this run, so these stay blocked: \
+             sites a.example.com and b.example.com; packages numpy. Continue without that data and say so."
+        );
+        assert_eq!(
+            denied(NoAnswer::NotPermitted, &[], &p),
+            "This user is not permitted to approve downloads, so these stay blocked: packages numpy. \
+             Continue without that data and say so."
+        );
+        let h = Host::parse("x.example.com").unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(
+            not_approvable(&[(h, RefusalReason::PrivateAddress)]),
+            "No approval can fix these refusals: x.example.com (private_address). \
+             Do not try to get around the proxy. Continue without that data and say so."
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! What a turn may already use: the administrators' lists, the turn's launch lists and the
+//! chat's unexpired approvals. The policy endpoint lists them; the approval tool drops what
+//! they already cover. Matching uses `SitePattern::matches`, the proxy's own rule.
+
+use std::collections::BTreeSet;
+
+use egressgate_store::db::admin::AdminList;
+use egressgate_store::db::policy::ApprovalKind;
+use egressgate_store::db::turns::Turn;
+use egressgate_store::{Host, Package, SitePattern, Store, StoreError, Timestamp};
+
+/// Every grant in force for one turn.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grants {
+    sites: BTreeSet<SitePattern>,
+    packages: BTreeSet<String>,
+}
+
+impl Grants {
+    /// Builds grants from parts (pure; the store-backed [`Grants::load`] feeds it).
+    pub(crate) fn from_parts(
+        sites: impl IntoIterator<Item = SitePattern>,
+        packages: impl IntoIterator<Item = String>,
+    ) -> Self {
+        Self {
+            sites: sites.into_iter().collect(),
+            packages: packages.into_iter().collect(),
+        }
+    }
+
+    /// Reads the three sources for `turn` at `now`. A stored value that no longer parses as
+    /// a pattern is skipped, never widened: the worst case is asking a person again.
+    pub(crate) async fn load(
+        store: &Store,
+        turn: &Turn,
+        now: Timestamp,
+    ) -> Result<Self, StoreError> {
+        let admin_sites = store.admin_list(AdminList::Sites).await?;
+        let admin_packages = store.admin_list(AdminList::Packages).await?;
+        let approvals = store.chat_approvals(&turn.user, &turn.chat, now).await?;
+        let mut sites: Vec<SitePattern> = turn.sites.clone();
+        let mut packages: Vec<String> = turn
+            .packages
+            .iter()
+            .map(|p| p.as_str().to_owned())
+            .collect();
+        sites.extend(admin_sites.iter().filter_map(|e| stored_pattern(&e.value)));
+        packages.extend(admin_packages.into_iter().map(|e| e.value));
+        for row in approvals {
+            match row.kind {
+                ApprovalKind::Site => sites.extend(stored_pattern(&row.value)),
+                ApprovalKind::Package => packages.push(row.value),
+            }
+        }
+        Ok(Self::from_parts(sites, packages))
+    }
+
+    /// Whether some grant's pattern matches `host`.
+    pub(crate) fn allows_site(&self, host: &Host) -> bool {
+        self.sites.iter().any(|p| p.matches(host))
+    }
+
+    /// Whether the package is granted.
+    pub(crate) fn allows_package(&self, package: &Package) -> bool {
+        self.packages.contains(package.as_str())
+    }
+
+    /// Every site pattern in canonical form, sorted and de-duplicated.
+    pub(crate) fn site_keys(&self) -> Vec<String> {
+        let keys: BTreeSet<String> = self.sites.iter().map(SitePattern::to_key).collect();
+        keys.into_iter().collect()
+    }
+
+    /// Every package name, sorted and de-duplicated.
+    pub(crate) fn package_names(&self) -> Vec<String> {
+        self.packages.iter().cloned().collect()
+    }
+}
+
+fn stored_pattern(value: &str) -> Option<SitePattern> {
+    let parsed = SitePattern::from_db(value);
+    if parsed.is_none() {
+        tracing::warn!(value, "stored site pattern does not parse; ignored");
+    }
+    parsed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pat(s: &str) -> SitePattern {
+        SitePattern::parse(s, &[]).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    fn host(s: &str) -> Host {
+        Host::parse(s).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_only_and_lists_are_sorted() {
+        let g = Grants::from_parts(
+            [pat("*.example.com"), pat("b.org"), pat("b.org")],
+            ["requests".to_owned(), "numpy".to_owned()],
+        );
+        assert!(g.allows_site(&host("files.example.com")));
+        assert!(!g.allows_site(&host("example.com")));
+        assert!(!g.allows_site(&host("a.b.org")));
+        assert!(g.allows_site(&host("B.org.")));
+        assert_eq!(g.site_keys(), ["*.example.com", "b.org"]);
+        assert_eq!(g.package_names(), ["numpy", "requests"]);
+        let p = Package::parse("Requests").unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(g.allows_package(&p));
+    }
+}

@@ -1,0 +1,187 @@
+//! Administration: the pre-approved site and package lists and who may approve. Values are
+//! validated and stored canonically, so `Example.COM.` and `example.com` are one entry and a
+//! pattern that would open a whole public suffix never reaches the proxy.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use egressgate_store::db::admin::{AdminEntry, AdminList};
+use egressgate_store::{Package, SitePattern, Timestamp};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::auth::AdminAuth;
+use crate::body::StrictJson;
+use crate::error::ApiError;
+use crate::validate;
+
+/// Who the audit log names for changes made with the admin token.
+const ACTOR: &str = "admin";
+
+/// `POST /v1/admin/sites` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SiteBody {
+    pattern: String,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// `POST /v1/admin/packages` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PackageBody {
+    name: String,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// `PUT /v1/admin/users/{user_id}` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UserBody {
+    can_approve: bool,
+}
+
+/// The JSON key naming an entry's value in each list.
+fn key_name(list: AdminList) -> &'static str {
+    match list {
+        AdminList::Sites => "pattern",
+        AdminList::Packages => "name",
+    }
+}
+
+fn entry_json(list: AdminList, e: &AdminEntry) -> Value {
+    json!({key_name(list): e.value, "note": e.note, "created_at": e.created_at})
+}
+
+async fn list(state: &AppState, list: AdminList, plural: &str) -> Result<Json<Value>, ApiError> {
+    let entries = state.store.admin_list(list).await?;
+    let items: Vec<Value> = entries.iter().map(|e| entry_json(list, e)).collect();
+    Ok(Json(json!({plural: items})))
+}
+
+/// Adds `value`; `201` with the new entry, or `200` with the entry already there (its
+/// original note and time: adding again changes nothing).
+async fn add(
+    state: &AppState,
+    list: AdminList,
+    value: &str,
+    note: Option<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let note = validate::note(note)?;
+    let added = state
+        .store
+        .admin_add(list, value, note.as_deref(), ACTOR, Timestamp::now())
+        .await?;
+    let entries = state.store.admin_list(list).await?;
+    let entry = entries.iter().find(|e| e.value == value).ok_or_else(|| {
+        // Removed concurrently between the two statements: report it as the conflict it is.
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "CONFLICT",
+            "the entry was removed concurrently",
+        )
+    })?;
+    let status = if added {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(entry_json(list, entry))))
+}
+
+async fn remove(state: &AppState, list: AdminList, value: &str) -> Result<StatusCode, ApiError> {
+    if state
+        .store
+        .admin_remove(list, value, ACTOR, Timestamp::now())
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(
+            "NOT_FOUND",
+            format!("{} is not on the list", validate::quote(value)),
+        ))
+    }
+}
+
+/// `GET /v1/admin/sites` → `{"sites": [{"pattern", "note", "created_at"}]}`.
+pub(crate) async fn list_sites(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Value>, ApiError> {
+    list(&state, AdminList::Sites, "sites").await
+}
+
+/// `POST /v1/admin/sites`.
+pub(crate) async fn add_site(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    StrictJson(body): StrictJson<SiteBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let pattern =
+        validate::site_pattern("pattern", &body.pattern, &state.settings.internal_suffixes)?;
+    add(&state, AdminList::Sites, &pattern.to_key(), body.note).await
+}
+
+/// `DELETE /v1/admin/sites/{pattern}`: the pattern is normalised like on add, so any spelling
+/// of a stored entry removes it.
+pub(crate) async fn remove_site(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    Path(pattern): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let key = SitePattern::parse(&pattern, &state.settings.internal_suffixes)
+        .map(|p| p.to_key())
+        .unwrap_or(pattern);
+    remove(&state, AdminList::Sites, &key).await
+}
+
+/// `GET /v1/admin/packages` → `{"packages": [{"name", "note", "created_at"}]}`.
+pub(crate) async fn list_packages(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Value>, ApiError> {
+    list(&state, AdminList::Packages, "packages").await
+}
+
+/// `POST /v1/admin/packages`.
+pub(crate) async fn add_package(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    StrictJson(body): StrictJson<PackageBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let package = validate::package("name", &body.name)?;
+    add(&state, AdminList::Packages, package.as_str(), body.note).await
+}
+
+/// `DELETE /v1/admin/packages/{name}`, normalised like on add.
+pub(crate) async fn remove_package(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let key = Package::parse(&name)
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or(name);
+    remove(&state, AdminList::Packages, &key).await
+}
+
+/// `PUT /v1/admin/users/{user_id}` → `200 {"user_id", "can_approve"}`.
+pub(crate) async fn set_user(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    Path(user_id): Path<String>,
+    StrictJson(body): StrictJson<UserBody>,
+) -> Result<Json<Value>, ApiError> {
+    let user = validate::user_id("user_id", &user_id)?;
+    state
+        .store
+        .set_can_approve(&user, body.can_approve, ACTOR, Timestamp::now())
+        .await?;
+    Ok(Json(
+        json!({"user_id": user, "can_approve": body.can_approve}),
+    ))
+}

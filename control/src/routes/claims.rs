@@ -1,0 +1,112 @@
+//! The claim holder's side of a resume: heartbeats that keep the lease alive (never past the
+//! claim's deadline) and completion, which keeps the answer for replays and frees the slot.
+//! Authenticated by the claim id, which only the winning resume ever saw.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use egressgate_store::db::interrupts::{InterruptState, Pointer};
+use egressgate_store::{InterruptId, Secret, Timestamp};
+use serde_json::{Value, json};
+
+use super::interrupts::{claim_lost, interrupt_not_found};
+use crate::AppState;
+use crate::body::StrictJson;
+use crate::bulk;
+use crate::error::ApiError;
+use crate::holder::SecretHolder;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeartbeatBody {
+    claim_id: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CompleteBody {
+    claim_id: String,
+    #[serde(default)]
+    answer: Option<Value>,
+}
+
+/// The pointer and whether `claim_id` is its current claim.
+async fn read(
+    state: &AppState,
+    id: &str,
+    holder: &SecretHolder,
+    claim: &Secret,
+    now: Timestamp,
+) -> Result<(Pointer, bool), ApiError> {
+    let id = InterruptId::parse(id).ok_or_else(interrupt_not_found)?;
+    let p = state
+        .store
+        .interrupt(&id, now)
+        .await?
+        .ok_or_else(interrupt_not_found)?;
+    if !holder.may_act_for(&p.user) {
+        return Err(interrupt_not_found());
+    }
+    let ours = p.claim_hash.as_ref().is_some_and(|h| h.matches(claim));
+    Ok((p, ours))
+}
+
+/// `POST /v1/interrupts/{id}/heartbeat`.
+pub(crate) async fn heartbeat(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    holder: SecretHolder,
+    StrictJson(body): StrictJson<HeartbeatBody>,
+) -> Result<Json<Value>, ApiError> {
+    let now = Timestamp::now();
+    let claim = Secret::from_presented(&body.claim_id);
+    let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
+    if !ours || p.state != InterruptState::Claimed {
+        return Err(claim_lost());
+    }
+    let deadline = p.deadline.unwrap_or(now);
+    if deadline.has_passed(now) {
+        return Err(ApiError::new(
+            StatusCode::GONE,
+            "DEADLINE_PASSED",
+            "the resume ran past its deadline; the claim cannot be extended",
+        ));
+    }
+    let lease = now.plus(state.settings.lease).min(deadline);
+    if !state
+        .store
+        .heartbeat_claim(&p, &claim.hash(), lease, now)
+        .await?
+    {
+        return Err(claim_lost());
+    }
+    Ok(Json(json!({"lease_expires_at": lease})))
+}
+
+/// `POST /v1/interrupts/{id}/complete`.
+pub(crate) async fn complete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    holder: SecretHolder,
+    StrictJson(body): StrictJson<CompleteBody>,
+) -> Result<Json<Value>, ApiError> {
+    let now = Timestamp::now();
+    let claim = Secret::from_presented(&body.claim_id);
+    let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
+    if ours && p.state == InterruptState::Done {
+        return Ok(Json(json!({"state": "done"})));
+    }
+    if !ours || p.state != InterruptState::Claimed {
+        return Err(claim_lost());
+    }
+    let (answer, blob) = bulk::place_answer(&state, &p, body.answer.as_ref()).await?;
+    if !state
+        .store
+        .complete_claim(&p, &claim.hash(), &answer)
+        .await?
+    {
+        bulk::discard(&state, blob).await;
+        return Err(claim_lost());
+    }
+    Ok(Json(json!({"state": "done"})))
+}

@@ -1,0 +1,271 @@
+//! Registering an interrupt (snapshot confirmed → pointer written → card returned), reissuing
+//! its resume secret, and answering the tool's resume branch from stored data only.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use egressgate_store::db::interrupts::{NewPointer, Pointer, RegisterError};
+use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::auth::{ChatUser, RuntimeAuth};
+use crate::bulk;
+use crate::error::ApiError;
+use crate::holder::user_header;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RegisterBody {
+    draft_id: String,
+    #[serde(default)]
+    snapshot: Option<String>,
+    #[serde(default)]
+    first_answer: Option<String>,
+    #[serde(default)]
+    claim_id: Option<String>,
+}
+
+fn draft_not_found() -> ApiError {
+    ApiError::not_found(
+        "DRAFT_NOT_FOUND",
+        "no such draft, or it expired with its turn",
+    )
+}
+
+fn draft_used() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "DRAFT_USED",
+        "this draft was already registered",
+    )
+}
+
+fn pending() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "INTERRUPT_PENDING",
+        "this chat already has an open approval request",
+    )
+}
+
+/// `409 CLAIM_LOST`: the caller no longer holds the claim it names.
+pub(crate) fn claim_lost() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "CLAIM_LOST",
+        "the claim is no longer held",
+    )
+}
+
+/// `404 INTERRUPT_NOT_FOUND`, identical for unknown ids, wrong secrets and other users.
+pub(crate) fn interrupt_not_found() -> ApiError {
+    ApiError::not_found("INTERRUPT_NOT_FOUND", "no such approval request")
+}
+
+/// The JSON Schema of the resume payload.
+fn response_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean"},
+            "packages": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["approved"]
+    })
+}
+
+/// The AG-UI 1.0 `Interrupt` for a pointer.
+fn interrupt_json(p: &Pointer) -> Value {
+    let mut v = json!({
+        "id": p.id,
+        "reason": if p.tool_call_id.is_some() { "tool_call" } else { "egressgate:approval" },
+        "message": p.card.message(),
+        "responseSchema": response_schema(),
+        "expiresAt": p.expires_at,
+    });
+    if let (Some(obj), Some(call)) = (v.as_object_mut(), &p.tool_call_id) {
+        obj.insert("toolCallId".into(), json!(call));
+    }
+    v
+}
+
+fn issued(p: &Pointer, secret: &Secret) -> Value {
+    json!({"interrupt": interrupt_json(p), "card": p.card, "resume_secret": secret.expose()})
+}
+
+/// Largest body the registration reads: a base64 snapshot at the limit plus a first answer.
+fn body_limit(state: &AppState) -> usize {
+    let s = &state.settings;
+    let snapshot = s.snapshot_max_bytes.saturating_add(2) / 3 * 4;
+    usize::try_from(
+        snapshot
+            .saturating_add(s.item_max_bytes.saturating_mul(6))
+            .saturating_add(65_536),
+    )
+    .unwrap_or(usize::MAX)
+}
+
+/// Logical lifetime, clamped below the snapshot retention so no request outlives its snapshot.
+fn clamped_ttl(state: &AppState) -> Duration {
+    let s = &state.settings;
+    s.interrupt_ttl.min(
+        s.snapshot_retention
+            .saturating_sub(s.snapshot_retention / 10),
+    )
+}
+
+/// `POST /v1/interrupts`.
+pub(crate) async fn register(
+    _: RuntimeAuth,
+    State(state): State<AppState>,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // A body over the limit can only be an oversized snapshot.
+    let bytes = axum::body::to_bytes(body, body_limit(&state))
+        .await
+        .map_err(|_| bulk::snapshot_failed("the snapshot is larger than snapshot-max-bytes"))?;
+    let body: RegisterBody = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::invalid_body(format!("invalid JSON body: {e}")))?;
+    let now = Timestamp::now();
+    let draft_id = DraftId::parse(&body.draft_id).ok_or_else(draft_not_found)?;
+    let draft = state
+        .store
+        .draft(&draft_id)
+        .await?
+        .ok_or_else(draft_not_found)?;
+    if draft.expires_at.has_passed(now) {
+        return Err(draft_not_found());
+    }
+    if draft.used_at.is_some() {
+        return Err(draft_used());
+    }
+    let chain = body
+        .claim_id
+        .as_deref()
+        .map(|c| Secret::from_presented(c).hash());
+    // Cheap pre-check so a doomed registration writes no snapshot; the conditional write
+    // in the transaction decides.
+    let current = state
+        .store
+        .chat_interrupt(&draft.user, &draft.chat, now)
+        .await?;
+    match (&chain, &current) {
+        (None, Some(p)) if p.is_open(now) => return Err(pending()),
+        (Some(h), p)
+            if !p
+                .as_ref()
+                .is_some_and(|p| p.lease_live(now) && p.claim_hash.as_ref() == Some(h)) =>
+        {
+            return Err(claim_lost());
+        }
+        _ => {}
+    }
+    let snapshot = match body.snapshot {
+        Some(b64) => Some(
+            STANDARD
+                .decode(b64.as_bytes())
+                .map_err(|_| ApiError::invalid_input("snapshot is not valid base64"))?,
+        ),
+        None => None,
+    };
+    if snapshot
+        .as_ref()
+        .is_some_and(|s| s.len() as u64 > state.settings.snapshot_max_bytes)
+    {
+        return Err(bulk::snapshot_failed(
+            "the snapshot is larger than snapshot-max-bytes",
+        ));
+    }
+    let snapshot = match snapshot {
+        Some(bytes) => Some(state.blobs.put(bytes).await.map_err(|e| {
+            tracing::error!(error = %e, "snapshot write failed");
+            bulk::snapshot_failed(
+                "the snapshot could not be stored; no approval request was created",
+            )
+        })?),
+        None => None,
+    };
+    let base = bulk::base_size(&draft.card, draft.tool_call_id.as_deref());
+    let (first_answer, first_answer_blob) =
+        match bulk::place_first_answer(&state, base, body.first_answer).await {
+            Ok(placed) => placed,
+            Err(e) => {
+                bulk::discard(&state, snapshot).await;
+                return Err(e);
+            }
+        };
+    let written: Vec<_> = snapshot
+        .iter()
+        .chain(first_answer_blob.iter())
+        .cloned()
+        .collect();
+    let secret = Secret::generate();
+    let new = NewPointer {
+        draft: &draft,
+        id: InterruptId::generate(),
+        secret_hash: secret.hash(),
+        snapshot,
+        first_answer,
+        first_answer_key: first_answer_blob.as_ref().map(|b| b.locator()),
+        ttl: clamped_ttl(&state),
+        retention: state.settings.interrupt_retention,
+        chain_claim: chain,
+    };
+    match state.store.register_interrupt(new, now).await {
+        Ok(p) => Ok((StatusCode::CREATED, Json(issued(&p, &secret)))),
+        Err(e) => {
+            bulk::discard(&state, written).await;
+            Err(match e {
+                RegisterError::DraftNotFound => draft_not_found(),
+                RegisterError::DraftUsed => draft_used(),
+                RegisterError::Pending => pending(),
+                RegisterError::ClaimLost => claim_lost(),
+                RegisterError::Store(e) => e.into(),
+            })
+        }
+    }
+}
+
+/// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
+pub(crate) async fn reissue(
+    ChatUser(user): ChatUser,
+    State(state): State<AppState>,
+    Path(chat_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let chat = ChatId::parse(&chat_id).ok_or_else(interrupt_not_found)?;
+    let secret = Secret::generate();
+    let p = state
+        .store
+        .reissue_secret(&user, &chat, &secret.hash(), Timestamp::now())
+        .await?
+        .ok_or_else(interrupt_not_found)?;
+    Ok(Json(issued(&p, &secret)))
+}
+
+/// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.
+pub(crate) async fn outcome(
+    _: RuntimeAuth,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let now = Timestamp::now();
+    let id = InterruptId::parse(&id).ok_or_else(interrupt_not_found)?;
+    let p = state
+        .store
+        .interrupt(&id, now)
+        .await?
+        .ok_or_else(interrupt_not_found)?;
+    if user_header(&headers).is_some_and(|u| u != p.user) {
+        return Err(interrupt_not_found());
+    }
+    Ok(Json(
+        json!({"state": p.effective_state(now), "card": p.card, "decision": p.decision}),
+    ))
+}

@@ -1,0 +1,209 @@
+//! Turns: opening one per user message (the proxy credential, launch-time grants) and reading
+//! back what its sandbox did — refusals, allowed traffic — and what it may reach (policy).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use egressgate_store::db::turns::{NewTurn, OpenTurnError};
+use egressgate_store::{Package, Secret, SitePattern, Timestamp, TurnId};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::auth::{RuntimeAuth, USER_HEADER};
+use crate::body::StrictJson;
+use crate::error::ApiError;
+use crate::grants::Grants;
+use crate::turn_access::{Need, find_turn};
+use crate::validate;
+
+/// Longest credential lifetime a caller may ask for: a turn is one agent run, not a session.
+const MAX_TTL_SECONDS: i64 = 7 * 24 * 3600;
+/// Most entries in one launch list; launch grants are for a handful of known sources.
+const MAX_LAUNCH_ENTRIES: usize = 200;
+
+/// `POST /v1/turns` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OpenTurnBody {
+    user_id: String,
+    chat_id: String,
+    can_ask_human: bool,
+    #[serde(default)]
+    sites: Option<Vec<String>>,
+    #[serde(default)]
+    packages: Option<Vec<String>>,
+    #[serde(default)]
+    ttl_seconds: Option<i64>,
+}
+
+/// Validates the body into a [`NewTurn`]; nothing is written when any entry is refused.
+fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiError> {
+    let user = validate::user_id("user_id", &body.user_id)?;
+    let chat = validate::chat_id("chat_id", &body.chat_id)?;
+    let raw_sites = body.sites.unwrap_or_default();
+    let raw_packages = body.packages.unwrap_or_default();
+    if raw_sites.len() > MAX_LAUNCH_ENTRIES || raw_packages.len() > MAX_LAUNCH_ENTRIES {
+        return Err(ApiError::invalid_input(format!(
+            "launch lists hold at most {MAX_LAUNCH_ENTRIES} entries each"
+        )));
+    }
+    let extra = &state.settings.internal_suffixes;
+    let mut sites: Vec<SitePattern> = raw_sites
+        .iter()
+        .enumerate()
+        .map(|(i, s)| validate::site_pattern(&format!("sites[{i}]"), s, extra))
+        .collect::<Result<_, _>>()?;
+    // Sorted by canonical text, as every list the API shows is.
+    sites.sort_by_key(SitePattern::to_key);
+    sites.dedup();
+    let packages: BTreeSet<Package> = raw_packages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| validate::package(&format!("packages[{i}]"), p))
+        .collect::<Result<_, _>>()?;
+    let ttl = match body.ttl_seconds {
+        None => state.settings.turn_ttl,
+        Some(s) if (1..=MAX_TTL_SECONDS).contains(&s) => Duration::from_secs(s.unsigned_abs()),
+        Some(_) => {
+            return Err(ApiError::invalid_input(format!(
+                "ttl_seconds must be between 1 and {MAX_TTL_SECONDS}"
+            )));
+        }
+    };
+    Ok(NewTurn {
+        user,
+        chat,
+        can_ask_human: body.can_ask_human,
+        sites,
+        packages: packages.into_iter().collect(),
+        ttl,
+    })
+}
+
+/// `http://TURN_ID:SECRET@host:port`. The configured public address is `host:port`; a scheme
+/// given with it (`https://` for a TLS listener) is kept.
+fn proxy_url(public: &str, turn: &TurnId, secret: &Secret) -> String {
+    let (scheme, rest) = public.split_once("://").unwrap_or(("http", public));
+    let rest = rest.trim_end_matches('/');
+    format!("{scheme}://{turn}:{}@{rest}", secret.expose())
+}
+
+/// `POST /v1/turns` → `201 {"turn_id", "proxy_url", "expires_at"}`.
+pub(crate) async fn open(
+    _auth: RuntimeAuth,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    StrictJson(body): StrictJson<OpenTurnBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let new = new_turn(&state, body)?;
+    if let Some(named) = headers.get(USER_HEADER)
+        && named.to_str().ok() != Some(new.user.as_str())
+    {
+        return Err(ApiError::invalid_input(
+            "X-Egressgate-User names another user than user_id",
+        ));
+    }
+    let secret = Secret::generate();
+    let turn = state
+        .store
+        .open_turn(&new, &secret.hash(), Timestamp::now())
+        .await
+        .map_err(|e| match e {
+            OpenTurnError::ChatHidden => ApiError::new(
+                StatusCode::GONE,
+                "CHAT_HIDDEN",
+                "this chat was hidden; it takes no new turns",
+            ),
+            OpenTurnError::Store(e) => e.into(),
+        })?;
+    let body = json!({
+        "turn_id": turn.id,
+        "proxy_url": proxy_url(&state.settings.proxy_public_url, &turn.id, &secret),
+        "expires_at": turn.expires_at,
+    });
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// `GET /v1/turns/{turn_id}/refusals`. Readable after the turn expired: it is a record of
+/// what happened, and the agent may need it to explain a failure.
+pub(crate) async fn refusals(
+    _auth: RuntimeAuth,
+    State(state): State<AppState>,
+    Path(turn_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let turn = find_turn(
+        &state.store,
+        &turn_id,
+        &headers,
+        Need::Record,
+        Timestamp::now(),
+    )
+    .await?;
+    let (rows, overflow) = state.store.list_refusals(&turn.id).await?;
+    Ok(Json(
+        json!({"turn_id": turn.id, "refusals": rows, "overflow": overflow}),
+    ))
+}
+
+/// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host. Readable after expiry, like
+/// the refusal record.
+pub(crate) async fn egress(
+    _auth: RuntimeAuth,
+    State(state): State<AppState>,
+    Path(turn_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let turn = find_turn(
+        &state.store,
+        &turn_id,
+        &headers,
+        Need::Record,
+        Timestamp::now(),
+    )
+    .await?;
+    let rows = state.store.list_egress(&turn.id).await?;
+    Ok(Json(json!({"turn_id": turn.id, "egress": rows})))
+}
+
+/// `GET /v1/turns/{turn_id}/policy`: the effective allowed sites and packages a package
+/// installer in the sandbox enforces. Needs a live turn: an expired one allows nothing.
+pub(crate) async fn policy(
+    _auth: RuntimeAuth,
+    State(state): State<AppState>,
+    Path(turn_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let now = Timestamp::now();
+    let turn = find_turn(&state.store, &turn_id, &headers, Need::Live, now).await?;
+    let grants = Grants::load(&state.store, &turn, now).await?;
+    Ok(Json(json!({
+        "turn_id": turn.id,
+        "sites": grants.site_keys(),
+        "packages": grants.package_names(),
+        "expires_at": turn.expires_at,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_url_carries_the_credential() {
+        let t = TurnId::generate();
+        let s = Secret::from_presented("sec");
+        assert_eq!(
+            proxy_url("127.0.0.1:3128", &t, &s),
+            format!("http://{t}:sec@127.0.0.1:3128")
+        );
+        assert_eq!(
+            proxy_url("https://gate.example.com:3129/", &t, &s),
+            format!("https://{t}:sec@gate.example.com:3129")
+        );
+    }
+}

@@ -1,0 +1,689 @@
+//! The approval tool (`POST /v1/turns/{turn_id}/approval-requests`) through the real router:
+//! one test per row of the design's outcome table, plus their order, the merge of refused
+//! hosts, dropping what is granted, deterministic denials, and drafts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use egressgate_control::Settings;
+use egressgate_store::{DraftId, RefusalReason};
+use serde_json::{Value, json};
+use support::{TestApp, code, message};
+
+const NOTHING: &str =
+    "name the URLs or packages, or run the step first so the blocked sites are recorded";
+
+async fn ask(app: &TestApp, turn_id: &str, body: Value) -> (StatusCode, Value) {
+    app.post_json(
+        &format!("/v1/turns/{turn_id}/approval-requests"),
+        app.runtime(),
+        None,
+        body,
+    )
+    .await
+}
+
+async fn drafts(app: &TestApp) -> i64 {
+    app.count("SELECT COUNT(*) FROM drafts").await
+}
+
+// Step 1.
+#[tokio::test]
+async fn step1_invalid_input_names_the_entry_and_why_and_writes_nothing() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    let cases = [
+        (
+            json!({"reason": "r", "urls": ["https://ok.example.com/", "ftp://files.example.com/x"]}),
+            "urls[1]",
+            "http and https",
+        ),
+        (
+            json!({"reason": "r", "urls": ["https://user:pw@files.example.com/x"]}),
+            "urls[0]",
+            "credentials",
+        ),
+        (
+            json!({"reason": "r", "urls": ["not a url"]}),
+            "urls[0]",
+            "absolute URL",
+        ),
+        (
+            json!({"reason": "r", "urls": ["http://127.0.0.1/x"]}),
+            "urls[0]",
+            "IP literal",
+        ),
+        (
+            json!({"reason": "r", "urls": ["http://2130706433/x"]}),
+            "urls[0]",
+            "IP literal",
+        ),
+        (
+            json!({"reason": "r", "urls": ["http://[::1]/x"]}),
+            "urls[0]",
+            "IP literal",
+        ),
+        (
+            json!({"reason": "r", "urls": ["http://metadata.internal/x"]}),
+            "urls[0]",
+            "internal",
+        ),
+        (
+            json!({"reason": "r", "urls": ["http://localhost:8080/x"]}),
+            "urls[0]",
+            "internal",
+        ),
+        (
+            json!({"reason": "r", "urls": ["http://intranet/x"]}),
+            "urls[0]",
+            "internal",
+        ),
+        (
+            json!({"reason": "r", "packages": ["requests", "not valid!"]}),
+            "packages[1]",
+            "PyPI",
+        ),
+        (
+            json!({"reason": "r", "packages": ["cargo:serde"]}),
+            "packages[0]",
+            "ecosystem",
+        ),
+        (
+            json!({"reason": "", "urls": ["https://files.example.com/"]}),
+            "reason",
+            "",
+        ),
+        (
+            json!({"reason": "   ", "urls": ["https://files.example.com/"]}),
+            "reason",
+            "",
+        ),
+        (
+            json!({"reason": "x".repeat(501), "urls": ["https://files.example.com/"]}),
+            "reason",
+            "500",
+        ),
+    ];
+    for (body, entry, why) in cases {
+        let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+            "{body}: {b}"
+        );
+        assert!(
+            message(&b).starts_with(entry) && message(&b).contains(why),
+            "{body}: {b}"
+        );
+        assert!(
+            !message(&b).contains("pw@"),
+            "credentials never echoed: {b}"
+        );
+    }
+    let (s, _) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "x".repeat(500), "urls": ["https://files.example.com/"]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "500 characters is allowed");
+    assert_eq!(drafts(&app).await, 1);
+}
+
+#[tokio::test]
+async fn step1_card_caps() {
+    let settings = Settings {
+        card_max_sites: 2,
+        card_max_urls: 3,
+        card_max_packages: 2,
+        ..Settings::default()
+    };
+    let app = TestApp::with_settings(settings).await;
+    let t = app.open_turn("u", "c", true).await;
+    let three_hosts = json!({"reason": "r", "urls": ["https://a.example.com/", "https://b.example.com/", "https://c.example.com/"]});
+    let (s, b) = ask(&app, &t.turn_id, three_hosts).await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
+    );
+    assert!(message(&b).contains("at most 2 sites"), "{b}");
+    let four_urls: Vec<String> = (0..4)
+        .map(|i| format!("https://a.example.com/{i}"))
+        .collect();
+    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "r", "urls": four_urls})).await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
+    );
+    assert!(message(&b).contains("at most 3 URLs"), "{b}");
+    let (s, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "r", "packages": ["a", "b", "c"]}),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
+    );
+    assert!(message(&b).contains("at most 2 packages"), "{b}");
+    // Refused hosts count towards the card's sites too.
+    for h in ["r1.example.net", "r2.example.net"] {
+        app.refuse(&t.turn_id, h, 443, RefusalReason::NotApproved, None)
+            .await;
+    }
+    let (s, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "r", "urls": ["https://a.example.com/"]}),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+        "{b}"
+    );
+    assert!(message(&b).contains("this request has 3"), "{b}");
+    assert_eq!(drafts(&app).await, 0);
+}
+
+#[tokio::test]
+async fn bad_json_and_unknown_fields_are_400_and_write_nothing() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    let path = format!("/v1/turns/{}/approval-requests", t.turn_id);
+    for raw in [
+        "{",
+        r#"{"reason": "r", "urls": ["https://a.example.com/"], "user_id": "admin"}"#,
+        r#"{"reason": "r", "can_ask_human": true}"#,
+        r#"{"urls": ["https://a.example.com/"]}"#,
+        r#"{"reason": "r", "urls": "https://a.example.com/"}"#,
+        r#"{"reason": 1}"#,
+    ] {
+        let (s, b) = app.post_raw(&path, app.runtime(), None, raw).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::BAD_REQUEST, "INVALID_BODY"),
+            "{raw}: {b}"
+        );
+    }
+    assert_eq!(drafts(&app).await, 0);
+}
+
+#[tokio::test]
+async fn auth_and_turn_lookup() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("alice", "c", true).await;
+    let path = format!("/v1/turns/{}/approval-requests", t.turn_id);
+    let body = json!({"reason": "r", "urls": ["https://a.example.com/"]});
+    let (s, _) = app.post_json(&path, None, None, body.clone()).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = app.post_json(&path, app.admin(), None, body.clone()).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, b) = app
+        .post_json(&path, app.runtime(), Some("mallory"), body.clone())
+        .await;
+    assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"));
+    let unknown = egressgate_store::TurnId::generate();
+    for id in [unknown.as_str(), "garbage"] {
+        let (s, b) = ask(&app, id, body.clone()).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"),
+            "{id}"
+        );
+    }
+    assert_eq!(drafts(&app).await, 0);
+    let (s, _) = app
+        .post_json(&path, app.runtime(), Some("alice"), body.clone())
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    app.expire_turn(&t.turn_id).await;
+    let (s, b) = ask(&app, &t.turn_id, body).await;
+    assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"));
+    assert_eq!(drafts(&app).await, 1);
+}
+
+#[tokio::test]
+async fn a_hidden_chat_cannot_ask() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    app.hide_chat("u", "c").await;
+    let (s, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "r", "urls": ["https://a.example.com/"]}),
+    )
+    .await;
+    assert_eq!((s, code(&b)), (StatusCode::GONE, "CHAT_HIDDEN"), "{b}");
+    assert_eq!(drafts(&app).await, 0);
+}
+
+// Steps 2 and 7.
+#[tokio::test]
+async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_card() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    app.refuse(
+        &t.turn_id,
+        "pypi.org",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+    app.refuse(
+        &t.turn_id,
+        "cdn.example.net",
+        80,
+        RefusalReason::NotApproved,
+        Some("http://cdn.example.net/x"),
+    )
+    .await;
+    app.refuse(
+        &t.turn_id,
+        "blocked.example.net",
+        443,
+        RefusalReason::PrivateAddress,
+        None,
+    )
+    .await;
+    app.refuse(&t.turn_id, "10.0.0.1", 443, RefusalReason::IpLiteral, None)
+        .await;
+    let other = app.open_turn("u", "c2", true).await;
+    app.refuse(
+        &other.turn_id,
+        "other-turn.example.net",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+
+    let (s, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({
+            "reason": "  Download the 2024 census table.  ",
+            "urls": ["https://Files.Example.com/census.csv?token=SECRET#part", "https://files.example.com/census.csv"],
+            "packages": ["Pandas", "npm:left-pad", "pandas"],
+            "tool_call_id": "toolu_01",
+        }),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["outcome"], "ask");
+    assert_eq!(
+        b["card"],
+        json!({
+            "sites": ["cdn.example.net", "files.example.com", "pypi.org"],
+            "urls": ["https://files.example.com/census.csv"],
+            "packages": ["npm:left-pad", "pandas"],
+            "reason": "Download the 2024 census table.",
+        })
+    );
+    assert!(!b.to_string().contains("SECRET"));
+    let draft_id = DraftId::parse(b["draft_id"].as_str().unwrap()).expect("dr_ id");
+    let draft = app.store.draft(&draft_id).await.unwrap().expect("stored");
+    assert_eq!(draft.turn.as_str(), t.turn_id);
+    assert_eq!((draft.user.as_str(), draft.chat.as_str()), ("u", "c"));
+    assert_eq!(serde_json::to_value(&draft.card).unwrap(), b["card"]);
+    assert_eq!(draft.tool_call_id.as_deref(), Some("toolu_01"));
+    assert_eq!(draft.used_at, None);
+    assert_eq!(
+        Some(draft.expires_at.rfc3339().as_str()),
+        t.body["expires_at"].as_str(),
+        "expires with the turn"
+    );
+
+    // A second call is a fresh question: a new draft with the same card.
+    let (_, b2) = ask(&app, &t.turn_id, json!({"reason": "Download the 2024 census table.", "urls": ["https://files.example.com/census.csv"], "packages": ["pandas", "npm:left-pad"]})).await;
+    assert_eq!(b2["card"], b["card"]);
+    assert_ne!(b2["draft_id"], b["draft_id"]);
+}
+
+#[tokio::test]
+async fn an_empty_call_asks_for_what_the_sandbox_was_refused() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    app.refuse(
+        &t.turn_id,
+        "pypi.org",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "install deps"})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["outcome"], "ask");
+    assert_eq!(b["card"]["sites"], json!(["pypi.org"]));
+    assert_eq!(b["card"]["urls"], json!([]));
+}
+
+// Step 3.
+#[tokio::test]
+async fn step3_nothing_named_and_nothing_refused() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    for body in [
+        json!({"reason": "r"}),
+        json!({"reason": "r", "urls": [], "packages": []}),
+    ] {
+        let (s, b) = ask(&app, &t.turn_id, body).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            b,
+            json!({"error": {"code": "NOTHING_TO_APPROVE", "message": NOTHING}})
+        );
+    }
+    // Refusals no approval fixes are not something to approve either.
+    app.refuse(
+        &t.turn_id,
+        "x.example.com",
+        8443,
+        RefusalReason::PortNotAllowed,
+        None,
+    )
+    .await;
+    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "r"})).await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "NOTHING_TO_APPROVE")
+    );
+    // Nor are another turn's refusals.
+    let t2 = app.open_turn("u", "c", true).await;
+    app.refuse(
+        &t.turn_id,
+        "pypi.org",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+    let (s, b) = ask(&app, &t2.turn_id, json!({"reason": "r"})).await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "NOTHING_TO_APPROVE")
+    );
+    assert_eq!(drafts(&app).await, 0);
+}
+
+// Step 4.
+#[tokio::test]
+async fn step4_a_named_host_refused_for_an_unfixable_reason_is_not_approvable() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", false).await;
+    app.refuse(
+        &t.turn_id,
+        "files.example.com",
+        443,
+        RefusalReason::PrivateAddress,
+        None,
+    )
+    .await;
+    app.refuse(
+        &t.turn_id,
+        "pypi.org",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+    let body = json!({"reason": "r", "urls": ["https://files.example.com/a", "https://other.example.com/"]});
+    let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["outcome"], "denied");
+    assert_eq!(
+        b["code"], "NOT_APPROVABLE",
+        "step 4 answers before step 6 (no human): {b}"
+    );
+    let m = b["message"].as_str().unwrap();
+    assert!(m.contains("files.example.com (private_address)"), "{m}");
+    assert!(
+        !m.contains("other.example.com") && !m.contains("pypi.org"),
+        "{m}"
+    );
+    assert_eq!(ask(&app, &t.turn_id, body).await.1, b, "deterministic");
+    // The same host refused only in the merge (not named) does not block the request.
+    let (_, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "r", "urls": ["https://other.example.com/"]}),
+    )
+    .await;
+    assert_eq!(b["code"], "NO_HUMAN", "{b}");
+    assert_eq!(drafts(&app).await, 0);
+}
+
+// Step 5.
+#[tokio::test]
+async fn step5_already_approved_by_admin_launch_or_chat_grants() {
+    let app = TestApp::new().await;
+    app.post_json(
+        "/v1/admin/sites",
+        app.admin(),
+        None,
+        json!({"pattern": "*.example.com"}),
+    )
+    .await;
+    app.post_json(
+        "/v1/admin/packages",
+        app.admin(),
+        None,
+        json!({"name": "numpy"}),
+    )
+    .await;
+    let t = app
+        .open_turn_with(
+            "u",
+            "c",
+            false,
+            json!({"sites": ["pypi.org"], "packages": ["pandas"]}),
+        )
+        .await;
+    app.insert_approval(
+        "u",
+        "c",
+        "site",
+        "data.example.org",
+        Duration::from_secs(3600),
+    )
+    .await;
+    app.insert_approval("u", "c", "package", "requests", Duration::from_secs(3600))
+        .await;
+    app.refuse(
+        &t.turn_id,
+        "pypi.org",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+
+    let body = json!({
+        "reason": "r",
+        "urls": ["https://files.example.com/a", "https://DATA.example.org/b", "https://pypi.org/simple/"],
+        "packages": ["NumPy", "pandas", "Requests"],
+    });
+    let (s, b) = ask(&app, &t.turn_id, body).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        b,
+        json!({"outcome": "already_approved", "message": "already approved: run it"}),
+        "step 5 answers before step 6 (no human)"
+    );
+    assert_eq!(drafts(&app).await, 0);
+}
+
+#[tokio::test]
+async fn step5_drops_only_what_is_granted_to_this_chat_and_still_valid() {
+    let app = TestApp::new().await;
+    app.post_json(
+        "/v1/admin/sites",
+        app.admin(),
+        None,
+        json!({"pattern": "*.example.com"}),
+    )
+    .await;
+    let t = app.open_turn("u", "c", true).await;
+    let hour = Duration::from_secs(3600);
+    app.insert_approval("u", "c", "site", "mine.example.org", hour)
+        .await;
+    app.insert_approval("u", "c", "site", "stale.example.org", Duration::ZERO)
+        .await;
+    app.insert_approval("u", "other-chat", "site", "other-chat.example.org", hour)
+        .await;
+    app.insert_approval("someone-else", "c", "site", "other-user.example.org", hour)
+        .await;
+    let (s, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "r", "urls": [
+            "https://example.com/apex-is-not-covered-by-the-wildcard",
+            "https://a.example.com/covered",
+            "https://mine.example.org/",
+            "https://stale.example.org/",
+            "https://other-chat.example.org/",
+            "https://other-user.example.org/",
+        ]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["outcome"], "ask");
+    assert_eq!(
+        b["card"]["sites"],
+        json!([
+            "example.com",
+            "other-chat.example.org",
+            "other-user.example.org",
+            "stale.example.org"
+        ])
+    );
+    assert_eq!(
+        b["card"]["urls"],
+        json!([
+            "https://example.com/apex-is-not-covered-by-the-wildcard",
+            "https://other-chat.example.org/",
+            "https://other-user.example.org/",
+            "https://stale.example.org/",
+        ])
+    );
+}
+
+#[tokio::test]
+async fn launch_sites_count_only_for_their_own_turn() {
+    let app = TestApp::new().await;
+    let t1 = app
+        .open_turn_with("u", "c", true, json!({"sites": ["*.example.com"]}))
+        .await;
+    let t2 = app.open_turn("u", "c", true).await;
+    let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
+    let (_, b1) = ask(&app, &t1.turn_id, body.clone()).await;
+    assert_eq!(b1["outcome"], "already_approved");
+    let (_, b2) = ask(&app, &t2.turn_id, body).await;
+    assert_eq!(b2["outcome"], "ask", "{b2}");
+}
+
+// Step 6.
+#[tokio::test]
+async fn step6_no_human_is_a_fixed_sorted_text_byte_identical_across_calls() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", false).await;
+    app.refuse(
+        &t.turn_id,
+        "pypi.org",
+        443,
+        RefusalReason::NotApproved,
+        None,
+    )
+    .await;
+    let body = json!({"reason": "any reason", "urls": ["https://z.example.net/", "https://a.example.net/x?q=1"], "packages": ["requests", "Flask"]});
+    let (s1, first) = ask(&app, &t.turn_id, body.clone()).await;
+    let (s2, second) = ask(&app, &t.turn_id, body).await;
+    let (first, second) = (first.to_string(), second.to_string());
+    assert_eq!((s1, s2), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(first, second, "byte-identical");
+    let b: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(b["outcome"], "denied");
+    assert_eq!(b["code"], "NO_HUMAN");
+    assert_eq!(
+        b["message"],
+        "No person can answer an approval request in this run, so these stay blocked: \
+         sites a.example.net, pypi.org and z.example.net; packages flask and requests. \
+         Continue without that data and say so."
+    );
+    // The reason never changes the text: it is a template over sorted lists.
+    let (_, other) = ask(&app, &t.turn_id, json!({"reason": "different", "urls": ["https://a.example.net/", "https://z.example.net/y"], "packages": ["flask", "requests"]})).await;
+    assert_eq!(other.to_string(), first);
+    assert_eq!(drafts(&app).await, 0);
+}
+
+#[tokio::test]
+async fn step6_a_user_who_may_not_approve_is_not_permitted() {
+    let app = TestApp::new().await;
+    let (s, _) = app
+        .put(
+            "/v1/admin/users/bob",
+            app.admin(),
+            None,
+            json!({"can_approve": false}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let t = app.open_turn("bob", "c", true).await;
+    let body = json!({"reason": "r", "packages": ["requests"]});
+    let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["outcome"], "denied");
+    assert_eq!(b["code"], "NOT_PERMITTED");
+    let m = b["message"].as_str().unwrap();
+    assert!(
+        m.contains("packages requests") && m.ends_with("Continue without that data and say so."),
+        "{m}"
+    );
+    assert_eq!(ask(&app, &t.turn_id, body.clone()).await.1, b);
+    // Alice (no row, default true) may ask in the same chat id.
+    let ta = app.open_turn("alice", "c", true).await;
+    assert_eq!(
+        ask(&app, &ta.turn_id, body.clone()).await.1["outcome"],
+        "ask"
+    );
+    // Permission restored: the same turn asks.
+    app.put(
+        "/v1/admin/users/bob",
+        app.admin(),
+        None,
+        json!({"can_approve": true}),
+    )
+    .await;
+    assert_eq!(ask(&app, &t.turn_id, body).await.1["outcome"], "ask");
+}
+
+#[tokio::test]
+async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
+    let app = TestApp::with_settings(Settings {
+        default_can_approve: false,
+        ..Settings::default()
+    })
+    .await;
+    app.put(
+        "/v1/admin/users/trusted",
+        app.admin(),
+        None,
+        json!({"can_approve": true}),
+    )
+    .await;
+    let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
+    let t = app.open_turn("anyone", "c", true).await;
+    let (_, b) = ask(&app, &t.turn_id, body.clone()).await;
+    assert_eq!(b["code"], "NOT_PERMITTED", "{b}");
+    let t = app.open_turn("trusted", "c", true).await;
+    let (_, b) = ask(&app, &t.turn_id, body).await;
+    assert_eq!(b["outcome"], "ask", "{b}");
+}

@@ -1,0 +1,233 @@
+//! Approval rows and chats: what an approval writes, a decline removing only its own card's
+//! rows, listing and revoking, hiding a chat, and another user's chat answering exactly like
+//! a nonexistent one.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cards;
+mod support;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use egressgate_store::Timestamp;
+use serde_json::json;
+use support::{TestApp, code};
+
+#[tokio::test]
+async fn an_approval_writes_rows_the_chat_can_list() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
+    cards::approve(&app, &r).await;
+    let (status, body) = app
+        .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let rows = body["approvals"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["kind"], "site");
+    assert_eq!(rows[0]["value"], "files.example.com");
+    assert_eq!(rows[0]["card_id"], r.id.as_str());
+    let exp = Timestamp::parse_rfc3339(rows[0]["expires_at"].as_str().unwrap()).unwrap();
+    assert!(
+        exp > Timestamp::now().plus(Duration::from_secs(23 * 3600)),
+        "approval-ttl 24h"
+    );
+    assert_eq!(rows[1]["kind"], "package");
+    assert_eq!(rows[1]["value"], "requests");
+    // The same chat id under another user is another (empty) chat.
+    let (status, body) = app
+        .get("/v1/chats/c1/approvals", app.runtime(), Some("mallory"))
+        .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"approvals": []})));
+    let (status, _) = app.get("/v1/chats/c1/approvals", app.runtime(), None).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "the user header is required"
+    );
+}
+
+#[tokio::test]
+async fn a_decline_removes_only_its_own_cards_rows() {
+    let app = TestApp::new().await;
+    let a = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
+    let claim = cards::approve(&app, &a).await;
+    cards::claim_call(&app, &a.id, "complete", json!({"claim_id": claim})).await;
+    app.insert_approval(
+        "alice",
+        "c1",
+        "site",
+        "other.example.com",
+        Duration::from_secs(600),
+    )
+    .await;
+    let b = cards::card(&app, "alice", "c1", &["b.example.com"], &[]).await;
+    // A row stamped with b's id (as a chained or earlier claim of b would leave).
+    app.exec_sql(&format!(
+        "INSERT INTO approvals (user_id, chat_id, kind, value, card_id, created_at, expires_at) \
+         VALUES ('alice', 'c1', 'site', 'b.example.com', '{}', 0, {})",
+        b.id,
+        Timestamp::now().plus(Duration::from_secs(600)).millis()
+    ))
+    .await;
+    let (status, body) = cards::resume(&app, &b.id, &b.secret, json!({"approved": false})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"]["outcome"], "declined");
+    let left = |card: &str| format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{card}'");
+    assert_eq!(cards::rows(&app, &left(&b.id)).await, 0);
+    assert_eq!(cards::rows(&app, &left(&a.id)).await, 1);
+    assert_eq!(cards::rows(&app, &left("int_test")).await, 1);
+}
+
+#[tokio::test]
+async fn revoking_one_approval() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
+    cards::approve(&app, &r).await;
+    // The person may type the value as they see it; it is normalised like the card.
+    let (status, body) = app
+        .delete(
+            "/v1/chats/c1/approvals/site/Files.Example.com",
+            app.runtime(),
+            Some("alice"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, list) = app
+        .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(list["approvals"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        cards::rows(
+            &app,
+            "SELECT COUNT(*) FROM audit WHERE kind = 'approval_revoked'"
+        )
+        .await,
+        1
+    );
+    // Gone, another user's, or an unknown kind: not found.
+    for (path, user) in [
+        ("/v1/chats/c1/approvals/site/files.example.com", "alice"),
+        ("/v1/chats/c1/approvals/package/requests", "mallory"),
+        ("/v1/chats/c1/approvals/host/requests", "alice"),
+    ] {
+        let (status, body) = app.delete(path, app.runtime(), Some(user)).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::NOT_FOUND, "APPROVAL_NOT_FOUND"),
+            "{path} as {user}"
+        );
+    }
+    let (status, _) = app
+        .delete(
+            "/v1/chats/c1/approvals/package/requests",
+            app.runtime(),
+            Some("alice"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn hiding_a_chat_expires_its_card_and_revokes_everything() {
+    let app = TestApp::new().await;
+    let done = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
+    let claim = cards::approve(&app, &done).await;
+    cards::claim_call(&app, &done.id, "complete", json!({"claim_id": claim})).await;
+    let pending = cards::card(&app, "alice", "c1", &["b.example.com"], &[]).await;
+
+    // Another user's chat of the same id, and an unknown chat, are not found.
+    let (status, body) = app
+        .delete("/v1/chats/c1", app.runtime(), Some("mallory"))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "CHAT_NOT_FOUND")
+    );
+    let (status, _) = app
+        .delete("/v1/chats/nope", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, body) = app
+        .delete("/v1/chats/c1", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = cards::resume(
+        &app,
+        &pending.id,
+        &pending.secret,
+        json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::GONE, "INTERRUPT_EXPIRED")
+    );
+    let (_, list) = app
+        .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(list, json!({"approvals": []}));
+    assert_eq!(cards::rows(&app, "SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(
+        cards::rows(
+            &app,
+            "SELECT COUNT(*) FROM audit WHERE kind = 'chat_hidden'"
+        )
+        .await,
+        1
+    );
+    // New turns are refused.
+    let body = json!({"user_id": "alice", "chat_id": "c1", "can_ask_human": true});
+    let (status, body) = app.post_json("/v1/turns", app.runtime(), None, body).await;
+    assert_eq!((status, code(&body)), (StatusCode::GONE, "CHAT_HIDDEN"));
+    // Hiding twice is harmless.
+    let (status, _) = app
+        .delete("/v1/chats/c1", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_audit_failure_revokes_nothing() {
+    let app = TestApp::new().await;
+    app.insert_approval(
+        "alice",
+        "c1",
+        "site",
+        "a.example.com",
+        Duration::from_secs(600),
+    )
+    .await;
+    app.open_turn("alice", "c1", true).await;
+    if app.db_url.starts_with("postgres") {
+        app.exec_sql("CREATE FUNCTION audit_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$ LANGUAGE plpgsql").await;
+        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_fail()").await;
+    } else {
+        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END").await;
+    }
+    let (status, body) = app
+        .delete(
+            "/v1/chats/c1/approvals/site/a.example.com",
+            app.runtime(),
+            Some("alice"),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    );
+    let (status, body) = app
+        .delete("/v1/chats/c1", app.runtime(), Some("alice"))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    );
+    assert_eq!(cards::rows(&app, "SELECT COUNT(*) FROM approvals").await, 1);
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM chats WHERE hidden_at IS NULL").await,
+        1
+    );
+}

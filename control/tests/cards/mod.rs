@@ -1,0 +1,139 @@
+//! Helpers shared by the interrupt, resume and approvals tests: a turn with a draft card
+//! (built through the store, so these tests do not depend on the approval tool's merging),
+//! registration and resume requests.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use axum::http::StatusCode;
+use egressgate_store::{Card, Host, Package, Timestamp, TurnId};
+use serde_json::{Value, json};
+
+use crate::support::TestApp;
+
+/// A registered card: its interrupt id and resume secret, plus the registration body.
+pub struct Registered {
+    /// Interrupt id.
+    pub id: String,
+    /// Resume secret.
+    pub secret: String,
+    /// The whole 201 body.
+    pub body: Value,
+}
+
+/// Opens a turn for (user, chat) and stores a draft card with the given sites and packages.
+/// Returns `(turn_id, draft_id)`.
+pub async fn draft(
+    app: &TestApp,
+    user: &str,
+    chat: &str,
+    sites: &[&str],
+    packages: &[&str],
+    tool_call_id: Option<&str>,
+) -> (String, String) {
+    let turn = app.open_turn(user, chat, true).await;
+    let draft = draft_in_turn(app, &turn.turn_id, sites, packages, tool_call_id).await;
+    (turn.turn_id, draft)
+}
+
+/// Stores a draft card in an existing turn; returns the draft id.
+pub async fn draft_in_turn(
+    app: &TestApp,
+    turn_id: &str,
+    sites: &[&str],
+    packages: &[&str],
+    tool_call_id: Option<&str>,
+) -> String {
+    let turn = app
+        .store
+        .turn(&TurnId::parse(turn_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let card = Card::new(
+        sites.iter().map(|s| Host::parse(s).unwrap()).collect(),
+        sites
+            .iter()
+            .map(|s| format!("https://{s}/data.csv"))
+            .collect(),
+        packages
+            .iter()
+            .map(|p| Package::parse(p).unwrap())
+            .collect(),
+        "the analysis needs the reference data".into(),
+    );
+    let id = app
+        .store
+        .create_draft(&turn, &card, tool_call_id, Timestamp::now())
+        .await
+        .unwrap();
+    id.as_str().to_owned()
+}
+
+/// `POST /v1/interrupts` with `extra` fields merged into `{"draft_id"}`.
+pub async fn register_with(app: &TestApp, draft_id: &str, extra: Value) -> (StatusCode, Value) {
+    let mut body = json!({"draft_id": draft_id});
+    for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+        body[k] = v;
+    }
+    app.post_json("/v1/interrupts", app.runtime(), None, body)
+        .await
+}
+
+/// Registers a draft, asserting `201`.
+pub async fn register(app: &TestApp, draft_id: &str, extra: Value) -> Registered {
+    let (status, body) = register_with(app, draft_id, extra).await;
+    assert_eq!(status, StatusCode::CREATED, "register: {body}");
+    Registered {
+        id: body["interrupt"]["id"].as_str().unwrap().to_owned(),
+        secret: body["resume_secret"].as_str().unwrap().to_owned(),
+        body,
+    }
+}
+
+/// A fresh turn, draft and registered card in one step.
+pub async fn card(
+    app: &TestApp,
+    user: &str,
+    chat: &str,
+    sites: &[&str],
+    packages: &[&str],
+) -> Registered {
+    let (_, d) = draft(app, user, chat, sites, packages, None).await;
+    register(app, &d, json!({"snapshot": "c25hcHNob3Q="})).await
+}
+
+/// The resume body for one entry.
+pub fn resume_body(id: &str, secret: &str, status: &str, payload: Value) -> Value {
+    json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]})
+}
+
+/// `POST /v1/interrupts/{id}/resume` without a bearer token.
+pub async fn resume(app: &TestApp, id: &str, secret: &str, payload: Value) -> (StatusCode, Value) {
+    let path = format!("/v1/interrupts/{id}/resume");
+    app.post_json(
+        &path,
+        None,
+        None,
+        resume_body(id, secret, "resolved", payload),
+    )
+    .await
+}
+
+/// Approves a card, asserting the claim; returns the claim id.
+pub async fn approve(app: &TestApp, r: &Registered) -> String {
+    let (status, body) = resume(app, &r.id, &r.secret, json!({"approved": true})).await;
+    assert_eq!(status, StatusCode::OK, "resume: {body}");
+    assert_eq!(body["state"], "claimed");
+    body["claim"]["claim_id"].as_str().unwrap().to_owned()
+}
+
+/// `POST /v1/interrupts/{id}/{action}` with `{"claim_id", ...}`.
+pub async fn claim_call(app: &TestApp, id: &str, action: &str, body: Value) -> (StatusCode, Value) {
+    app.post_json(&format!("/v1/interrupts/{id}/{action}"), None, None, body)
+        .await
+}
+
+/// How many rows a SQL `COUNT(*)` finds.
+pub async fn rows(app: &TestApp, sql: &str) -> i64 {
+    app.count(sql).await
+}

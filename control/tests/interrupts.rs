@@ -1,0 +1,530 @@
+//! Registering interrupts: the AG-UI shape, draft checks before the one-open rule, one open
+//! request per chat under concurrency, snapshot failure leaving no pointer, bulk moved whole
+//! to the blob store, reissue, outcome, chained cards, audit failure, and the janitor.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cards;
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use egressgate_control::Settings;
+use egressgate_store::Timestamp;
+use egressgate_store::blob::{BlobError, BlobFuture, BlobRef, BlobStore, DirBlobStore};
+use serde_json::json;
+use support::{TestApp, code};
+
+#[tokio::test]
+async fn registration_returns_an_ag_ui_interrupt() {
+    let app = TestApp::new().await;
+    let (_, d) = cards::draft(
+        &app,
+        "alice",
+        "c1",
+        &["files.example.com", "pypi.org"],
+        &[],
+        Some("call_7"),
+    )
+    .await;
+    let r = cards::register(&app, &d, json!({})).await;
+    let i = &r.body["interrupt"];
+    assert!(i["id"].as_str().unwrap().starts_with("int_"));
+    assert_eq!(i["reason"], "tool_call");
+    assert_eq!(i["toolCallId"], "call_7");
+    assert_eq!(
+        i["message"],
+        "Allow connections (downloads and uploads) to files.example.com and pypi.org for the rest of this chat?"
+    );
+    let schema = &i["responseSchema"];
+    assert_eq!(schema["type"], "object");
+    assert_eq!(schema["properties"]["approved"]["type"], "boolean");
+    assert_eq!(schema["properties"]["packages"]["type"], "array");
+    assert_eq!(schema["required"], json!(["approved"]));
+    let expires = i["expiresAt"].as_str().unwrap();
+    assert!(expires.ends_with('Z'));
+    let at = Timestamp::parse_rfc3339(expires).unwrap();
+    assert!(
+        at > Timestamp::now().plus(Duration::from_secs(3000)),
+        "default interrupt-ttl is 1h"
+    );
+    assert_eq!(
+        r.body["card"]["sites"],
+        json!(["files.example.com", "pypi.org"])
+    );
+    assert!(r.secret.len() >= 22, "at least 128 bits");
+    // Only the hash is kept.
+    let leaked = format!(
+        "SELECT COUNT(*) FROM interrupts WHERE secret_hash = '{}'",
+        r.secret
+    );
+    assert_eq!(cards::rows(&app, &leaked).await, 0);
+    let audited = "SELECT COUNT(*) FROM audit WHERE kind = 'approval_requested'";
+    assert_eq!(cards::rows(&app, audited).await, 1);
+
+    // Without a tool call id: the namespaced custom reason and no toolCallId key.
+    let (_, d) = cards::draft(&app, "alice", "c2", &[], &["requests"], None).await;
+    let r = cards::register(&app, &d, json!({})).await;
+    assert_eq!(r.body["interrupt"]["reason"], "egressgate:approval");
+    assert!(r.body["interrupt"].get("toolCallId").is_none());
+}
+
+#[tokio::test]
+async fn draft_errors_come_before_the_one_open_rule() {
+    let app = TestApp::new().await;
+    let (status, body) = cards::register_with(&app, "dr_AAAAAAAAAAAAAAAAAAAAAA", json!({})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
+    );
+    let (status, body) = cards::register_with(&app, "nonsense", json!({})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
+    );
+
+    let (turn, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
+    cards::register(&app, &d, json!({})).await;
+    // Used draft while the chat has an open request: DRAFT_USED, not INTERRUPT_PENDING.
+    let (status, body) = cards::register_with(&app, &d, json!({})).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "DRAFT_USED"));
+    // Expired draft while the chat has an open request: DRAFT_NOT_FOUND.
+    let d2 = cards::draft_in_turn(&app, &turn, &["pypi.org"], &[], None).await;
+    app.exec_sql(&format!(
+        "UPDATE drafts SET expires_at = 1 WHERE draft_id = '{d2}'"
+    ))
+    .await;
+    let (status, body) = cards::register_with(&app, &d2, json!({})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
+    );
+    // A usable draft in the same chat meets the one-open rule.
+    let d3 = cards::draft_in_turn(&app, &turn, &["pypi.org"], &[], None).await;
+    let (status, body) = cards::register_with(&app, &d3, json!({})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, "INTERRUPT_PENDING")
+    );
+    let unused = format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d3}' AND used_at IS NULL");
+    assert_eq!(
+        cards::rows(&app, &unused).await,
+        1,
+        "a refused registration leaves the draft usable"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
+    let app = Arc::new(TestApp::new().await);
+    let turn = app.open_turn("alice", "c1", true).await;
+    let mut drafts = Vec::new();
+    for i in 0..8 {
+        drafts.push(
+            cards::draft_in_turn(
+                &app,
+                &turn.turn_id,
+                &[&format!("h{i}.example.com")],
+                &[],
+                None,
+            )
+            .await,
+        );
+    }
+    let tasks: Vec<_> = drafts
+        .into_iter()
+        .map(|d| {
+            let app = Arc::clone(&app);
+            tokio::spawn(async move {
+                cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for t in tasks {
+        let (status, body) = t.await.unwrap();
+        match status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::CONFLICT => assert_eq!(code(&body), "INTERRUPT_PENDING"),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(created, 1);
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
+        1
+    );
+    assert_eq!(
+        cards::rows(
+            &app,
+            "SELECT COUNT(*) FROM drafts WHERE used_at IS NOT NULL"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_closed_request_makes_room_for_the_next_card() {
+    let app = TestApp::new().await;
+    let (turn, d) = cards::draft(&app, "alice", "c1", &["a.example.com"], &[], None).await;
+    let r = cards::register(&app, &d, json!({})).await;
+    let claim = cards::approve(&app, &r).await;
+    let (status, _) = cards::claim_call(&app, &r.id, "complete", json!({"claim_id": claim})).await;
+    assert_eq!(status, StatusCode::OK);
+    // Done: a new card may replace it (in the same turn, as a resumed run would).
+    let d = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
+    let r2 = cards::register(&app, &d, json!({})).await;
+    assert_ne!(r2.id, r.id);
+    // Past its logical expiry, a pending request no longer blocks either.
+    app.exec_sql("UPDATE interrupts SET expires_at = 1").await;
+    let d = cards::draft_in_turn(&app, &turn, &["c.example.com"], &[], None).await;
+    cards::register(&app, &d, json!({})).await;
+}
+
+/// A blob store whose writes always fail.
+struct BrokenBlobs;
+
+impl BlobStore for BrokenBlobs {
+    fn put(&self, _: Vec<u8>) -> BlobFuture<'_, BlobRef> {
+        Box::pin(async { Err(BlobError::Io(std::io::Error::other("disk on fire"))) })
+    }
+    fn read<'a>(&'a self, _: &'a str) -> BlobFuture<'a, Vec<u8>> {
+        Box::pin(async { Err(BlobError::NotFound) })
+    }
+    fn delete<'a>(&'a self, _: &'a str) -> BlobFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn list_older_than(&self, _: Timestamp) -> BlobFuture<'_, Vec<String>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+#[tokio::test]
+async fn a_failed_snapshot_write_leaves_no_pointer() {
+    let app = TestApp::with_blobs(Settings::default(), Some(Arc::new(BrokenBlobs))).await;
+    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
+    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "c25hcA=="})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
+    );
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
+        0
+    );
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM drafts WHERE used_at IS NULL").await,
+        1
+    );
+    assert_eq!(
+        cards::rows(
+            &app,
+            "SELECT COUNT(*) FROM audit WHERE kind = 'approval_requested'"
+        )
+        .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_snapshot_is_refused_with_no_pointer() {
+    let settings = Settings {
+        snapshot_max_bytes: 16,
+        ..Settings::default()
+    };
+    let app = TestApp::with_settings(settings).await;
+    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
+    let big = base64_of(&[7u8; 17]);
+    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": big})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
+    );
+    // Far past the limit (the body itself is over the read limit): the same answer.
+    let huge = base64_of(&vec![7u8; 200_000]);
+    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": huge})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
+    );
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
+        0
+    );
+    // At the limit it is accepted.
+    let ok = base64_of(&[7u8; 16]);
+    cards::register(&app, &d, json!({"snapshot": ok})).await;
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[tokio::test]
+async fn a_first_answer_over_the_item_limit_moves_whole_to_the_blob_store() {
+    let settings = Settings {
+        item_max_bytes: 4_000,
+        ..Settings::default()
+    };
+    let (tmp, dir) = blob_dir();
+    let app = TestApp::with_blobs(settings, Some(Arc::new(dir.clone()))).await;
+    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
+    let long = "x".repeat(10_000);
+    cards::register(&app, &d, json!({"first_answer": long})).await;
+    let moved = "SELECT COUNT(*) FROM interrupts WHERE first_answer IS NULL AND first_answer_key IS NOT NULL";
+    assert_eq!(cards::rows(&app, moved).await, 1);
+    // The blob holds the whole text.
+    let p = app
+        .store
+        .chat_interrupt(&uid("alice"), &cid("c1"), Timestamp::now())
+        .await
+        .unwrap()
+        .unwrap();
+    let blob = BlobRef::from_locator(p.first_answer_key.as_deref().unwrap()).unwrap();
+    assert_eq!(dir.get(&blob).await.unwrap(), long.as_bytes());
+
+    // A short one stays inline.
+    let (_, d) = cards::draft(&app, "alice", "c2", &["files.example.com"], &[], None).await;
+    cards::register(&app, &d, json!({"first_answer": "short"})).await;
+    let inline =
+        "SELECT COUNT(*) FROM interrupts WHERE first_answer = 'short' AND first_answer_key IS NULL";
+    assert_eq!(cards::rows(&app, inline).await, 1);
+    drop(tmp);
+}
+
+/// A directory blob store the test can also read directly.
+fn blob_dir() -> (tempfile::TempDir, DirBlobStore) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DirBlobStore::new(tmp.path().join("blobs")).unwrap();
+    (tmp, dir)
+}
+
+fn uid(s: &str) -> egressgate_store::UserId {
+    egressgate_store::UserId::parse(s).unwrap()
+}
+
+fn cid(s: &str) -> egressgate_store::ChatId {
+    egressgate_store::ChatId::parse(s).unwrap()
+}
+
+#[tokio::test]
+async fn reissue_makes_the_old_secret_stop_working() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let path = "/v1/chats/c1/interrupt/reissue";
+    let (status, body) = app
+        .post_json(path, app.runtime(), Some("alice"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["interrupt"]["id"], r.id.as_str());
+    let fresh = body["resume_secret"].as_str().unwrap();
+    assert_ne!(fresh, r.secret);
+    let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
+    );
+    let (status, _) = cards::resume(&app, &r.id, fresh, json!({"approved": true})).await;
+    assert_eq!(status, StatusCode::OK);
+    // Another user, or a chat without an open request: not found.
+    let (status, body) = app
+        .post_json(path, app.runtime(), Some("mallory"), json!({}))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
+    );
+    let (status, _) = app
+        .post_json(
+            "/v1/chats/none/interrupt/reissue",
+            app.runtime(),
+            Some("alice"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn outcome_answers_from_stored_data() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
+    let path = format!("/v1/interrupts/{}/outcome", r.id);
+    let (status, body) = app.get(&path, app.runtime(), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["state"], "pending");
+    assert_eq!(body["decision"], json!(null));
+    assert_eq!(body["card"]["packages"], json!(["requests"]));
+    let (status, _) = app.get(&path, None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = app.get(&path, app.runtime(), Some("mallory")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    cards::resume(
+        &app,
+        &r.id,
+        &r.secret,
+        json!({"approved": true, "packages": []}),
+    )
+    .await;
+    let (_, body) = app.get(&path, app.runtime(), None).await;
+    assert_eq!(body["state"], "claimed");
+    assert_eq!(
+        body["decision"],
+        json!({"outcome": "approved", "sites": ["files.example.com"], "packages": []})
+    );
+
+    let r = cards::card(&app, "alice", "c2", &["files.example.com"], &[]).await;
+    app.exec_sql(&format!(
+        "UPDATE interrupts SET expires_at = 1 WHERE interrupt_id = '{}'",
+        r.id
+    ))
+    .await;
+    let (_, body) = app
+        .get(
+            &format!("/v1/interrupts/{}/outcome", r.id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(
+        body["state"], "expired",
+        "past its logical expiry, even though the row says pending"
+    );
+}
+
+#[tokio::test]
+async fn a_chained_card_replaces_the_request_under_a_live_claim() {
+    let app = TestApp::new().await;
+    let (turn, d) = cards::draft(&app, "alice", "c1", &["a.example.com"], &[], None).await;
+    let first = cards::register(&app, &d, json!({})).await;
+    let claim = cards::approve(&app, &first).await;
+
+    // A claim id nobody holds: CLAIM_LOST and nothing written.
+    let d2 = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
+    let (status, body) = cards::register_with(&app, &d2, json!({"claim_id": "not-a-claim"})).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
+    assert_eq!(
+        cards::rows(
+            &app,
+            &format!(
+                "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
+                first.id
+            )
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        cards::rows(
+            &app,
+            &format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d2}' AND used_at IS NULL")
+        )
+        .await,
+        1
+    );
+
+    // With the live claim: replaced in place, new id, fresh secret, counter reset.
+    let chained = cards::register(&app, &d2, json!({"claim_id": claim})).await;
+    assert_ne!(chained.id, first.id);
+    assert_ne!(chained.secret, first.secret);
+    let reset = format!(
+        "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending' AND claim_count = 0 AND claim_hash IS NULL",
+        chained.id
+    );
+    assert_eq!(cards::rows(&app, &reset).await, 1);
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
+        1
+    );
+    // The old claim is gone with the old request.
+    let (status, body) =
+        cards::claim_call(&app, &first.id, "heartbeat", json!({"claim_id": claim})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    // The first card's approvals stay; the new card is answerable.
+    assert_eq!(
+        cards::rows(
+            &app,
+            &format!(
+                "SELECT COUNT(*) FROM approvals WHERE card_id = '{}'",
+                first.id
+            )
+        )
+        .await,
+        1
+    );
+    cards::approve(&app, &chained).await;
+    // Chaining again with the (now replaced) first claim fails.
+    let d3 = cards::draft_in_turn(&app, &turn, &["c.example.com"], &[], None).await;
+    let (status, body) = cards::register_with(&app, &d3, json!({"claim_id": claim})).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
+}
+
+/// Makes every audit insert fail, on either backend.
+pub async fn break_audit(app: &TestApp) {
+    if app.db_url.starts_with("postgres") {
+        app.exec_sql(
+            "CREATE FUNCTION audit_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$ LANGUAGE plpgsql",
+        )
+        .await;
+        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_fail()").await;
+    } else {
+        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END").await;
+    }
+}
+
+#[tokio::test]
+async fn an_audit_failure_registers_nothing() {
+    let app = TestApp::new().await;
+    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
+    break_audit(&app).await;
+    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    );
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
+        0
+    );
+    assert_eq!(
+        cards::rows(&app, "SELECT COUNT(*) FROM drafts WHERE used_at IS NULL").await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_janitor_purges_old_rows_and_orphaned_blobs() {
+    let (_tmp, dir) = blob_dir();
+    let app = TestApp::with_blobs(Settings::default(), Some(Arc::new(dir.clone()))).await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let orphan = dir.put(b"orphan".to_vec()).await.unwrap();
+    let now = Timestamp::now().plus(Duration::from_secs(2));
+    let grace = Duration::from_secs(1);
+    let retention = Duration::from_secs(3600);
+    // Fresh rows stay; only the unreferenced blob goes.
+    let counts =
+        egressgate_store::db::janitor::janitor_pass(&app.store, &dir, now, retention, grace)
+            .await
+            .unwrap();
+    assert_eq!((counts.interrupts, counts.blobs), (0, 1));
+    assert!(dir.get(&orphan).await.is_err());
+    // Past its purge time the row goes, and then its snapshot.
+    app.exec_sql(&format!(
+        "UPDATE interrupts SET purge_at = 1 WHERE interrupt_id = '{}'",
+        r.id
+    ))
+    .await;
+    let counts =
+        egressgate_store::db::janitor::janitor_pass(&app.store, &dir, now, retention, grace)
+            .await
+            .unwrap();
+    assert_eq!((counts.interrupts, counts.blobs), (1, 1));
+    // A purged request is unknown.
+    let (status, _) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -1,0 +1,494 @@
+//! `POST /v1/turns` and the turn read endpoints (refusals, egress, policy) through the real
+//! router: status codes, JSON shapes, validation with nothing written, auth, hidden chats.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
+use egressgate_store::{Host, RefusalReason, Secret, Timestamp, TurnId};
+use serde_json::json;
+use support::{TestApp, code, message};
+
+fn credential(proxy_url: &str) -> (String, String) {
+    let rest = proxy_url.strip_prefix("http://").expect("http scheme");
+    let (userinfo, host) = rest.split_once('@').expect("userinfo");
+    assert_eq!(host, "127.0.0.1:3128");
+    let (id, secret) = userinfo.split_once(':').expect("id:secret");
+    (id.to_owned(), secret.to_owned())
+}
+
+#[tokio::test]
+async fn open_turn_returns_a_working_credential() {
+    let app = TestApp::new().await;
+    let before = Timestamp::now();
+    let t = app.open_turn("alice", "chat-1", true).await;
+    let (id, secret) = credential(&t.proxy_url);
+    assert_eq!(id, t.turn_id);
+    assert!(secret.len() >= 22, "at least 128 bits: {secret}");
+    let stored = app
+        .store
+        .turn(&TurnId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        stored.secret_hash.matches(&Secret::from_presented(&secret)),
+        "only the hash is kept"
+    );
+    assert_ne!(stored.secret_hash.as_str(), secret);
+    let expires = Timestamp::parse_rfc3339(t.body["expires_at"].as_str().unwrap()).unwrap();
+    assert_eq!(expires, stored.expires_at);
+    let hour = before.plus(Duration::from_secs(3600));
+    assert!(
+        expires >= hour && expires <= hour.plus(Duration::from_secs(60)),
+        "default ttl 1h"
+    );
+    assert!(t.body["expires_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(t.body.as_object().unwrap().len(), 3, "{}", t.body);
+    let t2 = app.open_turn("alice", "chat-1", true).await;
+    assert_ne!(t2.turn_id, t.turn_id);
+    assert_ne!(credential(&t2.proxy_url).1, secret);
+}
+
+#[tokio::test]
+async fn each_turn_advances_the_chat_counter_and_chats_are_per_user() {
+    let app = TestApp::new().await;
+    app.open_turn("alice", "c", true).await;
+    app.open_turn("alice", "c", true).await;
+    app.open_turn("bob", "c", true).await;
+    let alice = app
+        .store
+        .chat_state(
+            &egressgate_store::UserId::parse("alice").unwrap(),
+            &egressgate_store::ChatId::parse("c").unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let bob = app
+        .store
+        .chat_state(
+            &egressgate_store::UserId::parse("bob").unwrap(),
+            &egressgate_store::ChatId::parse("c").unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((alice.turn_seq, bob.turn_seq), (2, 1));
+}
+
+#[tokio::test]
+async fn ttl_seconds_is_bounded() {
+    let app = TestApp::new().await;
+    let now = Timestamp::now();
+    let t = app
+        .open_turn_with("u", "c", true, json!({"ttl_seconds": 60}))
+        .await;
+    let expires = Timestamp::parse_rfc3339(t.body["expires_at"].as_str().unwrap()).unwrap();
+    assert!(
+        expires >= now.plus(Duration::from_secs(60))
+            && expires <= now.plus(Duration::from_secs(90))
+    );
+    for bad in [json!(0), json!(-5), json!(7 * 24 * 3600 + 1)] {
+        let (s, b) = app
+            .post_json(
+                "/v1/turns",
+                app.runtime(),
+                None,
+                json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": bad}),
+            )
+            .await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+            "{bad}: {b}"
+        );
+        assert!(message(&b).contains("ttl_seconds"));
+    }
+}
+
+#[tokio::test]
+async fn bad_launch_lists_are_422_naming_the_entry_and_nothing_is_written() {
+    let app = TestApp::new().await;
+    let cases = [
+        (
+            json!({"sites": ["ok.example.com", "*.com"]}),
+            "sites[1]",
+            "public suffix",
+        ),
+        (json!({"sites": ["*.co.uk"]}), "sites[0]", "public suffix"),
+        (json!({"sites": ["*"]}), "sites[0]", "public suffix"),
+        (json!({"sites": ["10.0.0.1"]}), "sites[0]", "IP literal"),
+        (json!({"sites": ["0x7f.1"]}), "sites[0]", "IP literal"),
+        (json!({"sites": ["db.internal"]}), "sites[0]", "internal"),
+        (json!({"sites": ["localhost"]}), "sites[0]", "internal"),
+        (
+            json!({"sites": ["a.*.example.com"]}),
+            "sites[0]",
+            "wildcard",
+        ),
+        (
+            json!({"packages": ["requests", "gem:rails"]}),
+            "packages[1]",
+            "ecosystem",
+        ),
+        (json!({"packages": ["npm:Bad"]}), "packages[0]", "npm"),
+        (json!({"user_id": ""}), "user_id", "1 to 200"),
+        (json!({"chat_id": "a\nb"}), "chat_id", "control"),
+    ];
+    for (extra, entry, why) in cases {
+        let mut body = json!({"user_id": "u", "chat_id": "c", "can_ask_human": true});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (s, b) = app.post_json("/v1/turns", app.runtime(), None, body).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+            "{extra}: {b}"
+        );
+        assert!(
+            message(&b).starts_with(entry) && message(&b).contains(why),
+            "{extra}: {b}"
+        );
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM chats").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM audit").await, 0);
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_400_invalid_body_and_nothing_is_written() {
+    let app = TestApp::new().await;
+    for raw in [
+        "{not json",
+        r#"{"user_id": "u", "chat_id": "c", "can_ask_human": true, "extra": 1}"#,
+        r#"{"user_id": "u", "chat_id": "c"}"#,
+        r#"{"user_id": "u", "chat_id": "c", "can_ask_human": "yes"}"#,
+        r#"{"user_id": 5, "chat_id": "c", "can_ask_human": true}"#,
+        r#"{"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1.5}"#,
+        "",
+    ] {
+        let (s, b) = app.post_raw("/v1/turns", app.runtime(), None, raw).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::BAD_REQUEST, "INVALID_BODY"),
+            "{raw}: {b}"
+        );
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
+}
+
+#[tokio::test]
+async fn opening_needs_the_runtime_token() {
+    let app = TestApp::new().await;
+    let body = json!({"user_id": "u", "chat_id": "c", "can_ask_human": true});
+    let (s, b) = app.post_json("/v1/turns", None, None, body.clone()).await;
+    assert_eq!((s, code(&b)), (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
+    let (s, _) = app
+        .post_json("/v1/turns", Some("guess"), None, body.clone())
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, b) = app.post_json("/v1/turns", app.admin(), None, body).await;
+    assert_eq!((s, code(&b)), (StatusCode::FORBIDDEN, "FORBIDDEN"));
+    assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
+}
+
+#[tokio::test]
+async fn a_hidden_chat_takes_no_new_turns_but_the_same_chat_id_of_another_user_does() {
+    let app = TestApp::new().await;
+    app.open_turn("alice", "c", true).await;
+    app.hide_chat("alice", "c").await;
+    let (s, b) = app
+        .post_json(
+            "/v1/turns",
+            app.runtime(),
+            None,
+            json!({"user_id": "alice", "chat_id": "c", "can_ask_human": true}),
+        )
+        .await;
+    assert_eq!((s, code(&b)), (StatusCode::GONE, "CHAT_HIDDEN"), "{b}");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM turns").await,
+        1,
+        "no turn written"
+    );
+    assert_eq!(
+        app.count("SELECT turn_seq FROM chats WHERE user_id = 'alice'")
+            .await,
+        1,
+        "counter rolled back"
+    );
+    app.open_turn("bob", "c", true).await;
+}
+
+#[tokio::test]
+async fn launch_grants_are_audited_canonically() {
+    let app = TestApp::new().await;
+    let t = app
+        .open_turn_with(
+            "u",
+            "c",
+            false,
+            json!({"sites": ["Files.Example.COM.", "*.Example.org"], "packages": ["Foo_Bar"]}),
+        )
+        .await;
+    let (s, b) = app
+        .get("/v1/admin/audit?kind=turn_opened", app.admin(), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let rows = b["audit"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{b}");
+    assert_eq!(rows[0]["chat_id"], "c");
+    assert_eq!(rows[0]["detail"]["turn_id"], t.turn_id.as_str());
+    assert_eq!(
+        rows[0]["detail"]["sites"],
+        json!(["*.example.org", "files.example.com"])
+    );
+    assert_eq!(rows[0]["detail"]["packages"], json!(["foo-bar"]));
+    assert_eq!(rows[0]["detail"]["can_ask_human"], false);
+}
+
+#[tokio::test]
+async fn refusals_list_the_record_and_the_overflow() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    let turn = TurnId::parse(&t.turn_id).unwrap();
+    let ev = |host: &str, port, reason, url: Option<&str>| RefusalEvent {
+        turn: turn.clone(),
+        host: host.into(),
+        port,
+        reason,
+        url: url.map(Into::into),
+        at: Timestamp::now(),
+    };
+    app.store
+        .record_refusals(
+            &[
+                ev("pypi.org", 443, RefusalReason::NotApproved, None),
+                ev("pypi.org", 443, RefusalReason::NotApproved, None),
+                ev(
+                    "files.example.com",
+                    80,
+                    RefusalReason::NotApproved,
+                    Some("http://files.example.com/a.csv"),
+                ),
+                ev(
+                    "third.example.com",
+                    443,
+                    RefusalReason::PrivateAddress,
+                    None,
+                ),
+            ],
+            2,
+        )
+        .await
+        .unwrap();
+    let (s, b) = app
+        .get(
+            &format!("/v1/turns/{}/refusals", t.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["turn_id"], t.turn_id.as_str());
+    assert_eq!(b["overflow"], 1, "third host past max-refusals-per-turn");
+    let rows = b["refusals"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let pypi = rows.iter().find(|r| r["host"] == "pypi.org").unwrap();
+    assert_eq!(pypi["count"], 2);
+    assert_eq!(pypi["port"], 443);
+    assert_eq!(pypi["reason"], "not_approved");
+    assert_eq!(pypi["approvable"], true);
+    assert!(pypi.get("url").is_none());
+    assert!(pypi["first_seen"].as_str().unwrap().ends_with('Z'));
+    assert!(pypi["last_seen"].is_string());
+    let files = rows
+        .iter()
+        .find(|r| r["host"] == "files.example.com")
+        .unwrap();
+    assert_eq!(files["url"], "http://files.example.com/a.csv");
+
+    // Another turn of the same chat has its own record.
+    let t2 = app.open_turn("u", "c", true).await;
+    let (_, b2) = app
+        .get(
+            &format!("/v1/turns/{}/refusals", t2.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(b2["refusals"], json!([]));
+    assert_eq!(b2["overflow"], 0);
+
+    // An expired turn's record stays readable.
+    app.expire_turn(&t.turn_id).await;
+    let (s, b) = app
+        .get(
+            &format!("/v1/turns/{}/refusals", t.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, b["refusals"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(2))
+    );
+}
+
+#[tokio::test]
+async fn egress_summarises_allowed_traffic_per_host() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    let turn = TurnId::parse(&t.turn_id).unwrap();
+    let ev = |up, down| EgressEvent {
+        turn: turn.clone(),
+        host: Host::parse("pypi.org").unwrap(),
+        connections: 1,
+        bytes_up: up,
+        bytes_down: down,
+        at: Timestamp::now(),
+    };
+    app.store
+        .record_egress(&[ev(10, 1000), ev(5, 500)])
+        .await
+        .unwrap();
+    let (s, b) = app
+        .get(
+            &format!("/v1/turns/{}/egress", t.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["turn_id"], t.turn_id.as_str());
+    let rows = b["egress"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["host"], "pypi.org");
+    assert_eq!(rows[0]["connections"], 2);
+    assert_eq!(rows[0]["bytes_up"], 15);
+    assert_eq!(rows[0]["bytes_down"], 1500);
+    assert!(rows[0]["first_seen"].is_string() && rows[0]["last_seen"].is_string());
+}
+
+#[tokio::test]
+async fn unknown_malformed_or_other_users_turns_are_not_found() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("alice", "c", true).await;
+    let unknown = TurnId::generate();
+    for id in [unknown.as_str(), "nonsense", "t_"] {
+        for what in ["refusals", "egress", "policy"] {
+            let (s, b) = app
+                .get(&format!("/v1/turns/{id}/{what}"), app.runtime(), None)
+                .await;
+            assert_eq!(
+                (s, code(&b)),
+                (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"),
+                "{id} {what}"
+            );
+        }
+    }
+    for what in ["refusals", "egress", "policy"] {
+        let path = format!("/v1/turns/{}/{what}", t.turn_id);
+        let (s, b) = app.get(&path, app.runtime(), Some("mallory")).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"),
+            "{what}"
+        );
+        let (s, _) = app.get(&path, app.runtime(), Some("alice")).await;
+        assert_eq!(s, StatusCode::OK, "{what}");
+        let (s, _) = app.get(&path, None, None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        let (s, _) = app.get(&path, app.admin(), None).await;
+        assert_eq!(s, StatusCode::FORBIDDEN);
+    }
+}
+
+#[tokio::test]
+async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
+    let app = TestApp::new().await;
+    let (s, _) = app
+        .post_json(
+            "/v1/admin/sites",
+            app.admin(),
+            None,
+            json!({"pattern": "*.pythonhosted.org"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app
+        .post_json(
+            "/v1/admin/packages",
+            app.admin(),
+            None,
+            json!({"name": "numpy"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let t = app
+        .open_turn_with("u", "c", true, json!({"sites": ["pypi.org", "files.pythonhosted.org"], "packages": ["Pandas", "numpy"]}))
+        .await;
+    let hour = Duration::from_secs(3600);
+    app.insert_approval("u", "c", "site", "data.example.com", hour)
+        .await;
+    app.insert_approval("u", "c", "package", "requests", hour)
+        .await;
+    app.insert_approval("u", "c", "site", "old.example.com", Duration::ZERO)
+        .await;
+    app.insert_approval("u", "other-chat", "site", "elsewhere.example.com", hour)
+        .await;
+    app.insert_approval("someone-else", "c", "site", "theirs.example.com", hour)
+        .await;
+
+    let (s, b) = app
+        .get(
+            &format!("/v1/turns/{}/policy", t.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["turn_id"], t.turn_id.as_str());
+    assert_eq!(
+        b["sites"],
+        json!([
+            "*.pythonhosted.org",
+            "data.example.com",
+            "files.pythonhosted.org",
+            "pypi.org"
+        ])
+    );
+    assert_eq!(b["packages"], json!(["numpy", "pandas", "requests"]));
+    assert_eq!(b["expires_at"], t.body["expires_at"]);
+
+    // A later turn of the same chat sees the chat's approvals but not the first turn's launch list.
+    let t2 = app.open_turn("u", "c", true).await;
+    let (_, b2) = app
+        .get(
+            &format!("/v1/turns/{}/policy", t2.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!(
+        b2["sites"],
+        json!(["*.pythonhosted.org", "data.example.com"])
+    );
+    assert_eq!(b2["packages"], json!(["numpy", "requests"]));
+
+    app.expire_turn(&t.turn_id).await;
+    let (s, b) = app
+        .get(
+            &format!("/v1/turns/{}/policy", t.turn_id),
+            app.runtime(),
+            None,
+        )
+        .await;
+    assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"));
+}

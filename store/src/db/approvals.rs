@@ -1,0 +1,169 @@
+//! Approval rows as a person's decisions create and remove them: upserted per site and
+//! package for the chat and stamped with the card's id, deleted by that id on a decline,
+//! revoked one by one, and all dropped when a chat is hidden.
+
+use sqlx::{Any, Transaction};
+
+use super::audit::{self, AuditEntry, AuditKind};
+use super::interrupts::{Decision, Pointer};
+use super::policy::ApprovalKind;
+use super::{Store, StoreError};
+use crate::ids::{ChatId, UserId};
+use crate::time::Timestamp;
+
+/// Writes one approval row per approved site and package for the card's chat, stamped with
+/// the card id and its own expiry (a later card's approval of the same value takes it over).
+pub(crate) async fn upsert_card_approvals(
+    tx: &mut Transaction<'static, Any>,
+    card: &Pointer,
+    decision: &Decision,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let rows = decision
+        .sites
+        .iter()
+        .map(|s| (ApprovalKind::Site, s))
+        .chain(decision.packages.iter().map(|p| (ApprovalKind::Package, p)));
+    for (kind, value) in rows {
+        sqlx::query(
+            "INSERT INTO approvals (user_id, chat_id, kind, value, card_id, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (user_id, chat_id, kind, value) \
+             DO UPDATE SET card_id = excluded.card_id, created_at = excluded.created_at, \
+             expires_at = excluded.expires_at",
+        )
+        .bind(card.user.as_str())
+        .bind(card.chat.as_str())
+        .bind(kind.as_str())
+        .bind(value.as_str())
+        .bind(card.id.as_str())
+        .bind(now.millis())
+        .bind(expires_at.millis())
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Deletes only the rows stamped with this card's id, so a decline never undoes another
+/// card's approval. Returns how many went.
+pub(crate) async fn delete_card_approvals(
+    tx: &mut Transaction<'static, Any>,
+    card: &Pointer,
+) -> Result<u64, StoreError> {
+    Ok(
+        sqlx::query("DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2 AND card_id = $3")
+            .bind(card.user.as_str())
+            .bind(card.chat.as_str())
+            .bind(card.id.as_str())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected(),
+    )
+}
+
+impl Store {
+    /// Revokes one unexpired approval of a chat and audits it; `false` when there was none.
+    pub async fn revoke_approval(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        kind: ApprovalKind,
+        value: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2 AND kind = $3 \
+             AND value = $4 AND expires_at > $5",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(kind.as_str())
+        .bind(value)
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Ok(false);
+        }
+        audit::write(
+            &mut tx,
+            AuditEntry {
+                kind: AuditKind::ApprovalRevoked,
+                actor: "runtime",
+                user_id: Some(user.as_str()),
+                chat_id: Some(chat.as_str()),
+                interrupt_id: None,
+                detail: serde_json::json!({"kind": kind, "value": value}),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Hides a chat: new turns are refused, its request is expired (a claim in progress
+    /// loses it too), its approvals and resume slots are dropped, and `chat_hidden` is
+    /// audited — one transaction. `false` when the user has no such chat.
+    pub async fn hide_chat(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "UPDATE chats SET hidden_at = COALESCE(hidden_at, $1) WHERE user_id = $2 AND chat_id = $3",
+        )
+        .bind(now.millis())
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Ok(false);
+        }
+        let expired = sqlx::query(
+            "UPDATE interrupts SET state = 'expired' WHERE user_id = $1 AND chat_id = $2 \
+             AND state IN ('pending', 'claimed')",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id IN \
+             (SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2)",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .execute(&mut *tx)
+        .await?;
+        let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2")
+            .bind(user.as_str())
+            .bind(chat.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        audit::write(
+            &mut tx,
+            AuditEntry {
+                kind: AuditKind::ChatHidden,
+                actor: "runtime",
+                user_id: Some(user.as_str()),
+                chat_id: Some(chat.as_str()),
+                interrupt_id: None,
+                detail: serde_json::json!({"requests_expired": expired, "approvals_revoked": revoked}),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,533 @@
+//! The pointer record: one row per chat naming its open approval request (card, hashed resume
+//! secret, snapshot location, state, the two expiries). Registration writes it with one
+//! conditional upsert, so "one open request per chat" holds across processes without locks.
+
+use std::time::Duration;
+
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+
+use super::audit::{self, AuditEntry, AuditKind};
+use super::drafts::Draft;
+use super::{Store, StoreError, json_column};
+use crate::blob::BlobRef;
+use crate::card::Card;
+use crate::ids::{ChatId, InterruptId, SecretHash, TurnId, UserId};
+use crate::time::Timestamp;
+
+/// Where a request is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptState {
+    /// Waiting for the person.
+    Pending,
+    /// A resume holds (or held, if its lease lapsed) the claim.
+    Claimed,
+    /// The resumed run finished; later resumes replay.
+    Done,
+    /// No longer answerable.
+    Expired,
+}
+
+impl InterruptState {
+    /// Stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Claimed => "claimed",
+            Self::Done => "done",
+            Self::Expired => "expired",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [Self::Pending, Self::Claimed, Self::Done, Self::Expired]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// How the person answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// `resolved` with `approved: true`.
+    Approved,
+    /// Anything else that was `resolved` (fail closed).
+    Declined,
+    /// `cancelled`: the person never answered.
+    Cancelled,
+}
+
+/// The decision fixed by the first claim. `sites` and `packages` list what was approved:
+/// empty unless approved.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Decision {
+    /// Approved, declined or cancelled.
+    pub outcome: Outcome,
+    /// Hosts approved.
+    pub sites: Vec<String>,
+    /// Packages approved (the card's, possibly narrowed).
+    pub packages: Vec<String>,
+}
+
+impl Decision {
+    /// The decision written when a card is denied without a person (claim cap).
+    pub fn declined() -> Self {
+        Self {
+            outcome: Outcome::Declined,
+            sites: Vec::new(),
+            packages: Vec::new(),
+        }
+    }
+}
+
+/// One pointer row as stored.
+#[derive(Clone, Debug)]
+pub struct Pointer {
+    /// The person.
+    pub user: UserId,
+    /// Their chat.
+    pub chat: ChatId,
+    /// The AG-UI interrupt id (the card id).
+    pub id: InterruptId,
+    /// SHA-256 of the resume secret.
+    pub secret_hash: SecretHash,
+    /// The turn whose approval tool asked.
+    pub turn_id: TurnId,
+    /// That turn's place in the chat: a newer turn makes the card stale.
+    pub turn_seq: i64,
+    /// What the person is shown.
+    pub card: Card,
+    /// The agent's tool call, when it named one.
+    pub tool_call_id: Option<String>,
+    /// Stored state (see [`Pointer::effective_state`] for what callers should report).
+    pub state: InterruptState,
+    /// The paused run's snapshot.
+    pub snapshot: Option<BlobRef>,
+    /// The runtime's first answer, when it fit in the pointer.
+    pub first_answer: Option<String>,
+    /// The first answer's blob (locator), when it did not fit.
+    pub first_answer_key: Option<String>,
+    /// When the card was registered.
+    pub created_at: Timestamp,
+    /// Logical expiry: answering stops here.
+    pub expires_at: Timestamp,
+    /// Physical expiry: the janitor deletes the row, and reads ignore it, from here.
+    pub purge_at: Timestamp,
+    /// Claims so far.
+    pub claim_count: i64,
+    /// SHA-256 of the current claim id.
+    pub claim_hash: Option<SecretHash>,
+    /// Label of the current claim (never a secret).
+    pub worker: Option<String>,
+    /// When the current claim lapses unless renewed.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Hard stop of the current claim.
+    pub deadline: Option<Timestamp>,
+    /// Fixed by the first claim.
+    pub decision: Option<Decision>,
+    /// The resumed run's final answer (JSON text), when it fit in the pointer.
+    pub answer: Option<String>,
+    /// The answer's blob (locator), when it did not fit.
+    pub answer_key: Option<String>,
+    /// Rejected decisions for this card so far.
+    pub rejected_count: i64,
+}
+
+impl Pointer {
+    /// Whether a claim's lease is still running.
+    pub fn lease_live(&self, now: Timestamp) -> bool {
+        self.state == InterruptState::Claimed
+            && self.lease_expires_at.is_some_and(|l| !l.has_passed(now))
+    }
+
+    /// What to report: a pending card past its logical expiry is expired even if no write
+    /// said so yet.
+    pub fn effective_state(&self, now: Timestamp) -> InterruptState {
+        match self.state {
+            InterruptState::Pending if self.expires_at.has_passed(now) => InterruptState::Expired,
+            s => s,
+        }
+    }
+
+    /// Open = pending and unexpired, or claimed with a live lease: blocks a new card.
+    pub fn is_open(&self, now: Timestamp) -> bool {
+        (self.state == InterruptState::Pending && !self.expires_at.has_passed(now))
+            || self.lease_live(now)
+    }
+}
+
+/// The pointer's column list, shared by every statement that reads a whole row.
+macro_rules! pointer_columns {
+    () => {
+        "user_id, chat_id, interrupt_id, secret_hash, turn_id, turn_seq, card, tool_call_id, \
+         state, snapshot_key, snapshot_sha256, first_answer, first_answer_key, created_at, \
+         expires_at, purge_at, claim_count, claim_hash, worker, lease_expires_at, deadline, \
+         decision, answer, answer_key, rejected_count"
+    };
+}
+
+/// Parses a row selected with [`pointer_columns`].
+pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
+    let ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {
+        Ok(r.try_get::<Option<i64>, _>(i)?.map(Timestamp::from_millis))
+    };
+    let snapshot = match (
+        r.try_get::<Option<String>, _>(9)?,
+        r.try_get::<Option<String>, _>(10)?,
+    ) {
+        (Some(key), Some(sha256)) => Some(BlobRef { key, sha256 }),
+        (None, None) => None,
+        _ => return Err(StoreError::Corrupt("interrupts.snapshot")),
+    };
+    let decision = match r.try_get::<Option<String>, _>(21)? {
+        Some(s) => Some(json_column(&s, "interrupts.decision")?),
+        None => None,
+    };
+    Ok(Pointer {
+        user: UserId::from_db(r.try_get(0)?),
+        chat: ChatId::from_db(r.try_get(1)?),
+        id: InterruptId::from_db(r.try_get(2)?),
+        secret_hash: SecretHash::from_db(r.try_get(3)?),
+        turn_id: TurnId::from_db(r.try_get(4)?),
+        turn_seq: r.try_get(5)?,
+        card: json_column(&r.try_get::<String, _>(6)?, "interrupts.card")?,
+        tool_call_id: r.try_get(7)?,
+        state: InterruptState::parse(&r.try_get::<String, _>(8)?)
+            .ok_or(StoreError::Corrupt("interrupts.state"))?,
+        snapshot,
+        first_answer: r.try_get(11)?,
+        first_answer_key: r.try_get(12)?,
+        created_at: Timestamp::from_millis(r.try_get(13)?),
+        expires_at: Timestamp::from_millis(r.try_get(14)?),
+        purge_at: Timestamp::from_millis(r.try_get(15)?),
+        claim_count: r.try_get(16)?,
+        claim_hash: r.try_get::<Option<String>, _>(17)?.map(SecretHash::from_db),
+        worker: r.try_get(18)?,
+        lease_expires_at: ts(19)?,
+        deadline: ts(20)?,
+        decision,
+        answer: r.try_get(22)?,
+        answer_key: r.try_get(23)?,
+        rejected_count: r.try_get(24)?,
+    })
+}
+
+/// A card to write as the chat's pointer (everything but the draft's own fields).
+#[derive(Debug)]
+pub struct NewPointer<'a> {
+    /// The draft being registered, as read by the caller (it is marked used, conditionally,
+    /// in the same transaction).
+    pub draft: &'a Draft,
+    /// Fresh interrupt id.
+    pub id: InterruptId,
+    /// Hash of the fresh resume secret.
+    pub secret_hash: SecretHash,
+    /// The confirmed snapshot, if the runtime sent one.
+    pub snapshot: Option<BlobRef>,
+    /// The first answer, when it fits the pointer.
+    pub first_answer: Option<String>,
+    /// The first answer's blob, when it did not fit.
+    pub first_answer_key: Option<String>,
+    /// Logical lifetime (already clamped below snapshot retention).
+    pub ttl: Duration,
+    /// Kept this long past the logical expiry before the janitor purges the row.
+    pub retention: Duration,
+    /// For a chained card: the hash of the caller's live claim on the chat's request.
+    pub chain_claim: Option<SecretHash>,
+}
+
+/// Why registration wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// Unknown or expired draft.
+    #[error("draft not found")]
+    DraftNotFound,
+    /// The draft was already registered.
+    #[error("draft already used")]
+    DraftUsed,
+    /// The chat has an open request.
+    #[error("an approval request is already open in this chat")]
+    Pending,
+    /// A chained card's claim is no longer held.
+    #[error("claim lost")]
+    ClaimLost,
+    /// The database or the audit write failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Insert-or-replace of the pointer; `$cond` says when an existing row may be replaced.
+macro_rules! upsert_pointer {
+    ($cond:literal) => {
+        concat!(
+            "INSERT INTO interrupts (user_id, chat_id, interrupt_id, secret_hash, turn_id, \
+             turn_seq, card, tool_call_id, state, snapshot_key, snapshot_sha256, first_answer, \
+             first_answer_key, created_at, expires_at, purge_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15) \
+             ON CONFLICT (user_id, chat_id) DO UPDATE SET interrupt_id = excluded.interrupt_id, \
+             secret_hash = excluded.secret_hash, turn_id = excluded.turn_id, \
+             turn_seq = excluded.turn_seq, card = excluded.card, \
+             tool_call_id = excluded.tool_call_id, state = 'pending', \
+             snapshot_key = excluded.snapshot_key, snapshot_sha256 = excluded.snapshot_sha256, \
+             first_answer = excluded.first_answer, first_answer_key = excluded.first_answer_key, \
+             created_at = excluded.created_at, expires_at = excluded.expires_at, \
+             purge_at = excluded.purge_at, claim_count = 0, claim_hash = NULL, worker = NULL, \
+             lease_expires_at = NULL, deadline = NULL, decision = NULL, answer = NULL, \
+             answer_key = NULL, rejected_count = 0 WHERE ",
+            $cond
+        )
+    };
+}
+
+/// A new card may replace a request that is not open (done, expired, past expiry, or a
+/// claim whose lease lapsed). `$13` is now.
+const REGISTER: &str = upsert_pointer!(
+    "NOT (interrupts.state = 'pending' AND interrupts.expires_at > $13) \
+     AND NOT (interrupts.state = 'claimed' AND interrupts.lease_expires_at > $13)"
+);
+
+/// A chained card replaces the request only while the caller's claim (`$16`) is live.
+const CHAIN: &str = upsert_pointer!(
+    "interrupts.claim_hash = $16 AND interrupts.state = 'claimed' \
+     AND interrupts.lease_expires_at > $13"
+);
+
+impl Store {
+    /// Registers a draft as the chat's pointer in one transaction: the draft is marked used,
+    /// the pointer is written by one conditional upsert (or, chained, replaced under the
+    /// caller's live claim), and `approval_requested` is audited.
+    pub async fn register_interrupt(
+        &self,
+        new: NewPointer<'_>,
+        now: Timestamp,
+    ) -> Result<Pointer, RegisterError> {
+        let draft = new.draft;
+        let mut tx = self.begin().await?;
+        let claimed = sqlx::query(
+            "UPDATE drafts SET used_at = $1 WHERE draft_id = $2 AND used_at IS NULL \
+             AND expires_at > $1",
+        )
+        .bind(now.millis())
+        .bind(draft.id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from)?
+        .rows_affected();
+        if claimed == 0 {
+            drop(tx);
+            return Err(match self.draft(&draft.id).await? {
+                Some(d) if d.used_at.is_some() && !d.expires_at.has_passed(now) => {
+                    RegisterError::DraftUsed
+                }
+                _ => RegisterError::DraftNotFound,
+            });
+        }
+        let seq: i64 = sqlx::query("SELECT seq FROM turns WHERE turn_id = $1")
+            .bind(draft.turn.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::from)?
+            .ok_or(RegisterError::DraftNotFound)?
+            .try_get(0)
+            .map_err(StoreError::from)?;
+        let expires_at = now.plus(new.ttl);
+        let pointer = Pointer {
+            user: draft.user.clone(),
+            chat: draft.chat.clone(),
+            id: new.id,
+            secret_hash: new.secret_hash,
+            turn_id: draft.turn.clone(),
+            turn_seq: seq,
+            card: draft.card.clone(),
+            tool_call_id: draft.tool_call_id.clone(),
+            state: InterruptState::Pending,
+            snapshot: new.snapshot,
+            first_answer: new.first_answer,
+            first_answer_key: new.first_answer_key,
+            created_at: now,
+            expires_at,
+            purge_at: expires_at.plus(new.retention),
+            claim_count: 0,
+            claim_hash: None,
+            worker: None,
+            lease_expires_at: None,
+            deadline: None,
+            decision: None,
+            answer: None,
+            answer_key: None,
+            rejected_count: 0,
+        };
+        let card_json =
+            serde_json::to_string(&pointer.card).map_err(|_| StoreError::Corrupt("card"))?;
+        let mut q = sqlx::query(if new.chain_claim.is_some() {
+            CHAIN
+        } else {
+            REGISTER
+        })
+        .bind(pointer.user.as_str())
+        .bind(pointer.chat.as_str())
+        .bind(pointer.id.as_str())
+        .bind(pointer.secret_hash.as_str())
+        .bind(pointer.turn_id.as_str())
+        .bind(seq)
+        .bind(card_json)
+        .bind(pointer.tool_call_id.clone())
+        .bind(pointer.snapshot.as_ref().map(|b| b.key.clone()))
+        .bind(pointer.snapshot.as_ref().map(|b| b.sha256.clone()))
+        .bind(pointer.first_answer.clone())
+        .bind(pointer.first_answer_key.clone())
+        .bind(now.millis())
+        .bind(expires_at.millis())
+        .bind(pointer.purge_at.millis());
+        let chained_from = match &new.chain_claim {
+            Some(claim) => {
+                let old = sqlx::query(
+                    "SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2 \
+                     AND claim_hash = $3 AND state = 'claimed' AND lease_expires_at > $4",
+                )
+                .bind(pointer.user.as_str())
+                .bind(pointer.chat.as_str())
+                .bind(claim.as_str())
+                .bind(now.millis())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StoreError::from)?
+                .ok_or(RegisterError::ClaimLost)?;
+                q = q.bind(claim.as_str());
+                Some(old.try_get::<String, _>(0).map_err(StoreError::from)?)
+            }
+            None => None,
+        };
+        let written = q
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from)?
+            .rows_affected();
+        if written == 0 {
+            return Err(if chained_from.is_some() {
+                RegisterError::ClaimLost
+            } else {
+                RegisterError::Pending
+            });
+        }
+        if let Some(old) = &chained_from {
+            sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
+                .bind(pointer.user.as_str())
+                .bind(old)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from)?;
+        }
+        audit::write(
+            &mut tx,
+            AuditEntry {
+                kind: AuditKind::ApprovalRequested,
+                actor: "runtime",
+                user_id: Some(pointer.user.as_str()),
+                chat_id: Some(pointer.chat.as_str()),
+                interrupt_id: Some(pointer.id.as_str()),
+                detail: serde_json::json!({
+                    "draft_id": draft.id.as_str(),
+                    "turn_id": pointer.turn_id.as_str(),
+                    "sites": pointer.card.sites,
+                    "packages": pointer.card.packages,
+                    "expires_at": pointer.expires_at,
+                    "chained_from": chained_from,
+                }),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(pointer)
+    }
+
+    /// The pointer with this interrupt id, unless purged.
+    pub async fn interrupt(
+        &self,
+        id: &InterruptId,
+        now: Timestamp,
+    ) -> Result<Option<Pointer>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pointer_columns!(),
+            " FROM interrupts WHERE interrupt_id = $1 AND purge_at > $2"
+        ))
+        .bind(id.as_str())
+        .bind(now.millis())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(pointer_from_row).transpose()
+    }
+
+    /// The chat's pointer row, unless purged (open or not: callers check).
+    pub async fn chat_interrupt(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        now: Timestamp,
+    ) -> Result<Option<Pointer>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pointer_columns!(),
+            " FROM interrupts WHERE user_id = $1 AND chat_id = $2 AND purge_at > $3"
+        ))
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(now.millis())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(pointer_from_row).transpose()
+    }
+
+    /// Gives the chat's open request a fresh resume secret (the old one stops working) and
+    /// returns it; `None` when the chat has no open request.
+    pub async fn reissue_secret(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        secret_hash: &SecretHash,
+        now: Timestamp,
+    ) -> Result<Option<Pointer>, StoreError> {
+        let row = sqlx::query(concat!(
+            "UPDATE interrupts SET secret_hash = $1 WHERE user_id = $2 AND chat_id = $3 \
+             AND purge_at > $4 AND ((state = 'pending' AND expires_at > $4) \
+             OR (state = 'claimed' AND lease_expires_at > $4)) RETURNING ",
+            pointer_columns!()
+        ))
+        .bind(secret_hash.as_str())
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(now.millis())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(pointer_from_row).transpose()
+    }
+
+    /// Expires a request that nobody holds a live claim on (stale card, hidden chat, lost
+    /// right to approve) and frees its resume slots; `false` when it was not expirable.
+    pub async fn expire_interrupt(
+        &self,
+        id: &InterruptId,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "UPDATE interrupts SET state = 'expired' WHERE interrupt_id = $1 \
+             AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at <= $2))",
+        )
+        .bind(id.as_str())
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+}

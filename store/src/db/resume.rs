@@ -1,0 +1,336 @@
+//! Resuming exactly once: per-user resume slots, the claim (one conditional write that only
+//! one of many concurrent clicks can win), the claim cap, heartbeats bounded by a deadline,
+//! completion, and the per-card count of rejected decisions.
+
+use sqlx::Row as _;
+
+use super::audit::{self, AuditEntry, AuditKind};
+use super::interrupts::{Decision, Outcome, Pointer};
+use super::{Backend, Store, StoreError};
+use crate::ids::{InterruptId, SecretHash, UserId};
+use crate::time::Timestamp;
+
+/// A claim to attempt on a pointer that was read at `read` time.
+#[derive(Debug)]
+pub struct ClaimAttempt<'a> {
+    /// The pointer as read (its id, secret hash and claim count guard the write).
+    pub read: &'a Pointer,
+    /// Hash of the fresh claim id.
+    pub claim_hash: SecretHash,
+    /// Label of this claim (not a secret).
+    pub worker: String,
+    /// The lease's end.
+    pub lease_expires_at: Timestamp,
+    /// The claim's hard stop; the turn's credential is extended to it.
+    pub deadline: Timestamp,
+    /// The decision to apply.
+    pub decision: &'a Decision,
+    /// When approval rows written now stop counting.
+    pub approval_expires_at: Timestamp,
+    /// Audit actor.
+    pub actor: &'a str,
+}
+
+/// The answer kept by `complete`: inline JSON text, or a blob locator when it did not fit.
+#[derive(Debug, Clone, Default)]
+pub struct StoredAnswer {
+    /// JSON text, when it fits the pointer.
+    pub inline: Option<String>,
+    /// Blob locator, when it did not.
+    pub key: Option<String>,
+}
+
+impl Store {
+    /// Reserves a resume slot for `user` on `id` until `until`. A user holds at most `cap`
+    /// live slots; retries on the same card share one. `false` means busy.
+    pub async fn reserve_resume_slot(
+        &self,
+        user: &UserId,
+        id: &InterruptId,
+        cap: u32,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        if self.backend() == Backend::Postgres {
+            // Serialise one user's reservations across processes (SQLite's BEGIN IMMEDIATE
+            // already serialises every writer).
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS l")
+                .bind(user.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let held: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM resume_slots WHERE user_id = $1 AND interrupt_id <> $2 \
+             AND expires_at > $3",
+        )
+        .bind(user.as_str())
+        .bind(id.as_str())
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get(0)?;
+        if held >= i64::from(cap) {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
+        )
+        .bind(user.as_str())
+        .bind(id.as_str())
+        .bind(until.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The claim: one conditional write that succeeds only if id and secret hash match, the
+    /// request is pending (or claimed with a lapsed lease), unexpired, and its claim count is
+    /// still the one read. The winner's decision is applied (approval rows written or this
+    /// card's rows deleted), the turn's credential is extended to the claim's deadline, its
+    /// slot is held for the lease, and `approval_resolved` is audited — one transaction.
+    /// `false` means another click won.
+    pub async fn claim_interrupt(
+        &self,
+        attempt: &ClaimAttempt<'_>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let p = attempt.read;
+        let decision_json =
+            serde_json::to_string(attempt.decision).map_err(|_| StoreError::Corrupt("decision"))?;
+        let mut tx = self.begin().await?;
+        let won = sqlx::query(
+            "UPDATE interrupts SET state = 'claimed', claim_hash = $1, worker = $2, \
+             lease_expires_at = $3, deadline = $4, claim_count = claim_count + 1, decision = $5 \
+             WHERE interrupt_id = $6 AND secret_hash = $7 \
+             AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at <= $8)) \
+             AND expires_at > $8 AND claim_count = $9 AND purge_at > $8",
+        )
+        .bind(attempt.claim_hash.as_str())
+        .bind(&attempt.worker)
+        .bind(attempt.lease_expires_at.millis())
+        .bind(attempt.deadline.millis())
+        .bind(decision_json)
+        .bind(p.id.as_str())
+        .bind(p.secret_hash.as_str())
+        .bind(now.millis())
+        .bind(p.claim_count)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !won {
+            return Ok(false);
+        }
+        match attempt.decision.outcome {
+            Outcome::Approved => {
+                super::approvals::upsert_card_approvals(
+                    &mut tx,
+                    p,
+                    attempt.decision,
+                    attempt.approval_expires_at,
+                    now,
+                )
+                .await?;
+            }
+            Outcome::Declined | Outcome::Cancelled => {
+                super::approvals::delete_card_approvals(&mut tx, p).await?;
+            }
+        }
+        sqlx::query("UPDATE turns SET expires_at = $1 WHERE turn_id = $2 AND expires_at < $1")
+            .bind(attempt.deadline.millis())
+            .bind(p.turn_id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
+        )
+        .bind(p.user.as_str())
+        .bind(p.id.as_str())
+        .bind(attempt.lease_expires_at.millis())
+        .execute(&mut *tx)
+        .await?;
+        audit::write(
+            &mut tx,
+            AuditEntry {
+                kind: AuditKind::ApprovalResolved,
+                actor: attempt.actor,
+                user_id: Some(p.user.as_str()),
+                chat_id: Some(p.chat.as_str()),
+                interrupt_id: Some(p.id.as_str()),
+                detail: serde_json::json!({
+                    "decision": attempt.decision,
+                    "claim": p.claim_count + 1,
+                    "rejected_decisions": p.rejected_count,
+                    "deadline": attempt.deadline,
+                }),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Past the claim cap: denies and expires the request (same guard as a claim), deletes
+    /// the approval rows stamped with its id, frees its slots, audits `claim_cap_expired`.
+    /// `false` means another click changed it first.
+    pub async fn expire_at_claim_cap(
+        &self,
+        read: &Pointer,
+        actor: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let declined = serde_json::to_string(&Decision::declined())
+            .map_err(|_| StoreError::Corrupt("decision"))?;
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "UPDATE interrupts SET state = 'expired', decision = $1 WHERE interrupt_id = $2 \
+             AND secret_hash = $3 AND (state = 'pending' OR (state = 'claimed' AND \
+             lease_expires_at <= $4)) AND claim_count = $5",
+        )
+        .bind(declined)
+        .bind(read.id.as_str())
+        .bind(read.secret_hash.as_str())
+        .bind(now.millis())
+        .bind(read.claim_count)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Ok(false);
+        }
+        let removed = super::approvals::delete_card_approvals(&mut tx, read).await?;
+        sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
+            .bind(read.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        audit::write(
+            &mut tx,
+            AuditEntry {
+                kind: AuditKind::ClaimCapExpired,
+                actor,
+                user_id: Some(read.user.as_str()),
+                chat_id: Some(read.chat.as_str()),
+                interrupt_id: Some(read.id.as_str()),
+                detail: serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed}),
+            },
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Renews a live claim's lease (the caller caps it at the deadline) and its slot;
+    /// `false` when the claim is no longer held.
+    pub async fn heartbeat_claim(
+        &self,
+        read: &Pointer,
+        claim_hash: &SecretHash,
+        lease_expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "UPDATE interrupts SET lease_expires_at = $1 WHERE interrupt_id = $2 \
+             AND claim_hash = $3 AND state = 'claimed' AND deadline > $4",
+        )
+        .bind(lease_expires_at.millis())
+        .bind(read.id.as_str())
+        .bind(claim_hash.as_str())
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE resume_slots SET expires_at = $1 WHERE user_id = $2 AND interrupt_id = $3",
+        )
+        .bind(lease_expires_at.millis())
+        .bind(read.user.as_str())
+        .bind(read.id.as_str())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Marks a claimed request done with its answer and releases the resume slot; `false`
+    /// when the claim is no longer held.
+    pub async fn complete_claim(
+        &self,
+        read: &Pointer,
+        claim_hash: &SecretHash,
+        answer: &StoredAnswer,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "UPDATE interrupts SET state = 'done', answer = $1, answer_key = $2, \
+             lease_expires_at = NULL WHERE interrupt_id = $3 AND claim_hash = $4 \
+             AND state = 'claimed'",
+        )
+        .bind(answer.inline.clone())
+        .bind(answer.key.clone())
+        .bind(read.id.as_str())
+        .bind(claim_hash.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
+            .bind(read.user.as_str())
+            .bind(read.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Counts a rejected decision against its card. Audit rows are append-only, so the
+    /// aggregate is kept in the pointer (`rejected_count`) and only the card's first
+    /// rejection writes a `decision_rejected` row; the final count is recorded with the
+    /// card's `approval_resolved` row.
+    pub async fn record_rejected_decision(
+        &self,
+        id: &InterruptId,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(
+            "UPDATE interrupts SET rejected_count = rejected_count + 1 WHERE interrupt_id = $1 \
+             RETURNING rejected_count, user_id, chat_id",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(r) = row else { return Ok(()) };
+        let count: i64 = r.try_get(0)?;
+        if count == 1 {
+            let (user, chat): (String, String) = (r.try_get(1)?, r.try_get(2)?);
+            audit::write(
+                &mut tx,
+                AuditEntry {
+                    kind: AuditKind::DecisionRejected,
+                    actor: "resume-secret",
+                    user_id: Some(&user),
+                    chat_id: Some(&chat),
+                    interrupt_id: Some(id.as_str()),
+                    detail: serde_json::json!({"first_reason": reason, "aggregated": "count kept on the card"}),
+                },
+                now,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
