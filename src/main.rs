@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
             Err(e) => {
                 report(&e);
-                ExitCode::from(125)
+                ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(125))
             }
         };
     }

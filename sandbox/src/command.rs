@@ -1,9 +1,11 @@
 //! Starts the command with its environment, telling "not found" from "not executable".
 
-use std::ffi::OsString;
-use std::io::ErrorKind;
-use std::process::Command;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
 
+use nix::errno::Errno;
+use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawnp};
+use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
 
 use crate::error::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};
@@ -16,29 +18,59 @@ pub(crate) enum Started {
     Failed(i32),
 }
 
-/// Spawns `program args...` with exactly `env`, inheriting stdin, stdout and stderr.
+/// Spawns `program args...` (searched in `PATH`) with exactly `env`, inheriting stdin, stdout
+/// and stderr, with signal mask `mask` and SIGPIPE back to its default.
 ///
-/// Std's spawn resets the signal mask and dispositions in the child, so the command starts
-/// with default signal handling even though its parent holds signals back.
-pub(crate) fn start(program: &OsString, args: &[OsString], env: Vec<(OsString, OsString)>) -> Started {
-    let spawned = Command::new(program)
-        .args(args)
-        .env_clear()
-        .envs(env)
-        .spawn();
-    match spawned {
-        Ok(child) => match i32::try_from(child.id()) {
-            Ok(pid) => Started::Running(Pid::from_raw(pid)),
-            Err(_) => Started::Failed(EXIT_NOT_EXECUTABLE),
-        },
-        Err(e) => {
-            let (code, why) = match e.kind() {
-                ErrorKind::NotFound => (EXIT_NOT_FOUND, "command not found".to_owned()),
-                ErrorKind::PermissionDenied => (EXIT_NOT_EXECUTABLE, "permission denied".to_owned()),
-                _ => (EXIT_NOT_EXECUTABLE, e.to_string()),
+/// The launcher holds signals blocked (see `signals`), and std's `Command` no longer resets
+/// the mask of the child, so this uses `posix_spawnp` to hand the command the mask the
+/// launcher itself started with, as `tini` does.
+pub(crate) fn start(
+    program: &OsString,
+    args: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    mask: &SigSet,
+) -> Started {
+    match spawn(program, args, env, mask) {
+        Ok(pid) => Started::Running(pid),
+        Err(errno) => {
+            let (code, why) = match errno {
+                Errno::ENOENT => (EXIT_NOT_FOUND, "command not found".to_owned()),
+                Errno::EACCES => (EXIT_NOT_EXECUTABLE, "permission denied".to_owned()),
+                other => (EXIT_NOT_EXECUTABLE, other.desc().to_owned()),
             };
             eprintln!("egressgate sandbox: {}: {why}", program.to_string_lossy());
             Started::Failed(code)
         }
     }
+}
+
+fn spawn(
+    program: &OsString,
+    args: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    mask: &SigSet,
+) -> nix::Result<Pid> {
+    let path = c_string(program.as_bytes())?;
+    let argv = std::iter::once(program)
+        .chain(args)
+        .map(|arg| c_string(arg.as_bytes()))
+        .collect::<nix::Result<Vec<_>>>()?;
+    let envp = env
+        .iter()
+        .map(|(name, value)| c_string(&[name.as_bytes(), b"=", value.as_bytes()].concat()))
+        .collect::<nix::Result<Vec<_>>>()?;
+    let mut attr = PosixSpawnAttr::init()?;
+    let mut defaults = SigSet::empty();
+    defaults.add(Signal::SIGPIPE);
+    attr.set_sigdefault(&defaults)?;
+    attr.set_sigmask(mask)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK,
+    )?;
+    posix_spawnp(&path, &PosixSpawnFileActions::init()?, &attr, &argv, &envp)
+}
+
+/// Arguments and environment strings cannot hold NUL bytes; `EINVAL` if one does.
+fn c_string(bytes: &[u8]) -> nix::Result<CString> {
+    CString::new(bytes).map_err(|_| Errno::EINVAL)
 }

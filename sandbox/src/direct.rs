@@ -12,19 +12,21 @@ use crate::proxy_url::ProxyUrl;
 use crate::signals::Signals;
 use crate::supervise::{Reap, supervise};
 
-/// Runs `command` unisolated and returns its exit code.
-pub(crate) fn run(proxy: &ProxyUrl, command: &[OsString]) -> Result<i32, SandboxError> {
+/// Runs `program args...` unisolated and returns its exit code.
+pub(crate) fn run(
+    proxy: &ProxyUrl,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<i32, SandboxError> {
     eprintln!(
         "egressgate sandbox: warning: --no-isolate: the command's network is not isolated; \
          only the proxy variables are set"
     );
-    let Some((program, args)) = command.split_first() else {
-        return Err(SandboxError::NoCommand);
-    };
     let signals = Signals::hold()?;
     prctl::set_dumpable(false)
         .map_err(|e| SandboxError::setup("making the launcher non-dumpable", e))?;
-    match command::start(program, args, command_env(std::env::vars_os(), &proxy.direct())) {
+    let env = command_env(std::env::vars_os(), &proxy.direct());
+    match command::start(program, args, env, signals.original_mask()) {
         Started::Failed(code) => Ok(code),
         Started::Running(pid) => supervise(pid, Reap::Child, &signals)
             .map_err(|e| SandboxError::setup("waiting for the command", e)),

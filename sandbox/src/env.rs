@@ -33,10 +33,8 @@ pub(crate) fn command_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     proxy_url: &str,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = parent
-        .into_iter()
-        .filter(|(name, _)| keeps(name))
-        .collect();
+    let mut env: Vec<(OsString, OsString)> =
+        parent.into_iter().filter(|(name, _)| keeps(name)).collect();
     env.extend(
         PROXY_VARS
             .iter()
@@ -69,11 +67,16 @@ mod tests {
     use super::*;
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        list.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+        list.iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
     }
 
     fn get<'a>(env: &'a [(OsString, OsString)], name: &str) -> Vec<&'a OsString> {
-        env.iter().filter(|(k, _)| k == name).map(|(_, v)| v).collect()
+        env.iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .collect()
     }
 
     #[test]
@@ -93,7 +96,11 @@ mod tests {
         );
         assert_eq!(get(&env, "PATH"), ["/usr/bin"]);
         assert_eq!(get(&env, "HOME"), ["/root"]);
-        for name in ["EGRESSGATE_DATABASE_URL", "egressgate_token", "DATABASE_URL"] {
+        for name in [
+            "EGRESSGATE_DATABASE_URL",
+            "egressgate_token",
+            "DATABASE_URL",
+        ] {
             assert!(get(&env, name).is_empty(), "{name} kept");
         }
         assert!(get(&env, "Http_Proxy").is_empty());

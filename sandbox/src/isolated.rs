@@ -23,30 +23,36 @@ use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
 use crate::command::{self, Started};
 use crate::env::command_env;
-use crate::fork::fork_single_threaded;
 use crate::error::{EXIT_LAUNCHER_ERROR, SandboxError};
+use crate::fork::fork_single_threaded;
+use crate::loopback;
 use crate::namespace::{self, IdMaps};
 use crate::proxy_url::ProxyUrl;
 use crate::relay;
-use crate::report::{self, Failure};
+use crate::report::{self, Failure, Writer};
 use crate::signals::Signals;
 use crate::supervise::{Reap, reap_blocking, supervise};
-use crate::{loopback, report::Writer};
 
 /// Everything the inside half needs, prepared before the first fork.
 struct Inside<'a> {
     proxy: &'a ProxyUrl,
-    command: &'a [OsString],
+    program: &'a OsString,
+    args: &'a [OsString],
     socket: &'a Path,
     maps: IdMaps,
     signals: &'a Signals,
 }
 
-/// Runs `command` in the sandbox and returns its exit code.
-pub(crate) fn run(proxy: &ProxyUrl, command: &[OsString]) -> Result<i32, SandboxError> {
+/// Runs `program args...` in the sandbox and returns its exit code.
+pub(crate) fn run(
+    proxy: &ProxyUrl,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<i32, SandboxError> {
     namespace::ensure_single_threaded()?;
     let maps = IdMaps::for_current_user().map_err(SandboxError::from)?;
     // tempfile makes the directory mode 0700: only this user (and root) reach the socket.
+    // The forked halves leave through `process::exit`, so only the launcher removes it.
     let dir = tempfile::Builder::new()
         .prefix("egressgate-sandbox-")
         .tempdir()
@@ -56,11 +62,13 @@ pub(crate) fn run(proxy: &ProxyUrl, command: &[OsString]) -> Result<i32, Sandbox
         .map_err(|e| SandboxError::setup("binding the relay socket", e))?;
     let (report, report_writer) = report::channel()?;
     let signals = Signals::hold()?;
-    prctl::set_dumpable(false).map_err(|e| SandboxError::setup("making the launcher non-dumpable", e))?;
+    prctl::set_dumpable(false)
+        .map_err(|e| SandboxError::setup("making the launcher non-dumpable", e))?;
     let launcher = getpid();
     let inside = Inside {
         proxy,
-        command,
+        program,
+        args,
         socket: &socket,
         maps,
         signals: &signals,
@@ -73,9 +81,7 @@ pub(crate) fn run(proxy: &ProxyUrl, command: &[OsString]) -> Result<i32, Sandbox
         }
         ForkResult::Parent { child } => {
             drop(report_writer);
-            let outcome = outside(child, report, listener, proxy, &signals);
-            drop(dir);
-            outcome
+            outside(child, report, listener, proxy, &signals)
         }
     }
 }
@@ -149,13 +155,12 @@ fn init(report: Writer, inside: &Inside) -> i32 {
             return EXIT_LAUNCHER_ERROR;
         }
     };
-    let proxy_url = inside.proxy.with_authority(&format!("127.0.0.1:{forwarder}"));
+    let proxy_url = inside
+        .proxy
+        .with_authority(&format!("127.0.0.1:{forwarder}"));
     let env = command_env(std::env::vars_os(), &proxy_url);
-    let Some((program, args)) = inside.command.split_first() else {
-        report.fail(&Failure::Setup("no command".into()));
-        return EXIT_LAUNCHER_ERROR;
-    };
-    let started = command::start(program, args, env);
+    let mask = inside.signals.original_mask();
+    let started = command::start(inside.program, inside.args, env, mask);
     drop(report);
     match started {
         Started::Failed(code) => code,
@@ -168,8 +173,7 @@ fn init(report: Writer, inside: &Inside) -> i32 {
 /// Dies with the keeper, binds the forwarder on loopback and starts it; returns its port.
 fn start_forwarder(socket: &Path) -> Result<u16, Failure> {
     let fail = |what: &str, e: std::io::Error| Failure::Setup(format!("{what}: {e}"));
-    prctl::set_pdeathsig(Signal::SIGKILL)
-        .map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e.into()))?;
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e.into()))?;
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|e| fail("binding the forwarder on 127.0.0.1", e))?;
     let port = listener

@@ -29,7 +29,7 @@ pub use error::{
 };
 
 /// Options parsed from `egressgate sandbox run` (the binary builds this with clap).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// `--proxy-url`: the proxy and the turn's credential, `http://USER:PASS@HOST:PORT`.
     pub proxy_url: String,
@@ -38,6 +38,17 @@ pub struct RunOptions {
     pub isolate: bool,
     /// The command and its arguments (after `--`).
     pub command: Vec<OsString>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    // `proxy_url` carries the turn's credential: never print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("proxy_url", &"<redacted>")
+            .field("isolate", &self.isolate)
+            .field("command", &self.command)
+            .finish()
+    }
 }
 
 /// Runs the command and returns the exit code the launcher process should exit with: the
@@ -50,12 +61,12 @@ pub struct RunOptions {
 /// process is single-threaded when `isolate` is set.
 pub fn run(opts: RunOptions) -> Result<i32, SandboxError> {
     let proxy = proxy_url::ProxyUrl::parse(&opts.proxy_url)?;
-    if opts.command.is_empty() {
+    let Some((program, args)) = opts.command.split_first() else {
         return Err(SandboxError::NoCommand);
-    }
+    };
     if opts.isolate {
-        isolated::run(&proxy, &opts.command)
+        isolated::run(&proxy, program, args)
     } else {
-        direct::run(&proxy, &opts.command)
+        direct::run(&proxy, program, args)
     }
 }

@@ -83,8 +83,14 @@ mod tests {
         assert_eq!(u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]), 32);
         assert_eq!(u16::from_ne_bytes([msg[4], msg[5]]), RTM_NEWLINK);
         assert_eq!(i32::from_ne_bytes([msg[20], msg[21], msg[22], msg[23]]), 1);
-        assert_eq!(u32::from_ne_bytes([msg[24], msg[25], msg[26], msg[27]]), IFF_UP);
-        assert_eq!(u32::from_ne_bytes([msg[28], msg[29], msg[30], msg[31]]), IFF_UP);
+        assert_eq!(
+            u32::from_ne_bytes([msg[24], msg[25], msg[26], msg[27]]),
+            IFF_UP
+        );
+        assert_eq!(
+            u32::from_ne_bytes([msg[28], msg[29], msg[30], msg[31]]),
+            IFF_UP
+        );
     }
 
     #[test]

@@ -84,7 +84,9 @@ pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
     let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID;
     let unshared = unshare(flags);
     // One byte tells the helper to write the maps; closing without it tells it to give up.
-    let poked = unshared.is_ok() && File::from(go_writer).write_all(b"m").is_ok();
+    let mut go_writer = File::from(go_writer);
+    let poked = unshared.is_ok() && go_writer.write_all(b"m").is_ok();
+    drop(go_writer);
     let helped = waitpid(helper, None);
     unshared.map_err(|e| {
         Failure::Isolation(format!(
@@ -100,7 +102,9 @@ pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
             )));
         }
         other => {
-            return Err(Failure::Setup(format!("the id map helper ended: {other:?}")));
+            return Err(Failure::Setup(format!(
+                "the id map helper ended: {other:?}"
+            )));
         }
     }
     prctl::set_dumpable(false).map_err(|e| setup("prctl(PR_SET_DUMPABLE)", e))
@@ -160,8 +164,10 @@ mod tests {
 
     #[test]
     fn a_test_harness_is_threaded_so_it_is_refused() {
-        let worker = std::thread::spawn(|| std::thread::park_timeout(std::time::Duration::from_secs(5)));
-        let refused = matches!(ensure_single_threaded(), Err(SandboxError::NotSingleThreaded(n)) if n > 1);
+        let worker =
+            std::thread::spawn(|| std::thread::park_timeout(std::time::Duration::from_secs(5)));
+        let refused =
+            matches!(ensure_single_threaded(), Err(SandboxError::NotSingleThreaded(n)) if n > 1);
         worker.thread().unpark();
         let _ = worker.join();
         assert!(refused);

@@ -80,6 +80,7 @@ impl ProxyUrl {
 }
 
 #[cfg(test)]
+#[allow(clippy::panic)]
 mod tests {
     use super::*;
 

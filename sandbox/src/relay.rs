@@ -29,7 +29,10 @@ pub(crate) struct Outside {
 impl Outside {
     /// Starts relaying each connection on `listener` to the proxy at `proxy` (`HOST:PORT`,
     /// resolved per connection).
-    pub(crate) fn start(listener: std::os::unix::net::UnixListener, proxy: String) -> io::Result<Self> {
+    pub(crate) fn start(
+        listener: std::os::unix::net::UnixListener,
+        proxy: String,
+    ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = spawn_runtime_thread("sandbox-relay", async move {

@@ -1,8 +1,8 @@
 //! Holds back the signals the launcher forwards and reads them from a signalfd, one at a time.
 //!
 //! Blocking them (before the first fork, so every half inherits it) means a SIGINT or SIGTERM
-//! is never lost or fatal while the launcher is busy; std's `Command` unblocks them again in
-//! the command. A signal that the kernel sent to the whole process group (Ctrl-C, Ctrl-\ at a
+//! is never lost or fatal while the launcher is busy; the command starts with the mask the
+//! launcher started with (see `command`). A signal that the kernel sent to the whole process group (Ctrl-C, Ctrl-\ at a
 //! terminal) already reached the command, which shares the group, so only signals sent by a
 //! process (`kill`) are forwarded: the command never gets the same Ctrl-C twice.
 
@@ -54,6 +54,11 @@ impl Signals {
                 Err(SandboxError::setup("opening a signalfd", e))
             }
         }
+    }
+
+    /// The signal mask from before [`Signals::hold`], for the command to start with.
+    pub(crate) fn original_mask(&self) -> &SigSet {
+        &self.previous
     }
 
     /// Waits for the next event worth acting on.

@@ -5,6 +5,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod pg;
+
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -36,10 +38,17 @@ pub struct GateBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     data_dir: Option<tempfile::TempDir>,
+    database: Option<String>,
 }
 
 pub fn gate() -> GateBuilder {
-    GateBuilder { sub: "serve", args: Vec::new(), env: Vec::new(), data_dir: None }
+    GateBuilder {
+        sub: "serve",
+        args: Vec::new(),
+        env: Vec::new(),
+        data_dir: None,
+        database: None,
+    }
 }
 
 impl GateBuilder {
@@ -56,8 +65,17 @@ impl GateBuilder {
         self.args.push(a.into());
         self
     }
+    pub fn args(mut self, a: &[&str]) -> Self {
+        self.args.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.env.push((k.into(), v.into()));
+        self
+    }
+    /// Use this database URL (instead of SQLite or the CI PostgreSQL).
+    pub fn database(mut self, url: &str) -> Self {
+        self.database = Some(url.into());
         self
     }
     /// Reuse a data directory (restart tests).
@@ -66,7 +84,9 @@ impl GateBuilder {
         self
     }
     pub fn start(self) -> Gate {
-        let data_dir = self.data_dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
+        let data_dir = self
+            .data_dir
+            .unwrap_or_else(|| tempfile::tempdir().unwrap());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
         cmd.arg(self.sub)
             .arg("--data-dir")
@@ -77,8 +97,17 @@ impl GateBuilder {
         if self.sub != "proxy" {
             cmd.args(["--control-listen", "127.0.0.1:0"]);
         }
-        if let Some(url) = postgres_database_for(data_dir.path()) {
-            cmd.arg("--database-url").arg(url);
+        match self.database.as_deref() {
+            // Always the embedded store, even when CI provides PostgreSQL (SQLite-specific tests).
+            Some("sqlite-default") => {}
+            Some(url) => {
+                cmd.arg("--database-url").arg(url);
+            }
+            None => {
+                if let Some(url) = postgres_database_for(data_dir.path()) {
+                    cmd.arg("--database-url").arg(url);
+                }
+            }
         }
         cmd.args(&self.args)
             .env("EGRESSGATE_ADMIN_TOKEN", ADMIN)
@@ -106,14 +135,24 @@ impl GateBuilder {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .unwrap_or_else(|_| panic!("gate did not start; log: {:?}", log.lock().unwrap()));
-            let addr = line.split("addr=").nth(1).and_then(|a| a.split_whitespace().next()).and_then(|a| a.parse().ok());
+            let addr = line
+                .split("addr=")
+                .nth(1)
+                .and_then(|a| a.split_whitespace().next())
+                .and_then(|a| a.parse().ok());
             if line.contains("proxy listening") {
                 proxy = addr;
             } else if line.contains("control plane listening") {
                 control = addr;
             }
         }
-        Gate { child, proxy, control, data_dir, log }
+        Gate {
+            child,
+            proxy,
+            control,
+            data_dir,
+            log,
+        }
     }
 }
 
@@ -145,22 +184,40 @@ impl Gate {
         self.proxy.unwrap()
     }
     pub fn api(&self) -> Api {
-        Api { addr: self.control.unwrap() }
+        Api {
+            addr: self.control.unwrap(),
+        }
     }
     /// Lines logged so far containing `needle`.
     pub fn log_lines(&self, needle: &str) -> Vec<String> {
-        self.log.lock().unwrap().iter().filter(|l| l.contains(needle)).cloned().collect()
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .cloned()
+            .collect()
     }
     /// SIGKILL and keep the data directory.
     pub fn kill(mut self) -> tempfile::TempDir {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
-        dir
+        std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap())
+    }
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    /// Waits for the process to exit (after a signal) and returns its status.
+    pub fn wait(mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
     }
     /// SIGTERM and wait for the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         self.child.wait().unwrap()
     }
 }
@@ -194,13 +251,25 @@ impl Resp {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn header(&self, h: &str) -> Option<&str> {
-        self.headers.get(&h.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&h.to_ascii_lowercase())
+            .map(String::as_str)
     }
 }
 
 impl Api {
-    pub async fn call(&self, method: &str, path: &str, token: Option<&str>, user: Option<&str>, body: Option<&str>) -> Resp {
-        let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n", self.addr);
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        user: Option<&str>,
+        body: Option<&str>,
+    ) -> Resp {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
+            self.addr
+        );
         if let Some(t) = token {
             req.push_str(&format!("authorization: Bearer {t}\r\n"));
         }
@@ -209,7 +278,10 @@ impl Api {
         }
         let body = body.unwrap_or("");
         if !body.is_empty() || method == "POST" || method == "PUT" {
-            req.push_str(&format!("content-type: application/json\r\ncontent-length: {}\r\n", body.len()));
+            req.push_str(&format!(
+                "content-type: application/json\r\ncontent-length: {}\r\n",
+                body.len()
+            ));
         }
         req.push_str("\r\n");
         req.push_str(body);
@@ -219,7 +291,8 @@ impl Api {
     }
 
     pub async fn post(&self, path: &str, token: &str, body: serde_json::Value) -> Resp {
-        self.call("POST", path, Some(token), None, Some(&body.to_string())).await
+        self.call("POST", path, Some(token), None, Some(&body.to_string()))
+            .await
     }
     pub async fn get(&self, path: &str, token: &str) -> Resp {
         self.call("GET", path, Some(token), None, None).await
@@ -240,12 +313,20 @@ impl Api {
     }
 
     pub async fn admin_site(&self, pattern: &str) {
-        let r = self.post("/v1/admin/sites", ADMIN, serde_json::json!({"pattern": pattern})).await;
+        let r = self
+            .post(
+                "/v1/admin/sites",
+                ADMIN,
+                serde_json::json!({"pattern": pattern}),
+            )
+            .await;
         assert!(r.status == 201 || r.status == 200, "{}", r.text());
     }
 
     pub async fn refusals(&self, turn: &Turn) -> serde_json::Value {
-        let r = self.get(&format!("/v1/turns/{}/refusals", turn.id), RUNTIME).await;
+        let r = self
+            .get(&format!("/v1/turns/{}/refusals", turn.id), RUNTIME)
+            .await;
         assert_eq!(r.status, 200, "{}", r.text());
         r.json()
     }
@@ -260,7 +341,10 @@ pub struct Turn {
 
 impl Turn {
     pub fn auth_header(&self) -> String {
-        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(&self.credential))
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(&self.credential)
+        )
     }
 }
 
@@ -270,22 +354,38 @@ pub async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<R
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
         if s.read(&mut byte).await? == 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("eof in head: {:?}", String::from_utf8_lossy(&buf))));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("eof in head: {:?}", String::from_utf8_lossy(&buf)),
+            ));
         }
         buf.push(byte[0]);
     }
     let head = String::from_utf8_lossy(&buf).into_owned();
     let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: HashMap<String, String> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
     let mut body = Vec::new();
-    if let Some(n) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(n) = headers
+        .get("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         body.resize(n, 0);
         s.read_exact(&mut body).await?;
-    } else if headers.get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+    } else if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"))
+    {
         loop {
             let mut line = Vec::new();
             while !line.ends_with(b"\r\n") {
@@ -300,12 +400,15 @@ pub async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<R
                 break;
             }
         }
-    } else if status != 200 || !headers.is_empty() {
-        if !(status == 200 && headers.is_empty()) && status != 204 && status != 304 {
-            let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut body)).await;
-        }
+    } else if status != 204 && status != 304 {
+        // No length: the body runs until the server closes.
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut body)).await;
     }
-    Ok(Resp { status, headers, body })
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// Sends raw bytes to the proxy and reads one response.
@@ -332,9 +435,15 @@ pub async fn proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> Resp {
 /// `CONNECT authority` with the turn's credential; returns the response head and the stream.
 pub async fn connect(proxy: SocketAddr, turn: &Turn, authority: &str) -> (Resp, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(format!("CONNECT {authority} HTTP/1.1\r\nhost: {authority}\r\nproxy-authorization: {}\r\n\r\n", turn.auth_header()).as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!(
+            "CONNECT {authority} HTTP/1.1\r\nhost: {authority}\r\nproxy-authorization: {}\r\n\r\n",
+            turn.auth_header()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
     let r = read_head_only(&mut s).await;
     (r, s)
 }
@@ -350,17 +459,28 @@ async fn read_head_only(s: &mut TcpStream) -> Resp {
     }
     let head = String::from_utf8_lossy(&buf).into_owned();
     let mut lines = head.split("\r\n");
-    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let headers: HashMap<String, String> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
     let mut body = Vec::new();
-    if let Some(n) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(n) = headers
+        .get("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         body.resize(n, 0);
         let _ = s.read_exact(&mut body).await;
     }
-    Resp { status, headers, body }
+    Resp {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// A loopback origin that answers every request with 200 and records what it saw.
@@ -389,12 +509,18 @@ pub async fn origin() -> Origin {
     let (seen2, conns2) = (seen.clone(), connections.clone());
     tokio::spawn(async move {
         loop {
-            let Ok((s, _)) = listener.accept().await else { return };
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
             conns2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::spawn(serve_origin(s, seen2.clone()));
         }
     });
-    Origin { addr, seen, connections }
+    Origin {
+        addr,
+        seen,
+        connections,
+    }
 }
 
 async fn serve_origin<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, seen: Arc<Mutex<Vec<String>>>) {
@@ -410,7 +536,11 @@ async fn serve_origin<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, seen: Arc<Mut
         let head = String::from_utf8_lossy(&buf).into_owned();
         let len = head
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+            })
             .unwrap_or(0);
         let mut body = vec![0u8; len];
         if s.read_exact(&mut body).await.is_err() {
@@ -434,10 +564,14 @@ pub fn pki(names: &[&str]) -> Pki {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "egressgate test CA");
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "egressgate test CA");
     let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
     let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf_params = rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let leaf_params =
+        rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
     let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -447,7 +581,10 @@ pub fn pki(names: &[&str]) -> Pki {
         .with_no_client_auth()
         .with_single_cert(vec![leaf.der().clone()], key)
         .unwrap();
-    Pki { ca_der: ca.der().clone(), server: Arc::new(server) }
+    Pki {
+        ca_der: ca.der().clone(),
+        server: Arc::new(server),
+    }
 }
 
 impl Pki {
@@ -466,12 +603,20 @@ impl Pki {
     }
 
     /// Writes the leaf cert and key as PEM files (for the proxy's own TLS listener).
-    pub fn write_pem(names: &[&str], dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, rustls::pki_types::CertificateDer<'static>) {
+    pub fn write_pem(
+        names: &[&str],
+        dir: &std::path::Path,
+    ) -> (
+        std::path::PathBuf,
+        std::path::PathBuf,
+        rustls::pki_types::CertificateDer<'static>,
+    ) {
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
+        let cert =
+            rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap()
+                .self_signed(&key)
+                .unwrap();
         let c = dir.join("proxy.crt");
         let k = dir.join("proxy.key");
         std::fs::write(&c, cert.pem()).unwrap();
@@ -490,7 +635,9 @@ pub async fn tls_origin(pki: &Pki) -> Origin {
     let (seen2, conns2) = (seen.clone(), connections.clone());
     tokio::spawn(async move {
         loop {
-            let Ok((s, _)) = listener.accept().await else { return };
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
             conns2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let acceptor = acceptor.clone();
             let seen = seen2.clone();
@@ -501,16 +648,258 @@ pub async fn tls_origin(pki: &Pki) -> Origin {
             });
         }
     });
-    Origin { addr, seen, connections }
+    Origin {
+        addr,
+        seen,
+        connections,
+    }
 }
 
 /// TLS handshake through an open tunnel with the given SNI, then `GET /`.
-pub async fn tls_get(stream: TcpStream, client: Arc<rustls::ClientConfig>, sni: &str) -> std::io::Result<Resp> {
+pub async fn tls_get(
+    stream: TcpStream,
+    client: Arc<rustls::ClientConfig>,
+    sni: &str,
+) -> std::io::Result<Resp> {
     let connector = tokio_rustls::TlsConnector::from(client);
-    let name = rustls::pki_types::ServerName::try_from(sni.to_owned()).map_err(std::io::Error::other)?;
+    let name =
+        rustls::pki_types::ServerName::try_from(sni.to_owned()).map_err(std::io::Error::other)?;
     let mut tls = tokio::time::timeout(Duration::from_secs(10), connector.connect(name, stream))
         .await
         .map_err(std::io::Error::other)??;
-    tls.write_all(format!("GET / HTTP/1.1\r\nhost: {sni}\r\n\r\n").as_bytes()).await?;
+    tls.write_all(format!("GET / HTTP/1.1\r\nhost: {sni}\r\n\r\n").as_bytes())
+        .await?;
     read_response(&mut tls).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the security battery (tests/security_battery.rs) and the limits tests
+// (tests/limits.rs).
+// ---------------------------------------------------------------------------------------------
+
+impl GateBuilder {
+    /// Like [`GateBuilder::start`], but with the proxy and control listeners on the given
+    /// addresses, for tests that must know the gate's own ports before it starts (to allow
+    /// them with `--allow-port` and prove the gate still never dials itself).
+    pub fn start_on(self, proxy_listen: &str, control_listen: &str) -> Gate {
+        let data_dir = self
+            .data_dir
+            .unwrap_or_else(|| tempfile::tempdir().unwrap());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
+        cmd.arg(self.sub)
+            .arg("--data-dir")
+            .arg(data_dir.path().join("data"));
+        if self.sub != "control" {
+            cmd.args(["--proxy-listen", proxy_listen]);
+        }
+        if self.sub != "proxy" {
+            cmd.args(["--control-listen", control_listen]);
+        }
+        match self.database.as_deref() {
+            Some("sqlite-default") => {}
+            Some(url) => {
+                cmd.arg("--database-url").arg(url);
+            }
+            None => {
+                if let Some(url) = postgres_database_for(data_dir.path()) {
+                    cmd.arg("--database-url").arg(url);
+                }
+            }
+        }
+        cmd.args(&self.args)
+            .env("EGRESSGATE_ADMIN_TOKEN", ADMIN)
+            .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
+            .env("EGRESSGATE_LOG", "info,egressgate_proxy=debug")
+            .env_remove("DATABASE_URL")
+            .envs(self.env)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn egressgate");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line.clone());
+                log2.lock().unwrap().push(line);
+            }
+        });
+        let (mut proxy, mut control) = (None, None);
+        let want_proxy = self.sub != "control";
+        let want_control = self.sub != "proxy";
+        while (want_proxy && proxy.is_none()) || (want_control && control.is_none()) {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("gate did not start; log: {:?}", log.lock().unwrap()));
+            let addr = line
+                .split("addr=")
+                .nth(1)
+                .and_then(|a| a.split_whitespace().next())
+                .and_then(|a| a.parse().ok());
+            if line.contains("proxy listening") {
+                proxy = addr;
+            } else if line.contains("control plane listening") {
+                control = addr;
+            }
+        }
+        Gate {
+            child,
+            proxy,
+            control,
+            data_dir,
+            log,
+        }
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1 (for `start_on`; tests inside a private
+/// network namespace make the race harmless).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a plain HTTP origin like [`origin`] on a given address (e.g. `127.0.0.1:443`).
+pub async fn origin_at(addr: &str) -> Origin {
+    let listener = TcpListener::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("bind origin {addr}: {e}"));
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (seen2, conns2) = (seen.clone(), connections.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
+            conns2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(serve_origin(s, seen2.clone()));
+        }
+    });
+    Origin {
+        addr,
+        seen,
+        connections,
+    }
+}
+
+/// Starts a TLS origin like [`tls_origin`] on a given address (e.g. `127.0.0.1:443`).
+pub async fn tls_origin_at(pki: &Pki, addr: &str) -> Origin {
+    let listener = TcpListener::bind(addr)
+        .await
+        .unwrap_or_else(|e| panic!("bind TLS origin {addr}: {e}"));
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let acceptor = tokio_rustls::TlsAcceptor::from(pki.server.clone());
+    let (seen2, conns2) = (seen.clone(), connections.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
+            conns2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            let seen = seen2.clone();
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(s).await {
+                    serve_origin(tls, seen).await;
+                }
+            });
+        }
+    });
+    Origin {
+        addr,
+        seen,
+        connections,
+    }
+}
+
+/// Sends raw bytes to the proxy and reads one response, tolerating a proxy that closes
+/// without answering (`Err`), all within `secs` seconds.
+pub async fn try_proxy_raw(proxy: SocketAddr, raw: &[u8], secs: u64) -> std::io::Result<Resp> {
+    let attempt = async {
+        let mut s = TcpStream::connect(proxy).await?;
+        s.write_all(raw).await?;
+        read_response(&mut s).await
+    };
+    tokio::time::timeout(Duration::from_secs(secs), attempt)
+        .await
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no answer from the proxy in time",
+            )
+        })?
+}
+
+/// Opens a turn with extra fields in the body (e.g. `ttl_seconds`).
+pub async fn turn_with(api: &Api, body: serde_json::Value) -> Turn {
+    let r = api.post("/v1/turns", RUNTIME, body).await;
+    assert_eq!(r.status, 201, "open turn: {}", r.text());
+    let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
+    Turn {
+        id: url.username().to_owned(),
+        credential: format!("{}:{}", url.username(), url.password().unwrap()),
+    }
+}
+
+/// Polls the turn's refusal record until a row with `reason` appears (bounded by `secs`).
+pub async fn wait_for_refusal(
+    api: &Api,
+    turn: &Turn,
+    reason: &str,
+    secs: u64,
+) -> Option<serde_json::Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let rec = api.refusals(turn).await;
+        if let Some(row) = rec["refusals"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["reason"] == reason))
+        {
+            return Some(row.clone());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (bounded by `secs`) until the peer closes the stream: `Ok(elapsed)` on EOF or a
+/// reset, `Err(bytes)` if data arrived instead, `Err(empty)` on timeout.
+pub async fn wait_closed<S: AsyncRead + Unpin>(s: &mut S, secs: u64) -> Result<Duration, Vec<u8>> {
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    match tokio::time::timeout(Duration::from_secs(secs), s.read(&mut buf)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => Ok(started.elapsed()),
+        Ok(Ok(n)) => Err(buf[..n].to_vec()),
+        Err(_) => Err(Vec::new()),
+    }
+}
+
+/// One plain HTTP/1.1 `GET /` over an already open stream (a tunnel), bounded by 5 seconds.
+pub async fn get_over<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    host: &str,
+) -> std::io::Result<Resp> {
+    let attempt = async {
+        s.write_all(format!("GET / HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes())
+            .await?;
+        read_response(s).await
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no answer through the tunnel in time",
+            )
+        })?
 }

@@ -30,7 +30,11 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<RunOptions, String>
         match arg.to_str() {
             Some("--proxy-url") => {
                 let value = args.next().ok_or("--proxy-url needs a value")?;
-                proxy_url = Some(value.into_string().map_err(|_| "--proxy-url is not UTF-8")?);
+                proxy_url = Some(
+                    value
+                        .into_string()
+                        .map_err(|_| "--proxy-url is not UTF-8")?,
+                );
             }
             Some("--no-isolate") => isolate = false,
             Some("--") => break,
