@@ -201,12 +201,7 @@ async fn an_audit_failure_revokes_nothing() {
     )
     .await;
     app.open_turn("alice", "c1", true).await;
-    if app.db_url.starts_with("postgres") {
-        app.exec_sql("CREATE FUNCTION audit_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$ LANGUAGE plpgsql").await;
-        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_fail()").await;
-    } else {
-        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END").await;
-    }
+    cards::break_audit(&app).await;
     let (status, body) = app
         .delete(
             "/v1/chats/c1/approvals/site/a.example.com",

@@ -464,24 +464,11 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
 }
 
-/// Makes every audit insert fail, on either backend.
-pub async fn break_audit(app: &TestApp) {
-    if app.db_url.starts_with("postgres") {
-        app.exec_sql(
-            "CREATE FUNCTION audit_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$ LANGUAGE plpgsql",
-        )
-        .await;
-        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_fail()").await;
-    } else {
-        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END").await;
-    }
-}
-
 #[tokio::test]
 async fn an_audit_failure_registers_nothing() {
     let app = TestApp::new().await;
     let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
-    break_audit(&app).await;
+    cards::break_audit(&app).await;
     let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await;
     assert_eq!(
         (status, code(&body)),

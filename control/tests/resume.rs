@@ -597,12 +597,7 @@ async fn an_expired_card_reports_expired_not_unknown() {
 async fn an_audit_failure_leaves_the_card_unclaimed() {
     let app = TestApp::new().await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
-    if app.db_url.starts_with("postgres") {
-        app.exec_sql("CREATE FUNCTION audit_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$ LANGUAGE plpgsql").await;
-        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_fail()").await;
-    } else {
-        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END").await;
-    }
+    cards::break_audit(&app).await;
     let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
     assert_eq!(
         (status, code(&body)),

@@ -9,6 +9,31 @@ use egressgate_store::{Host, RefusalReason, Store, StoreError, Timestamp};
 use crate::identify::TurnEntry;
 use crate::target::Target;
 
+/// The store's cache epoch as last seen by this process; `None` while unknown (at start, or
+/// while the database is not answering), when no cached allow is trusted.
+#[derive(Debug)]
+pub struct CacheEpoch(std::sync::atomic::AtomicI64);
+
+impl Default for CacheEpoch {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicI64::new(-1))
+    }
+}
+
+impl CacheEpoch {
+    /// The last epoch read, if known.
+    pub fn get(&self) -> Option<i64> {
+        let v = self.0.load(std::sync::atomic::Ordering::Acquire);
+        (v >= 0).then_some(v)
+    }
+
+    /// Records a fresh read (`None`: the read failed).
+    pub fn set(&self, v: Option<i64>) {
+        self.0
+            .store(v.unwrap_or(-1), std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// The outcome for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -39,19 +64,21 @@ pub async fn decide(
     internal: &[Host],
     ports: &[u16],
     cache_ttl: Duration,
+    epoch: &CacheEpoch,
 ) -> Result<Decision, StoreError> {
     if let Some(reason) = static_rules(target, internal, ports) {
         return Ok(Decision::Refuse(reason));
     }
     let host = &target.host;
-    if turn.allowed_recently(host, cache_ttl) || turn.launch_allows(host) {
+    let current = epoch.get();
+    if turn.allowed_recently(host, cache_ttl, current) || turn.launch_allows(host) {
         return Ok(Decision::Allow);
     }
     if store
         .site_allowed(&turn.turn.user, &turn.turn.chat, host, Timestamp::now())
         .await?
     {
-        turn.remember_allowed(host);
+        turn.remember_allowed(host, current);
         return Ok(Decision::Allow);
     }
     Ok(Decision::Refuse(RefusalReason::NotApproved))

@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     pub dialer: Dialer,
     pub recorder: Recorder,
     pub metrics: Metrics,
+    /// The cache epoch cached allow decisions are checked against.
+    pub epoch: decide::CacheEpoch,
     /// Idle upstream connections for forwarded requests.
     pub pool: Arc<crate::pool::Pool>,
     /// Flips to true when the process starts draining.
@@ -152,6 +154,7 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
         &shared.settings.internal_suffixes,
         &shared.settings.allow_ports,
         shared.settings.allow_cache_ttl,
+        &shared.epoch,
     )
     .await;
     shared

@@ -33,33 +33,32 @@ pub enum AuthError {
 pub struct TurnEntry {
     /// The stored turn (credential hash, chat, launch lists, expiry at load time).
     pub turn: Turn,
-    /// Hosts already allowed in this turn, with when they were decided.
-    allowed: RwLock<HashMap<Host, Instant>>,
+    /// Hosts already allowed in this turn: the cache epoch the decision was made under, and
+    /// when.
+    allowed: RwLock<HashMap<Host, (i64, Instant)>>,
     /// Open connections of this turn (for the per-turn limit).
     pub active: AtomicUsize,
 }
 
 impl TurnEntry {
-    /// Whether `host` was allowed in this turn within `ttl`.
-    pub fn allowed_recently(&self, host: &Host, ttl: Duration) -> bool {
+    /// Whether `host` was allowed in this turn within `ttl`, under the current cache epoch
+    /// (a decision made under an older epoch may predate a revocation). An unknown epoch
+    /// (`None`: the database is not answering) trusts nothing.
+    pub fn allowed_recently(&self, host: &Host, ttl: Duration, epoch: Option<i64>) -> bool {
+        let Some(epoch) = epoch else { return false };
         self.allowed
             .read()
             .ok()
             .and_then(|m| m.get(host).copied())
-            .is_some_and(|at| at.elapsed() < ttl)
+            .is_some_and(|(e, at)| e == epoch && at.elapsed() < ttl)
     }
 
-    /// Remembers an allow decision for the rest of the turn.
-    pub fn remember_allowed(&self, host: &Host) {
+    /// Remembers an allow decision read from the database under `epoch` (read *before* the
+    /// database query, so a revocation racing the query invalidates the entry).
+    pub fn remember_allowed(&self, host: &Host, epoch: Option<i64>) {
+        let Some(epoch) = epoch else { return };
         if let Ok(mut m) = self.allowed.write() {
-            m.insert(host.clone(), Instant::now());
-        }
-    }
-
-    /// Drops cached allow decisions (an approval or admin list changed).
-    pub fn forget_allowed(&self) {
-        if let Ok(mut m) = self.allowed.write() {
-            m.clear();
+            m.insert(host.clone(), (epoch, Instant::now()));
         }
     }
 
@@ -162,15 +161,6 @@ impl TurnCache {
     pub fn clear(&self) {
         if let Ok(mut m) = self.map.write() {
             m.clear();
-        }
-    }
-
-    /// Forgets every cached allow decision (called when approvals or lists change).
-    pub fn invalidate_allowed(&self) {
-        if let Ok(m) = self.map.read() {
-            for e in m.values() {
-                e.forget_allowed();
-            }
         }
     }
 }

@@ -60,6 +60,7 @@ impl Proxy {
             turns: TurnCache::new(store.clone()),
             metrics: Metrics::new(registry),
             pool: Arc::default(),
+            epoch: Default::default(),
             dialer,
             store,
             settings,
@@ -71,11 +72,6 @@ impl Proxy {
             drain_tx,
             active: Arc::new(Active::default()),
         }
-    }
-
-    /// Forgets cached allow decisions, e.g. when a revocation is announced.
-    pub fn invalidate_allowed(&self) {
-        self.shared.turns.invalidate_allowed();
     }
 
     /// Accepts connections until `shutdown` resolves, then stops accepting, lets keep-alive
@@ -159,33 +155,30 @@ impl Proxy {
 /// How often the proxy checks whether cached allow decisions must be dropped.
 const EPOCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Polls the store's cache epoch: a change (revocation, decline, admin removal, in any
-/// process) drops cached allow decisions; a failed read drops cached turns too, so nothing is
-/// allowed on unknown state. Ends when the proxy is dropped.
+/// Polls the store's cache epoch (bumped by revocations, declines and admin removals in any
+/// process). Cached allows are tagged with the epoch they were decided under, so a change
+/// invalidates them; a failed read makes the epoch unknown, which trusts no cached allow and
+/// drops cached turns, so nothing is allowed on unknown state. Ends with the proxy.
 async fn watch_epoch(shared: std::sync::Weak<Shared>) {
-    let mut seen: Option<i64> = None;
     let mut healthy = true;
     loop {
-        tokio::time::sleep(EPOCH_POLL).await;
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
-        match shared.store.cache_epoch().await {
+        let Some(s) = shared.upgrade() else { return };
+        match s.store.cache_epoch().await {
             Ok(epoch) => {
-                if seen.is_some_and(|s| s != epoch) || !healthy {
-                    shared.turns.invalidate_allowed();
-                }
-                seen = Some(epoch);
+                s.epoch.set(Some(epoch));
                 healthy = true;
             }
             Err(e) => {
                 if healthy {
-                    tracing::error!(error = %e, "database unreachable; dropping cached decisions");
+                    tracing::error!(error = %e, "database unreachable; trusting no cached decision");
                 }
-                shared.turns.clear();
+                s.epoch.set(None);
+                s.turns.clear();
                 healthy = false;
             }
         }
+        drop(s);
+        tokio::time::sleep(EPOCH_POLL).await;
     }
 }
 

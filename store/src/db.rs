@@ -10,6 +10,7 @@ pub mod interrupts;
 pub mod janitor;
 pub mod policy;
 pub mod refusals;
+pub mod register;
 pub mod resume;
 pub mod turns;
 

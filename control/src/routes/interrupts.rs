@@ -9,7 +9,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use egressgate_store::db::interrupts::{NewPointer, Pointer, RegisterError};
+use egressgate_store::db::interrupts::Pointer;
+use egressgate_store::db::register::{NewPointer, RegisterError};
 use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 

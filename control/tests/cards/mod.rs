@@ -137,3 +137,16 @@ pub async fn claim_call(app: &TestApp, id: &str, action: &str, body: Value) -> (
 pub async fn rows(app: &TestApp, sql: &str) -> i64 {
     app.count(sql).await
 }
+
+/// Makes every audit insert fail, on either backend (fault injection).
+pub async fn break_audit(app: &TestApp) {
+    if app.db_url.starts_with("postgres") {
+        app.exec_sql(
+            "CREATE FUNCTION audit_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$ LANGUAGE plpgsql",
+        )
+        .await;
+        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION audit_fail()").await;
+    } else {
+        app.exec_sql("CREATE TRIGGER audit_fail BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'injected'); END").await;
+    }
+}

@@ -1,0 +1,190 @@
+//! The whole loop with the real binary: refused download → approval tool → interrupt →
+//! resume → the same turn's next download. Also: decline and malformed decisions stay
+//! refused, the allow cache never hides a fresh approval, and a revocation reaches the proxy
+//! within one cache-epoch poll.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+const FILES: &str = "files.example.com";
+
+async fn setup() -> (Gate, Origin) {
+    let o = origin().await;
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&[
+            "--allow-cidr",
+            "127.0.0.0/8",
+            "--allow-port",
+            &o.addr.port().to_string(),
+        ])
+        .start();
+    (g, o)
+}
+
+/// Runs the approval tool and registers the interrupt; returns (interrupt id, resume secret).
+async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
+    let r = api
+        .post(
+            &format!("/v1/turns/{}/approval-requests", turn.id),
+            RUNTIME,
+            json!({"reason": "the analysis needs the data file", "urls": urls}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["outcome"], "ask", "{v}");
+    let r = api
+        .post(
+            "/v1/interrupts",
+            RUNTIME,
+            json!({"draft_id": v["draft_id"]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    (
+        v["interrupt"]["id"].as_str().unwrap().to_owned(),
+        v["resume_secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+async fn resume(api: &Api, id: &str, secret: &str, status: &str, payload: Value) -> Resp {
+    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]});
+    api.call(
+        "POST",
+        &format!("/v1/interrupts/{id}/resume"),
+        None,
+        None,
+        Some(&body.to_string()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn approve_then_the_same_turn_downloads() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    let turn = api.turn("alice", "c1", &[]).await;
+    let url = format!("http://{FILES}:{}/data.csv", o.addr.port());
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    // Nothing named: the refused host is merged from the turn's record.
+    let (id, secret) = ask(&api, &turn, &[]).await;
+    let outcome = api
+        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
+        .await
+        .json();
+    assert_eq!(outcome["state"], "pending");
+    assert_eq!(outcome["card"]["sites"], json!([FILES]));
+    let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["decision"]["outcome"], "approved");
+    // The very next request of the same turn passes: no cache hides a fresh approval.
+    let got = proxy_get(g.proxy(), &turn, &url).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let approvals = api
+        .call(
+            "GET",
+            "/v1/chats/c1/approvals",
+            Some(RUNTIME),
+            Some("alice"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(approvals["approvals"][0]["value"], FILES);
+    assert_eq!(approvals["approvals"][0]["card_id"], id.as_str());
+    // Another chat of the same user does not see it.
+    let other = api.turn("alice", "c2", &[]).await;
+    assert_eq!(proxy_get(g.proxy(), &other, &url).await.status, 403);
+}
+
+#[tokio::test]
+async fn decline_and_malformed_decisions_stay_refused() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    let url = format!("http://{FILES}:{}/data.csv", o.addr.port());
+    for (chat, status, payload) in [
+        ("declined", "resolved", json!({"approved": false})),
+        ("string-true", "resolved", json!({"approved": "true"})),
+        ("cancelled", "cancelled", json!({"approved": true})),
+        ("missing", "resolved", json!({})),
+    ] {
+        let turn = api.turn("bob", chat, &[]).await;
+        assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+        let (id, secret) = ask(&api, &turn, &[&url]).await;
+        let r = resume(&api, &id, &secret, status, payload).await;
+        assert_eq!(r.status, 200, "{chat}: {}", r.text());
+        let v = r.json();
+        assert_ne!(v["decision"]["outcome"], "approved", "{chat}");
+        // Finish the resumed run, which frees the user's resume slot.
+        let done = api
+            .call(
+                "POST",
+                &format!("/v1/interrupts/{id}/complete"),
+                None,
+                None,
+                Some(&json!({"claim_id": v["claim"]["claim_id"]}).to_string()),
+            )
+            .await;
+        assert_eq!(done.status, 200, "{}", done.text());
+        assert_eq!(
+            proxy_get(g.proxy(), &turn, &url).await.status,
+            403,
+            "{chat} must stay refused"
+        );
+    }
+    assert!(o.requests().is_empty());
+}
+
+#[tokio::test]
+async fn cached_allow_never_outlives_a_revocation_or_its_turn() {
+    let (g, o) = setup().await;
+    let api = g.api();
+    let turn = api.turn("carol", "c1", &[]).await;
+    let url = format!("http://{FILES}:{}/", o.addr.port());
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    let (id, secret) = ask(&api, &turn, &[]).await;
+    assert_eq!(
+        resume(&api, &id, &secret, "resolved", json!({"approved": true}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200); // now cached for the turn
+    let r = api
+        .call(
+            "DELETE",
+            &format!("/v1/chats/c1/approvals/site/{FILES}"),
+            Some(RUNTIME),
+            Some("carol"),
+            None,
+        )
+        .await;
+    assert!(r.status == 200 || r.status == 204, "{}", r.text());
+    let revoked_at = Instant::now();
+    let mut refused = false;
+    while revoked_at.elapsed() < Duration::from_secs(5) {
+        if proxy_get(g.proxy(), &turn, &url).await.status == 403 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delay = revoked_at.elapsed();
+    eprintln!("revocation reached the proxy's cache after {delay:?}");
+    assert!(
+        refused,
+        "a revocation must stop the cached allow well before the next turn; log: {:#?}",
+        g.log_lines("")
+    );
+    // A new turn of the chat is refused at once.
+    let next = api.turn("carol", "c1", &[]).await;
+    assert_eq!(proxy_get(g.proxy(), &next, &url).await.status, 403);
+}
