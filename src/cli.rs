@@ -212,6 +212,9 @@ pub struct RawConfig {
     /// Time allowed to resolve and connect upstream.
     #[arg(long, env = "EGRESSGATE_CONNECT_TIMEOUT")]
     pub connect_timeout: Option<String>,
+    /// Time allowed for a tunnel's TLS ClientHello.
+    #[arg(long, env = "EGRESSGATE_CLIENT_HELLO_TIMEOUT")]
+    pub client_hello_timeout: Option<String>,
     /// Tunnel idle timeout.
     #[arg(long, env = "EGRESSGATE_IDLE_TIMEOUT")]
     pub idle_timeout: Option<String>,

@@ -255,12 +255,12 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         )?,
         connect_timeout: duration("connect-timeout", &raw.connect_timeout, d.connect_timeout)?,
         idle_timeout: duration("idle-timeout", &raw.idle_timeout, d.idle_timeout)?,
-        client_hello_timeout: d.client_hello_timeout,
-        max_header_bytes: usize::try_from(size(
-            "max-header-bytes",
-            &raw.max_header_bytes,
-            d.max_header_bytes as u64,
-        )?)?,
+        client_hello_timeout: duration(
+            "client-hello-timeout",
+            &raw.client_hello_timeout,
+            d.client_hello_timeout,
+        )?,
+        max_header_bytes: header_bytes(&raw.max_header_bytes, d.max_header_bytes)?,
         max_connections_per_turn: raw
             .max_connections_per_turn
             .unwrap_or(d.max_connections_per_turn),
@@ -322,6 +322,16 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         proxy,
         control,
     })
+}
+
+/// hyper cannot buffer less than 8 KiB, so a smaller limit is an error rather than silently
+/// raised.
+fn header_bytes(v: &Option<String>, default: usize) -> Result<usize> {
+    let n = usize::try_from(size("max-header-bytes", v, default as u64)?)?;
+    if n < 8192 {
+        bail!("--max-header-bytes must be at least 8192 (8 KiB)");
+    }
+    Ok(n)
 }
 
 fn positive(name: &str, v: Option<i64>, default: i64) -> Result<i64> {

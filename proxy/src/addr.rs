@@ -32,15 +32,16 @@ const V4_METADATA: &[Ipv4Addr] = &[
 ];
 
 /// IPv6 ranges that are never public unicast.
-const V6_BLOCKED: &[(u16, u16, u8)] = &[
-    (0x0100, 0, 64),      // discard-only
-    (0x2001, 0x0db8, 32), // documentation
-    (0x2001, 0x0002, 48), // benchmarking (2001:2::/48)
-    (0x3fff, 0, 20),      // documentation (RFC 9637)
-    (0xfc00, 0, 7),       // unique local
-    (0xfe80, 0, 10),      // link-local
-    (0xfec0, 0, 10),      // site-local (deprecated)
-    (0xff00, 0, 8),       // multicast
+const V6_BLOCKED: &[(u16, u16, u16, u8)] = &[
+    (0x0064, 0xff9b, 0x0001, 48), // local-use NAT64 (RFC 8215): not globally reachable
+    (0x0100, 0, 0, 64),           // discard-only
+    (0x2001, 0x0db8, 0, 32),      // documentation
+    (0x2001, 0x0002, 0, 48),      // benchmarking (2001:2::/48)
+    (0x3fff, 0, 0, 20),           // documentation (RFC 9637)
+    (0xfc00, 0, 0, 7),            // unique local
+    (0xfe80, 0, 0, 10),           // link-local
+    (0xfec0, 0, 0, 10),           // site-local (deprecated)
+    (0xff00, 0, 0, 8),            // multicast
 ];
 
 /// AWS's IPv6 instance metadata endpoint (inside ULA, listed for clarity).
@@ -50,8 +51,8 @@ fn v4_net(a: u8, b: u8, c: u8, d: u8, len: u8) -> Option<Ipv4Net> {
     Ipv4Net::new(Ipv4Addr::new(a, b, c, d), len).ok()
 }
 
-fn v6_net(a: u16, b: u16, len: u8) -> Option<Ipv6Net> {
-    Ipv6Net::new(Ipv6Addr::new(a, b, 0, 0, 0, 0, 0, 0), len).ok()
+fn v6_net(a: u16, b: u16, c: u16, len: u8) -> Option<Ipv6Net> {
+    Ipv6Net::new(Ipv6Addr::new(a, b, c, 0, 0, 0, 0, 0), len).ok()
 }
 
 /// The IPv4 address an IPv6 address stands for, when it embeds one: IPv4-mapped and
@@ -66,7 +67,7 @@ pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if s[..6] == [0, 0, 0, 0, 0, 0] && !(s[6] == 0 && s[7] <= 1) {
         return Some(low32(s[6], s[7])); // IPv4-compatible (deprecated), excluding :: and ::1
     }
-    if s[0] == 0x64 && s[1] == 0xff9b && (s[2..6] == [0, 0, 0, 0] || s[2] == 1) {
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
         return Some(low32(s[6], s[7]));
     }
     if s[0] == 0x2002 {
@@ -92,7 +93,7 @@ pub fn is_public_unicast(ip: IpAddr) -> bool {
             }
             !V6_BLOCKED
                 .iter()
-                .filter_map(|&(a, b, len)| v6_net(a, b, len))
+                .filter_map(|&(a, b, c, len)| v6_net(a, b, c, len))
                 .any(|n| n.contains(&v6))
         }
     }

@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub metrics: Metrics,
     /// The cache epoch cached allow decisions are checked against.
     pub epoch: decide::CacheEpoch,
+    /// Open connections and tunnels (for the total limit and the shutdown drain).
+    pub active: Arc<crate::server::Active>,
     /// Idle upstream connections for forwarded requests.
     pub pool: Arc<crate::pool::Pool>,
     /// Flips to true when the process starts draining.

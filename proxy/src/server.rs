@@ -25,17 +25,26 @@ use crate::settings::Settings;
 pub struct Proxy {
     shared: Arc<Shared>,
     drain_tx: watch::Sender<bool>,
-    active: Arc<Active>,
 }
 
-/// Open connections, so shutdown can wait for them.
+/// Open client connections and tunnels (an upgraded connection outlives hyper's connection
+/// future), for `max-connections` and so shutdown can wait for them.
 #[derive(Default)]
-struct Active {
+pub(crate) struct Active {
     count: AtomicUsize,
     idle: Notify,
 }
 
-struct ConnGuard(Arc<Active>);
+/// Counts one open connection or tunnel while it lives.
+pub(crate) struct ConnGuard(Arc<Active>);
+
+impl ConnGuard {
+    /// Counts one more; returns the guard and the count before it.
+    pub(crate) fn new(active: &Arc<Active>) -> (Self, usize) {
+        let prev = active.count.fetch_add(1, Ordering::AcqRel);
+        (Self(active.clone()), prev)
+    }
+}
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
@@ -61,17 +70,14 @@ impl Proxy {
             metrics: Metrics::new(registry),
             pool: Arc::default(),
             epoch: Default::default(),
+            active: Arc::default(),
             dialer,
             store,
             settings,
             draining,
         });
         tokio::spawn(watch_epoch(Arc::downgrade(&shared)));
-        Self {
-            shared,
-            drain_tx,
-            active: Arc::new(Active::default()),
-        }
+        Self { shared, drain_tx }
     }
 
     /// Accepts connections until `shutdown` resolves, then stops accepting, lets keep-alive
@@ -98,9 +104,10 @@ impl Proxy {
         drop(listener);
         let _ = self.drain_tx.send(true);
         let wait_idle = async {
-            while self.active.count.load(Ordering::Acquire) > 0 {
-                let notified = self.active.idle.notified();
-                if self.active.count.load(Ordering::Acquire) == 0 {
+            let active = &self.shared.active;
+            while active.count.load(Ordering::Acquire) > 0 {
+                let notified = active.idle.notified();
+                if active.count.load(Ordering::Acquire) == 0 {
                     break;
                 }
                 notified.await;
@@ -109,7 +116,7 @@ impl Proxy {
         let deadline = self.shared.settings.drain_timeout + std::time::Duration::from_secs(1);
         if tokio::time::timeout(deadline, wait_idle).await.is_err() {
             tracing::warn!(
-                open = self.active.count.load(Ordering::Acquire),
+                open = self.shared.active.count.load(Ordering::Acquire),
                 "drain deadline passed; closing the rest"
             );
         }
@@ -117,9 +124,8 @@ impl Proxy {
     }
 
     fn spawn_connection(&self, stream: TcpStream) {
-        let prev = self.active.count.fetch_add(1, Ordering::AcqRel);
-        let guard = ConnGuard(self.active.clone());
         let shared = self.shared.clone();
+        let (guard, prev) = ConnGuard::new(&shared.active);
         if prev >= shared.settings.max_connections {
             tokio::spawn(async move {
                 let _guard = guard;
@@ -195,7 +201,7 @@ where
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(shared.settings.header_read_timeout)
-        .max_buf_size(shared.settings.max_header_bytes.max(8192))
+        .max_buf_size(shared.settings.max_header_bytes)
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     tokio::pin!(conn);

@@ -13,8 +13,11 @@ pub enum Hello {
     Sni(String),
     /// A complete ClientHello without a DNS server name.
     NoSni,
-    /// Not TLS at all.
+    /// Not TLS at all (the first byte is not a TLS handshake record).
     NotTls,
+    /// Starts like a TLS handshake but cannot be parsed (or is over [`MAX_HELLO_BYTES`]):
+    /// never let through, since a real TLS server might still accept it.
+    Malformed,
     /// Looks like TLS; more bytes are needed.
     Incomplete,
 }
@@ -35,7 +38,7 @@ pub fn inspect(buf: &[u8]) -> Hello {
         match acceptor.read_tls(&mut rest) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(_) => return Hello::NotTls,
+            Err(_) => return Hello::Malformed,
         }
     }
     match acceptor.accept() {
@@ -43,8 +46,8 @@ pub fn inspect(buf: &[u8]) -> Hello {
             Some(name) => Hello::Sni(name.to_owned()),
             None => Hello::NoSni,
         },
-        Ok(None) => Hello::Incomplete,
-        Err(_) => Hello::NotTls,
+        Ok(None) if buf.len() < MAX_HELLO_BYTES => Hello::Incomplete,
+        Ok(None) | Err(_) => Hello::Malformed,
     }
 }
 

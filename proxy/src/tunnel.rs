@@ -18,7 +18,8 @@ use crate::identify::{ActiveGuard, TurnEntry};
 use crate::metrics::DirectionLabel;
 use crate::relay::{self, End};
 use crate::respond::{self, ProxyBody};
-use crate::sni::{self, Hello, MAX_HELLO_BYTES};
+use crate::server::ConnGuard;
+use crate::sni::{self, Hello};
 use crate::target::Target;
 
 /// How long a non-443 tunnel waits for the client to speak first before assuming a
@@ -34,8 +35,11 @@ pub(crate) fn start(
     addrs: Vec<SocketAddr>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    // The tunnel counts as an open connection until it ends, although hyper's connection
+    // future finishes at the upgrade.
+    let (conn_guard, _) = ConnGuard::new(&shared.active);
     tokio::spawn(async move {
-        let _guard = guard;
+        let _guards = (guard, conn_guard);
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => run(&shared, &turn, &target, &addrs, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
@@ -122,6 +126,10 @@ async fn run<C>(
 }
 
 /// Reads until the ClientHello is complete (or it is clearly not TLS) and judges its SNI.
+/// Once the first bytes look like TLS, only a parsed hello whose SNI is the CONNECT host (or,
+/// off port 443 or with `require-sni` off, a parsed hello without SNI) passes: a stalled,
+/// oversized or unparseable hello is refused on every port, since a real TLS server might
+/// still accept it.
 async fn check_hello<C: AsyncRead + Unpin>(
     shared: &Shared,
     target: &Target,
@@ -129,6 +137,7 @@ async fn check_hello<C: AsyncRead + Unpin>(
     buf: &mut Vec<u8>,
 ) -> Check {
     let tls_port = target.port == 443;
+    let sni_required = tls_port && shared.settings.require_sni;
     let first_wait = if tls_port {
         shared.settings.client_hello_timeout
     } else {
@@ -145,20 +154,22 @@ async fn check_hello<C: AsyncRead + Unpin>(
         match tokio::time::timeout_at(wait, client.read(&mut chunk)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return Check::Gone,
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            // Silence: a server-first protocol on a non-TLS port may proceed.
-            Err(_) if buf.is_empty() && !tls_port => return Check::Pass,
-            Err(_) => {
-                return if tls_port && shared.settings.require_sni {
+            // Silence from the client: a server-first protocol may proceed off port 443.
+            Err(_) if buf.is_empty() => {
+                return if sni_required {
                     Check::Refuse
                 } else {
                     Check::Pass
                 };
             }
+            // A hello that started but never finished.
+            Err(_) => return Check::Refuse,
         }
         match sni::inspect(buf) {
-            Hello::Incomplete if buf.len() < MAX_HELLO_BYTES => continue,
-            Hello::Incomplete | Hello::NotTls | Hello::NoSni => {
-                return if tls_port && shared.settings.require_sni {
+            Hello::Incomplete => continue,
+            Hello::Malformed => return Check::Refuse,
+            Hello::NotTls | Hello::NoSni => {
+                return if sni_required {
                     Check::Refuse
                 } else {
                     Check::Pass
