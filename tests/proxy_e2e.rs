@@ -33,17 +33,40 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
     let api = g.api();
     api.admin_site(FILES).await;
     let url = format!("http://{FILES}:{}/", o.addr.port());
-    let no_auth = proxy_raw(g.proxy(), &format!("GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n", o.addr.port())).await;
+    let no_auth = proxy_raw(
+        g.proxy(),
+        &format!(
+            "GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n",
+            o.addr.port()
+        ),
+    )
+    .await;
     assert_eq!(no_auth.status, 407);
-    assert_eq!(no_auth.header("proxy-authenticate"), Some("Basic realm=\"egressgate\""));
+    assert_eq!(
+        no_auth.header("proxy-authenticate"),
+        Some("Basic realm=\"egressgate\"")
+    );
     let turn = api.turn("u1", "c1", &[]).await;
-    let wrong = Turn { id: turn.id.clone(), credential: format!("{}:not-the-secret", turn.id) };
+    let wrong = Turn {
+        id: turn.id.clone(),
+        credential: format!("{}:not-the-secret", turn.id),
+    };
     assert_eq!(proxy_get(g.proxy(), &wrong, &url).await.status, 407);
-    let unknown = Turn { id: "t_x".into(), credential: "t_AAAAAAAAAAAAAAAAAAAAAA:whatever".into() };
+    let unknown = Turn {
+        id: "t_x".into(),
+        credential: "t_AAAAAAAAAAAAAAAAAAAAAA:whatever".into(),
+    };
     assert_eq!(proxy_get(g.proxy(), &unknown, &url).await.status, 407);
-    let garbage = proxy_raw(g.proxy(), &format!("GET {url} HTTP/1.1\r\nproxy-authorization: Basic !!!\r\n\r\n")).await;
+    let garbage = proxy_raw(
+        g.proxy(),
+        &format!("GET {url} HTTP/1.1\r\nproxy-authorization: Basic !!!\r\n\r\n"),
+    )
+    .await;
     assert_eq!(garbage.status, 407);
-    assert!(o.requests().is_empty(), "the origin must not be reached without a credential");
+    assert!(
+        o.requests().is_empty(),
+        "the origin must not be reached without a credential"
+    );
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
 }
 
@@ -57,7 +80,10 @@ async fn expired_turn_gets_407() {
         .await;
     assert_eq!(r.status, 201);
     let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
-    let turn = Turn { id: url.username().into(), credential: format!("{}:{}", url.username(), url.password().unwrap()) };
+    let turn = Turn {
+        id: url.username().into(),
+        credential: format!("{}:{}", url.username(), url.password().unwrap()),
+    };
     let target = format!("http://{FILES}:{}/", o.addr.port());
     assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 200);
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry
@@ -82,11 +108,23 @@ async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
     let seen = o.requests();
     assert_eq!(seen.len(), 1);
     let head = seen[0].to_ascii_lowercase();
-    assert!(head.starts_with("get /data.csv?x=1 http/1.1"), "origin-form upstream: {head}");
-    assert!(!head.contains("proxy-authorization"), "credential leaked upstream: {head}");
-    assert!(!head.contains("proxy-connection") && !head.contains("x-secret-hop"), "hop-by-hop leaked: {head}");
+    assert!(
+        head.starts_with("get /data.csv?x=1 http/1.1"),
+        "origin-form upstream: {head}"
+    );
+    assert!(
+        !head.contains("proxy-authorization"),
+        "credential leaked upstream: {head}"
+    );
+    assert!(
+        !head.contains("proxy-connection") && !head.contains("x-secret-hop"),
+        "hop-by-hop leaked: {head}"
+    );
     assert!(head.contains("x-end-to-end: kept"));
-    let egress = api.get(&format!("/v1/turns/{}/egress", turn.id), RUNTIME).await.json();
+    let egress = api
+        .get(&format!("/v1/turns/{}/egress", turn.id), RUNTIME)
+        .await
+        .json();
     assert_eq!(egress["egress"][0]["host"], FILES);
 }
 
@@ -122,8 +160,14 @@ async fn unapproved_host_is_refused_clearly_recorded_once_and_counted() {
     assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
     assert_eq!(r.header("x-egress-approvable"), Some("true"));
     let body = r.text();
-    assert!(body.contains(FILES) && body.contains("not_approved"), "{body}");
-    assert!(body.contains("approval tool") && body.contains("do not try to get around the proxy"), "{body}");
+    assert!(
+        body.contains(FILES) && body.contains("not_approved"),
+        "{body}"
+    );
+    assert!(
+        body.contains("approval tool") && body.contains("do not try to get around the proxy"),
+        "{body}"
+    );
     // Recorded before the 403 was written: visible immediately.
     let rec = api.refusals(&turn).await;
     let rows = rec["refusals"].as_array().unwrap();
@@ -132,17 +176,33 @@ async fn unapproved_host_is_refused_clearly_recorded_once_and_counted() {
     assert_eq!(rows[0]["reason"], "not_approved");
     assert_eq!(rows[0]["approvable"], true);
     assert_eq!(rows[0]["count"], 1);
-    assert_eq!(rows[0]["url"], format!("http://{FILES}:{}/secret.csv", o.addr.port()), "query and fragment stripped");
+    assert_eq!(
+        rows[0]["url"],
+        format!("http://{FILES}:{}/secret.csv", o.addr.port()),
+        "query and fragment stripped"
+    );
     let (head, _s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
     assert_eq!(head.status, 403);
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
     let rec = api.refusals(&turn).await;
-    assert_eq!(rec["refusals"].as_array().unwrap().len(), 1, "one row per (host, port, reason)");
+    assert_eq!(
+        rec["refusals"].as_array().unwrap().len(),
+        1,
+        "one row per (host, port, reason)"
+    );
     assert_eq!(rec["refusals"][0]["count"], 3);
     assert_eq!(rec["overflow"], 0);
-    assert!(o.requests().is_empty() && o.connection_count() == 0, "the origin must never be touched");
+    assert!(
+        o.requests().is_empty() && o.connection_count() == 0,
+        "the origin must never be touched"
+    );
     let lines = g.log_lines("decision=\"refuse\"");
-    assert!(lines.iter().any(|l| l.contains(&turn.id) && l.contains("reason=\"not_approved\"")), "canonical decision log line: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&turn.id) && l.contains("reason=\"not_approved\"")),
+        "canonical decision log line: {lines:?}"
+    );
 }
 
 #[tokio::test]
@@ -154,8 +214,20 @@ async fn refusals_are_kept_per_turn_and_launch_sites_only_for_their_turn() {
     let url = format!("http://{FILES}:{}/", o.addr.port());
     assert_eq!(proxy_get(g.proxy(), &with_launch, &url).await.status, 200);
     assert_eq!(proxy_get(g.proxy(), &plain, &url).await.status, 403);
-    assert_eq!(api.refusals(&with_launch).await["refusals"].as_array().unwrap().len(), 0);
-    assert_eq!(api.refusals(&plain).await["refusals"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        api.refusals(&with_launch).await["refusals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        api.refusals(&plain).await["refusals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -178,8 +250,17 @@ async fn wildcards_match_subdomains_only_and_hosts_are_normalised() {
         assert_eq!(r.status, status, "{host}: {}", r.text());
     }
     let rows = api.refusals(&turn).await;
-    let hosts: Vec<_> = rows["refusals"].as_array().unwrap().iter().map(|r| r["host"].as_str().unwrap().to_owned()).collect();
-    assert!(hosts.contains(&"wild.example.org".to_owned()) && hosts.contains(&"badexample.com".to_owned()), "{hosts:?}");
+    let hosts: Vec<_> = rows["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        hosts.contains(&"wild.example.org".to_owned())
+            && hosts.contains(&"badexample.com".to_owned()),
+        "{hosts:?}"
+    );
 }
 
 #[tokio::test]
@@ -189,7 +270,9 @@ async fn malformed_proxy_requests_are_400_and_not_recorded() {
     let turn = api.turn("u1", "c1", &[]).await;
     let auth = turn.auth_header();
     for raw in [
-        format!("GET /not/a/proxy/request HTTP/1.1\r\nhost: x\r\nproxy-authorization: {auth}\r\n\r\n"),
+        format!(
+            "GET /not/a/proxy/request HTTP/1.1\r\nhost: x\r\nproxy-authorization: {auth}\r\n\r\n"
+        ),
         format!("CONNECT nohostport HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
         format!("CONNECT files.example.com:99999 HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
         format!("GET https://files.example.com/ HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
@@ -199,17 +282,42 @@ async fn malformed_proxy_requests_are_400_and_not_recorded() {
         let r = proxy_raw(g.proxy(), &raw).await;
         assert_eq!(r.status, 400, "{raw:?} → {} {}", r.status, r.text());
     }
-    assert_eq!(api.refusals(&turn).await["refusals"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        api.refusals(&turn).await["refusals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
 }
 
 #[tokio::test]
 async fn api_refuses_missing_unknown_and_wrong_role_tokens() {
     let (g, _o) = setup().await;
     let api = g.api();
-    let body = serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true}).to_string();
-    assert_eq!(api.call("POST", "/v1/turns", None, None, Some(&body)).await.status, 401);
-    assert_eq!(api.call("POST", "/v1/turns", Some("nope-nope-nope-nope"), None, Some(&body)).await.status, 401);
-    let wrong_role = api.call("POST", "/v1/turns", Some(ADMIN), None, Some(&body)).await;
+    let body =
+        serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true}).to_string();
+    assert_eq!(
+        api.call("POST", "/v1/turns", None, None, Some(&body))
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        api.call(
+            "POST",
+            "/v1/turns",
+            Some("nope-nope-nope-nope"),
+            None,
+            Some(&body)
+        )
+        .await
+        .status,
+        401
+    );
+    let wrong_role = api
+        .call("POST", "/v1/turns", Some(ADMIN), None, Some(&body))
+        .await;
     assert_eq!(wrong_role.status, 403);
     assert_eq!(wrong_role.json()["error"]["code"], "FORBIDDEN");
     assert_eq!(api.get("/v1/admin/sites", RUNTIME).await.status, 403);
@@ -220,15 +328,44 @@ async fn api_refuses_missing_unknown_and_wrong_role_tokens() {
 async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
     let o = origin().await;
     let port = o.addr.port().to_string();
-    let g = gate().resolve(FILES, "127.0.0.1").resolve("evil.example.com", "127.0.0.1").arg("--allow-cidr").arg("127.0.0.0/8").arg("--allow-port").arg(&port).start();
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .resolve("evil.example.com", "127.0.0.1")
+        .arg("--allow-cidr")
+        .arg("127.0.0.0/8")
+        .arg("--allow-port")
+        .arg(&port)
+        .start();
     let api = g.api();
     api.admin_site(FILES).await;
     let turn = api.turn("u1", "c1", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &turn, &format!("http://evil.example.com:{port}/")).await.status, 403);
+    assert_eq!(
+        proxy_get(
+            g.proxy(),
+            &turn,
+            &format!("http://evil.example.com:{port}/")
+        )
+        .await
+        .status,
+        403
+    );
     let dir = g.kill();
-    let g = gate().data_dir(dir).resolve(FILES, "127.0.0.1").arg("--allow-cidr").arg("127.0.0.0/8").arg("--allow-port").arg(&port).start();
+    let g = gate()
+        .data_dir(dir)
+        .resolve(FILES, "127.0.0.1")
+        .arg("--allow-cidr")
+        .arg("127.0.0.0/8")
+        .arg("--allow-port")
+        .arg(&port)
+        .start();
     let api = g.api();
-    assert_eq!(proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/")).await.status, 200, "turn and list survive");
+    assert_eq!(
+        proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/"))
+            .await
+            .status,
+        200,
+        "turn and list survive"
+    );
     let rec = api.refusals(&turn).await;
     assert_eq!(rec["refusals"][0]["host"], "evil.example.com");
     let sites = api.get("/v1/admin/sites", ADMIN).await.json();
@@ -244,7 +381,11 @@ fn bad_flags_and_unreachable_database_are_one_line_errors() {
         vec!["serve", "--allow-cidr", "10.0.0.0/99"],
         vec!["serve", "--resolve", "files.example.com"],
         vec!["serve", "--turn-ttl", "forever"],
-        vec!["serve", "--database-url", "postgres://nobody:pw@127.0.0.1:1/none"],
+        vec![
+            "serve",
+            "--database-url",
+            "postgres://nobody:pw@127.0.0.1:1/none",
+        ],
         vec!["serve", "--database-url", "mysql://x"],
         vec!["serve", "--config", "/nonexistent/egressgate.toml"],
         vec!["control", "--control-listen", "127.0.0.1:0"],
@@ -260,7 +401,11 @@ fn bad_flags_and_unreachable_database_are_one_line_errors() {
         assert!(!out.status.success(), "{args:?} should fail");
         assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
         let errors: Vec<_> = stderr.lines().filter(|l| l.contains("error")).collect();
-        assert_eq!(errors.len(), 1, "{args:?}: expected one error line, got {stderr}");
+        assert_eq!(
+            errors.len(),
+            1,
+            "{args:?}: expected one error line, got {stderr}"
+        );
         assert!(!stderr.contains(":pw@"), "password leaked: {stderr}");
     }
 }
@@ -272,7 +417,13 @@ fn config_file_env_and_flags_layer_in_order() {
     let cfg = dir.path().join("eg.toml");
     std::fs::write(&cfg, "turn-ttl = \"nonsense\"\n").unwrap();
     // The file's bad value is reported...
-    let out = std::process::Command::new(bin).args(["migrate", "--config"]).arg(&cfg).arg("--data-dir").arg(dir.path().join("d")).output().unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["migrate", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("turn-ttl"));
     // ...unless the environment overrides it, and a flag overrides the environment.
@@ -285,8 +436,18 @@ fn config_file_env_and_flags_layer_in_order() {
         .args(["--turn-ttl", "2h"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::write(&cfg, "no-such-key = 1\n").unwrap();
-    let out = std::process::Command::new(bin).args(["migrate", "--config"]).arg(&cfg).arg("--data-dir").arg(dir.path().join("d")).output().unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["migrate", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "unknown keys are errors");
 }
