@@ -84,75 +84,7 @@ impl GateBuilder {
         self
     }
     pub fn start(self) -> Gate {
-        let data_dir = self
-            .data_dir
-            .unwrap_or_else(|| tempfile::tempdir().unwrap());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
-        cmd.arg(self.sub)
-            .arg("--data-dir")
-            .arg(data_dir.path().join("data"));
-        if self.sub != "control" {
-            cmd.args(["--proxy-listen", "127.0.0.1:0"]);
-        }
-        if self.sub != "proxy" {
-            cmd.args(["--control-listen", "127.0.0.1:0"]);
-        }
-        match self.database.as_deref() {
-            // Always the embedded store, even when CI provides PostgreSQL (SQLite-specific tests).
-            Some("sqlite-default") => {}
-            Some(url) => {
-                cmd.arg("--database-url").arg(url);
-            }
-            None => {
-                if let Some(url) = postgres_database_for(data_dir.path()) {
-                    cmd.arg("--database-url").arg(url);
-                }
-            }
-        }
-        cmd.args(&self.args)
-            .env("EGRESSGATE_ADMIN_TOKEN", ADMIN)
-            .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
-            .env("EGRESSGATE_LOG", "info,egressgate_proxy=debug")
-            .env_remove("DATABASE_URL")
-            .envs(self.env)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn egressgate");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line.clone());
-                log2.lock().unwrap().push(line);
-            }
-        });
-        let (mut proxy, mut control) = (None, None);
-        let want_proxy = self.sub != "control";
-        let want_control = self.sub != "proxy";
-        while (want_proxy && proxy.is_none()) || (want_control && control.is_none()) {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|_| panic!("gate did not start; log: {:?}", log.lock().unwrap()));
-            let addr = line
-                .split("addr=")
-                .nth(1)
-                .and_then(|a| a.split_whitespace().next())
-                .and_then(|a| a.parse().ok());
-            if line.contains("proxy listening") {
-                proxy = addr;
-            } else if line.contains("control plane listening") {
-                control = addr;
-            }
-        }
-        Gate {
-            child,
-            proxy,
-            control,
-            data_dir,
-            log,
-        }
+        self.start_on("127.0.0.1:0", "127.0.0.1:0")
     }
 }
 
