@@ -1,19 +1,34 @@
 //! Turning a resume entry into a decision, failing closed: only `resolved` with
-//! `payload.approved === true` approves, and the person may only narrow the card's package
-//! list. A parser that defaults to yes is the cheapest bug in an approval path.
+//! `payload.approved === true` approves (any other status, payload or shape declines), and
+//! the person may only narrow the card's package list. A parser that defaults to yes is the
+//! cheapest bug in an approval path.
 
 use egressgate_store::db::interrupts::{Decision, Outcome};
 use egressgate_store::{Card, Package};
 use serde_json::Value;
 
-/// The AG-UI resume entry's status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// The AG-UI resume entry's status, read leniently: a missing, mistyped or unknown status is
+/// [`ResumeStatus::Other`], which declines (fail closed) instead of failing the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResumeStatus {
-    /// The person answered (the payload says how).
+    /// `"resolved"`: the person answered (the payload says how).
     Resolved,
-    /// The person never answered (typed instead, or the card expired client-side).
+    /// `"cancelled"`: the person never answered (typed instead, or the card expired
+    /// client-side).
     Cancelled,
+    /// Anything else, or no status at all.
+    Other,
+}
+
+impl ResumeStatus {
+    /// Reads the entry's `status` value, whatever its JSON type.
+    pub fn of(status: Option<&Value>) -> Self {
+        match status.and_then(Value::as_str) {
+            Some("resolved") => Self::Resolved,
+            Some("cancelled") => Self::Cancelled,
+            _ => Self::Other,
+        }
+    }
 }
 
 /// Why a decision cannot be applied: the answer tried to widen the card.
@@ -33,8 +48,10 @@ pub fn decide(
         sites: Vec::new(),
         packages: Vec::new(),
     };
-    if status == ResumeStatus::Cancelled {
-        return Ok(declined(Outcome::Cancelled));
+    match status {
+        ResumeStatus::Resolved => {}
+        ResumeStatus::Cancelled => return Ok(declined(Outcome::Cancelled)),
+        ResumeStatus::Other => return Ok(declined(Outcome::Declined)),
     }
     let fields = payload.and_then(Value::as_object);
     let packages = match fields.and_then(|o| o.get("packages")) {
@@ -124,6 +141,27 @@ mod tests {
             Outcome::Cancelled
         );
         assert!(decide(&card(), Resolved, None).is_ok_and(|d| d.outcome == Outcome::Declined));
+        assert_eq!(
+            outcome(Other, json!({"approved": true, "packages": ["torch"]})),
+            Outcome::Declined
+        );
+    }
+
+    #[test]
+    fn only_the_two_known_statuses_are_read_as_such() {
+        use ResumeStatus::*;
+        assert_eq!(ResumeStatus::of(Some(&json!("resolved"))), Resolved);
+        assert_eq!(ResumeStatus::of(Some(&json!("cancelled"))), Cancelled);
+        for other in [
+            json!("approved"),
+            json!("Resolved"),
+            json!(1),
+            json!(null),
+            json!({}),
+        ] {
+            assert_eq!(ResumeStatus::of(Some(&other)), Other, "{other}");
+        }
+        assert_eq!(ResumeStatus::of(None), Other);
     }
 
     #[test]

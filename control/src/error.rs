@@ -40,6 +40,16 @@ impl ApiError {
     pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, code, message)
     }
+
+    /// `409`: the request collides with the current state (a pending card, a lost claim).
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// `410`: the thing exists but can no longer be used (expired, hidden, past a deadline).
+    pub fn gone(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, code, message)
+    }
 }
 
 impl From<StoreError> for ApiError {

@@ -1,9 +1,11 @@
 //! The route table: one place that shows every endpoint and which module serves it.
 
 use axum::Router;
+use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};
 
 use crate::AppState;
+use crate::error::ApiError;
 
 mod admin;
 mod approval;
@@ -56,5 +58,21 @@ pub(crate) fn router(state: AppState) -> Router {
             "/v1/chats/{chat_id}/approvals/{kind}/{value}",
             delete(chats::revoke),
         )
+        .fallback(no_such_endpoint)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// Unknown paths answer in the API's error shape too.
+async fn no_such_endpoint() -> ApiError {
+    ApiError::not_found("NOT_FOUND", "no such endpoint")
+}
+
+/// A known path with a method it does not serve.
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "this endpoint does not serve that method",
+    )
 }

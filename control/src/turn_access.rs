@@ -1,35 +1,28 @@
 //! Finding the turn a path names: `404 TURN_NOT_FOUND` when the id is malformed, unknown or
-//! belongs to another user than the one the runtime names, `410 TURN_EXPIRED` when the caller
-//! needs a live turn. One place, so every turn endpoint answers these cases alike.
+//! belongs to another user than the one the runtime names, `410 TURN_EXPIRED` when it has
+//! expired (the design: "a request on an expired turn is `410 TURN_EXPIRED`"). One place, so
+//! every turn endpoint answers these cases alike.
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{FromRequestParts, Path};
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use egressgate_store::db::turns::Turn;
 use egressgate_store::{Store, Timestamp, TurnId};
 
-use crate::auth::USER_HEADER;
+use crate::AppState;
+use crate::auth::{RuntimeAuth, USER_HEADER};
 use crate::error::ApiError;
-
-/// Whether an expired turn is still acceptable to the caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Need {
-    /// Reading what already happened (refusals, egress): an expired turn's record is
-    /// harmless to read, and the agent may explain a failure after the credential lapsed.
-    Record,
-    /// Acting for the turn (approval tool, policy): its credential must still work.
-    Live,
-}
 
 fn not_found() -> ApiError {
     ApiError::not_found("TURN_NOT_FOUND", "no such turn")
 }
 
-/// Loads the turn `raw_id` names. When the runtime sends `X-Egressgate-User`, a turn of
+/// Loads the live turn `raw_id` names. When the runtime sends `X-Egressgate-User`, a turn of
 /// another user is answered exactly as one that does not exist.
 pub(crate) async fn find_turn(
     store: &Store,
     raw_id: &str,
     headers: &HeaderMap,
-    need: Need,
     now: Timestamp,
 ) -> Result<Turn, ApiError> {
     let id = TurnId::parse(raw_id).ok_or_else(not_found)?;
@@ -39,12 +32,30 @@ pub(crate) async fn find_turn(
     {
         return Err(not_found());
     }
-    if need == Need::Live && turn.expires_at.has_passed(now) {
-        return Err(ApiError::new(
-            StatusCode::GONE,
+    if turn.expires_at.has_passed(now) {
+        return Err(ApiError::gone(
             "TURN_EXPIRED",
             "this turn has expired; the next user message opens a new one",
         ));
     }
     Ok(turn)
+}
+
+/// The live turn a `/v1/turns/{turn_id}/…` path names, for a caller holding the runtime token:
+/// the runtime token is checked first, then [`find_turn`]. For endpoints without a body (with
+/// one, the handler calls [`find_turn`] itself after the body is parsed).
+pub(crate) struct PathTurn(pub(crate) Turn);
+
+impl FromRequestParts<AppState> for PathTurn {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        RuntimeAuth::from_request_parts(parts, state).await?;
+        let Path(turn_id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| not_found())?;
+        find_turn(&state.store, &turn_id, &parts.headers, Timestamp::now())
+            .await
+            .map(Self)
+    }
 }

@@ -26,26 +26,12 @@ async fn sites_add_is_201_then_200_and_stored_canonically() {
     let created = b["created_at"].as_str().unwrap().to_owned();
     assert!(created.ends_with('Z'));
 
-    let (s, b) = app
-        .post_json(
-            "/v1/admin/sites",
-            app.admin(),
-            None,
-            json!({"pattern": "*.example.com"}),
-        )
-        .await;
+    let (s, b) = app.admin_site("*.example.com").await;
     assert_eq!(s, StatusCode::OK, "already there: {b}");
     assert_eq!(b["created_at"], created.as_str());
     assert_eq!(b["note"], "vendor data", "re-adding changes nothing");
 
-    let (s, b) = app
-        .post_json(
-            "/v1/admin/sites",
-            app.admin(),
-            None,
-            json!({"pattern": "files.example.org"}),
-        )
-        .await;
+    let (s, b) = app.admin_site("files.example.org").await;
     assert_eq!(s, StatusCode::CREATED);
     assert_eq!(b["note"], serde_json::Value::Null);
 
@@ -59,8 +45,7 @@ async fn sites_add_is_201_then_200_and_stored_canonically() {
         .collect();
     assert_eq!(patterns, ["*.example.com", "files.example.org"]);
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM audit WHERE kind = 'admin_change'")
-            .await,
+        app.audit_rows("admin_change").await,
         2,
         "no audit for a no-op"
     );
@@ -155,23 +140,9 @@ async fn packages_are_canonical_and_removable() {
     assert_eq!(b["name"], "foo-bar-baz");
     assert_eq!(b["note"], "n");
     assert!(b["created_at"].is_string());
-    let (s, _) = app
-        .post_json(
-            "/v1/admin/packages",
-            app.admin(),
-            None,
-            json!({"name": "pip:foo-bar-baz"}),
-        )
-        .await;
+    let (s, _) = app.admin_package("pip:foo-bar-baz").await;
     assert_eq!(s, StatusCode::OK);
-    let (s, b) = app
-        .post_json(
-            "/v1/admin/packages",
-            app.admin(),
-            None,
-            json!({"name": "npm:@types/node"}),
-        )
-        .await;
+    let (s, b) = app.admin_package("npm:@types/node").await;
     assert_eq!(
         (s, &b["name"]),
         (StatusCode::CREATED, &json!("npm:@types/node"))

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use egressgate_control::Settings;
 use egressgate_store::{DraftId, RefusalReason};
 use serde_json::{Value, json};
-use support::{TestApp, code, message};
+use support::{TestApp, assert_invalid_input, code, message};
 
 const NOTHING: &str =
     "name the URLs or packages, or run the step first so the blocked sites are recorded";
@@ -110,15 +110,7 @@ async fn step1_invalid_input_names_the_entry_and_why_and_writes_nothing() {
     ];
     for (body, entry, why) in cases {
         let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
-            "{body}: {b}"
-        );
-        assert!(
-            message(&b).starts_with(entry) && message(&b).contains(why),
-            "{body}: {b}"
-        );
+        assert_invalid_input(s, &b, entry, why, &body.to_string());
         assert!(
             !message(&b).contains("pw@"),
             "credentials never echoed: {b}"
@@ -269,14 +261,7 @@ async fn a_hidden_chat_cannot_ask() {
 async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_card() {
     let app = TestApp::new().await;
     let t = app.open_turn("u", "c", true).await;
-    app.refuse(
-        &t.turn_id,
-        "pypi.org",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
     app.refuse(
         &t.turn_id,
         "cdn.example.net",
@@ -296,14 +281,8 @@ async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_ca
     app.refuse(&t.turn_id, "10.0.0.1", 443, RefusalReason::IpLiteral, None)
         .await;
     let other = app.open_turn("u", "c2", true).await;
-    app.refuse(
-        &other.turn_id,
-        "other-turn.example.net",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&other.turn_id, "other-turn.example.net")
+        .await;
 
     let (s, b) = ask(
         &app,
@@ -351,14 +330,7 @@ async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_ca
 async fn an_empty_call_asks_for_what_the_sandbox_was_refused() {
     let app = TestApp::new().await;
     let t = app.open_turn("u", "c", true).await;
-    app.refuse(
-        &t.turn_id,
-        "pypi.org",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
     let (s, b) = ask(&app, &t.turn_id, json!({"reason": "install deps"})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["outcome"], "ask");
@@ -398,14 +370,7 @@ async fn step3_nothing_named_and_nothing_refused() {
     );
     // Nor are another turn's refusals.
     let t2 = app.open_turn("u", "c", true).await;
-    app.refuse(
-        &t.turn_id,
-        "pypi.org",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
     let (s, b) = ask(&app, &t2.turn_id, json!({"reason": "r"})).await;
     assert_eq!(
         (s, code(&b)),
@@ -427,14 +392,7 @@ async fn step4_a_named_host_refused_for_an_unfixable_reason_is_not_approvable() 
         None,
     )
     .await;
-    app.refuse(
-        &t.turn_id,
-        "pypi.org",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
     let body = json!({"reason": "r", "urls": ["https://files.example.com/a", "https://other.example.com/"]});
     let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
     assert_eq!(s, StatusCode::OK);
@@ -465,20 +423,8 @@ async fn step4_a_named_host_refused_for_an_unfixable_reason_is_not_approvable() 
 #[tokio::test]
 async fn step5_already_approved_by_admin_launch_or_chat_grants() {
     let app = TestApp::new().await;
-    app.post_json(
-        "/v1/admin/sites",
-        app.admin(),
-        None,
-        json!({"pattern": "*.example.com"}),
-    )
-    .await;
-    app.post_json(
-        "/v1/admin/packages",
-        app.admin(),
-        None,
-        json!({"name": "numpy"}),
-    )
-    .await;
+    app.admin_site("*.example.com").await;
+    app.admin_package("numpy").await;
     let t = app
         .open_turn_with(
             "u",
@@ -497,14 +443,7 @@ async fn step5_already_approved_by_admin_launch_or_chat_grants() {
     .await;
     app.insert_approval("u", "c", "package", "requests", Duration::from_secs(3600))
         .await;
-    app.refuse(
-        &t.turn_id,
-        "pypi.org",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
 
     let body = json!({
         "reason": "r",
@@ -524,13 +463,7 @@ async fn step5_already_approved_by_admin_launch_or_chat_grants() {
 #[tokio::test]
 async fn step5_drops_only_what_is_granted_to_this_chat_and_still_valid() {
     let app = TestApp::new().await;
-    app.post_json(
-        "/v1/admin/sites",
-        app.admin(),
-        None,
-        json!({"pattern": "*.example.com"}),
-    )
-    .await;
+    app.admin_site("*.example.com").await;
     let t = app.open_turn("u", "c", true).await;
     let hour = Duration::from_secs(3600);
     app.insert_approval("u", "c", "site", "mine.example.org", hour)
@@ -595,14 +528,7 @@ async fn launch_sites_count_only_for_their_own_turn() {
 async fn step6_no_human_is_a_fixed_sorted_text_byte_identical_across_calls() {
     let app = TestApp::new().await;
     let t = app.open_turn("u", "c", false).await;
-    app.refuse(
-        &t.turn_id,
-        "pypi.org",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
     let body = json!({"reason": "any reason", "urls": ["https://z.example.net/", "https://a.example.net/x?q=1"], "packages": ["requests", "Flask"]});
     let (s1, first) = ask(&app, &t.turn_id, body.clone()).await;
     let (s2, second) = ask(&app, &t.turn_id, body).await;

@@ -75,9 +75,9 @@ async fn a_decline_removes_only_its_own_cards_rows() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["decision"]["outcome"], "declined");
     let left = |card: &str| format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{card}'");
-    assert_eq!(cards::rows(&app, &left(&b.id)).await, 0);
-    assert_eq!(cards::rows(&app, &left(&a.id)).await, 1);
-    assert_eq!(cards::rows(&app, &left("int_test")).await, 1);
+    assert_eq!(app.count(&left(&b.id)).await, 0);
+    assert_eq!(app.count(&left(&a.id)).await, 1);
+    assert_eq!(app.count(&left("int_test")).await, 1);
 }
 
 #[tokio::test]
@@ -98,14 +98,7 @@ async fn revoking_one_approval() {
         .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
         .await;
     assert_eq!(list["approvals"].as_array().unwrap().len(), 1);
-    assert_eq!(
-        cards::rows(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'approval_revoked'"
-        )
-        .await,
-        1
-    );
+    assert_eq!(app.audit_rows("approval_revoked").await, 1);
     // Gone, another user's, or an unknown kind: not found.
     for (path, user) in [
         ("/v1/chats/c1/approvals/site/files.example.com", "alice"),
@@ -169,15 +162,8 @@ async fn hiding_a_chat_expires_its_card_and_revokes_everything() {
         .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
         .await;
     assert_eq!(list, json!({"approvals": []}));
-    assert_eq!(cards::rows(&app, "SELECT COUNT(*) FROM approvals").await, 0);
-    assert_eq!(
-        cards::rows(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'chat_hidden'"
-        )
-        .await,
-        1
-    );
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(app.audit_rows("chat_hidden").await, 1);
     // New turns are refused.
     let body = json!({"user_id": "alice", "chat_id": "c1", "can_ask_human": true});
     let (status, body) = app.post_json("/v1/turns", app.runtime(), None, body).await;
@@ -220,9 +206,10 @@ async fn an_audit_failure_revokes_nothing() {
         (status, code(&body)),
         (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
     );
-    assert_eq!(cards::rows(&app, "SELECT COUNT(*) FROM approvals").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 1);
     assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM chats WHERE hidden_at IS NULL").await,
+        app.count("SELECT COUNT(*) FROM chats WHERE hidden_at IS NULL")
+            .await,
         1
     );
 }

@@ -60,9 +60,9 @@ async fn registration_returns_an_ag_ui_interrupt() {
         "SELECT COUNT(*) FROM interrupts WHERE secret_hash = '{}'",
         r.secret
     );
-    assert_eq!(cards::rows(&app, &leaked).await, 0);
+    assert_eq!(app.count(&leaked).await, 0);
     let audited = "SELECT COUNT(*) FROM audit WHERE kind = 'approval_requested'";
-    assert_eq!(cards::rows(&app, audited).await, 1);
+    assert_eq!(app.count(audited).await, 1);
 
     // Without a tool call id: the namespaced custom reason and no toolCallId key.
     let (_, d) = cards::draft(&app, "alice", "c2", &[], &["requests"], None).await;
@@ -110,7 +110,7 @@ async fn draft_errors_come_before_the_one_open_rule() {
     );
     let unused = format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d3}' AND used_at IS NULL");
     assert_eq!(
-        cards::rows(&app, &unused).await,
+        app.count(&unused).await,
         1,
         "a refused registration leaves the draft usable"
     );
@@ -152,16 +152,10 @@ async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
         }
     }
     assert_eq!(created, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 1);
     assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
-        1
-    );
-    assert_eq!(
-        cards::rows(
-            &app,
-            "SELECT COUNT(*) FROM drafts WHERE used_at IS NOT NULL"
-        )
-        .await,
+        app.count("SELECT COUNT(*) FROM drafts WHERE used_at IS NOT NULL")
+            .await,
         1
     );
 }
@@ -211,22 +205,13 @@ async fn a_failed_snapshot_write_leaves_no_pointer() {
         (status, code(&body)),
         (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
     );
+    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
-        0
-    );
-    assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM drafts WHERE used_at IS NULL").await,
+        app.count("SELECT COUNT(*) FROM drafts WHERE used_at IS NULL")
+            .await,
         1
     );
-    assert_eq!(
-        cards::rows(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'approval_requested'"
-        )
-        .await,
-        0
-    );
+    assert_eq!(app.audit_rows("approval_requested").await, 0);
 }
 
 #[tokio::test]
@@ -250,10 +235,7 @@ async fn an_oversized_snapshot_is_refused_with_no_pointer() {
         (status, code(&body)),
         (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
     );
-    assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
-        0
-    );
+    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     // At the limit it is accepted.
     let ok = base64_of(&[7u8; 16]);
     cards::register(&app, &d, json!({"snapshot": ok})).await;
@@ -276,7 +258,7 @@ async fn a_first_answer_over_the_item_limit_moves_whole_to_the_blob_store() {
     let long = "x".repeat(10_000);
     cards::register(&app, &d, json!({"first_answer": long})).await;
     let moved = "SELECT COUNT(*) FROM interrupts WHERE first_answer IS NULL AND first_answer_key IS NOT NULL";
-    assert_eq!(cards::rows(&app, moved).await, 1);
+    assert_eq!(app.count(moved).await, 1);
     // The blob holds the whole text.
     let p = app
         .store
@@ -292,7 +274,7 @@ async fn a_first_answer_over_the_item_limit_moves_whole_to_the_blob_store() {
     cards::register(&app, &d, json!({"first_answer": "short"})).await;
     let inline =
         "SELECT COUNT(*) FROM interrupts WHERE first_answer = 'short' AND first_answer_key IS NULL";
-    assert_eq!(cards::rows(&app, inline).await, 1);
+    assert_eq!(app.count(inline).await, 1);
     drop(tmp);
 }
 
@@ -409,21 +391,17 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     let (status, body) = cards::register_with(&app, &d2, json!({"claim_id": "not-a-claim"})).await;
     assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
     assert_eq!(
-        cards::rows(
-            &app,
-            &format!(
-                "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
-                first.id
-            )
-        )
+        app.count(&format!(
+            "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
+            first.id
+        ))
         .await,
         1
     );
     assert_eq!(
-        cards::rows(
-            &app,
-            &format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d2}' AND used_at IS NULL")
-        )
+        app.count(&format!(
+            "SELECT COUNT(*) FROM drafts WHERE draft_id = '{d2}' AND used_at IS NULL"
+        ))
         .await,
         1
     );
@@ -436,24 +414,18 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
         "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending' AND claim_count = 0 AND claim_hash IS NULL",
         chained.id
     );
-    assert_eq!(cards::rows(&app, &reset).await, 1);
-    assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
-        1
-    );
+    assert_eq!(app.count(&reset).await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 1);
     // The old claim is gone with the old request.
     let (status, body) =
         cards::claim_call(&app, &first.id, "heartbeat", json!({"claim_id": claim})).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     // The first card's approvals stay; the new card is answerable.
     assert_eq!(
-        cards::rows(
-            &app,
-            &format!(
-                "SELECT COUNT(*) FROM approvals WHERE card_id = '{}'",
-                first.id
-            )
-        )
+        app.count(&format!(
+            "SELECT COUNT(*) FROM approvals WHERE card_id = '{}'",
+            first.id
+        ))
         .await,
         1
     );
@@ -474,12 +446,10 @@ async fn an_audit_failure_registers_nothing() {
         (status, code(&body)),
         (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
     );
+    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM interrupts").await,
-        0
-    );
-    assert_eq!(
-        cards::rows(&app, "SELECT COUNT(*) FROM drafts WHERE used_at IS NULL").await,
+        app.count("SELECT COUNT(*) FROM drafts WHERE used_at IS NULL")
+            .await,
         1
     );
 }

@@ -23,10 +23,6 @@ fn short_lease() -> Settings {
     }
 }
 
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    cards::rows(app, sql).await
-}
-
 #[tokio::test]
 async fn fifty_concurrent_clicks_claim_exactly_once() {
     let app = Arc::new(TestApp::new().await);
@@ -65,21 +61,11 @@ async fn fifty_concurrent_clicks_claim_exactly_once() {
         "exactly one claim ({in_progress} in progress, {busy} busy)"
     );
     assert_eq!(in_progress + busy, 49);
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM approvals").await, 3);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 3);
+    assert_eq!(app.audit_rows("approval_resolved").await, 1);
     assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'approval_resolved'"
-        )
-        .await,
-        1
-    );
-    assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM interrupts WHERE claim_count = 1"
-        )
-        .await,
+        app.count("SELECT COUNT(*) FROM interrupts WHERE claim_count = 1")
+            .await,
         1
     );
 }
@@ -120,21 +106,18 @@ async fn the_claim_answer_has_the_design_shape_and_extends_the_turn() {
         "SELECT COUNT(*) FROM interrupts WHERE claim_hash = '{}'",
         claim["claim_id"].as_str().unwrap()
     );
-    assert_eq!(count(&app, &leaked).await, 0);
+    assert_eq!(app.count(&leaked).await, 0);
     // The narrowed package list is what was approved.
     assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM approvals WHERE kind = 'package' AND value = 'numpy'"
-        )
-        .await,
+        app.count("SELECT COUNT(*) FROM approvals WHERE kind = 'package' AND value = 'numpy'")
+            .await,
         0
     );
     assert_eq!(
-        count(
-            &app,
-            &format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{}'", r.id)
-        )
+        app.count(&format!(
+            "SELECT COUNT(*) FROM approvals WHERE card_id = '{}'",
+            r.id
+        ))
         .await,
         2
     );
@@ -143,7 +126,7 @@ async fn the_claim_answer_has_the_design_shape_and_extends_the_turn() {
         "SELECT COUNT(*) FROM turns WHERE turn_id = '{turn}' AND expires_at >= {}",
         deadline.millis()
     );
-    assert_eq!(count(&app, &extended).await, 1);
+    assert_eq!(app.count(&extended).await, 1);
 }
 
 #[tokio::test]
@@ -183,22 +166,15 @@ async fn past_the_claim_cap_the_card_is_denied_and_its_rows_deleted() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     cards::approve(&app, &r).await;
     let stamped = format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{}'", r.id);
-    assert_eq!(count(&app, &stamped).await, 2);
+    assert_eq!(app.count(&stamped).await, 2);
     tokio::time::sleep(Duration::from_millis(400)).await;
     let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
     assert_eq!(
         (status, code(&body)),
         (StatusCode::GONE, "INTERRUPT_EXPIRED")
     );
-    assert_eq!(count(&app, &stamped).await, 0);
-    assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'claim_cap_expired'"
-        )
-        .await,
-        1
-    );
+    assert_eq!(app.count(&stamped).await, 0);
+    assert_eq!(app.audit_rows("claim_cap_expired").await, 1);
     let (_, outcome) = app
         .get(
             &format!("/v1/interrupts/{}/outcome", r.id),
@@ -253,7 +229,7 @@ async fn complete_then_replay_runs_nothing_and_takes_no_slot() {
     let app = TestApp::with_settings(settings).await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
     let claim = cards::approve(&app, &r).await;
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM resume_slots").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 1);
     let answer = json!({"text": "Downloaded the file; the mean is 4.2."});
     let (status, body) = cards::claim_call(
         &app,
@@ -264,7 +240,7 @@ async fn complete_then_replay_runs_nothing_and_takes_no_slot() {
     .await;
     assert_eq!((status, body), (StatusCode::OK, json!({"state": "done"})));
     assert_eq!(
-        count(&app, "SELECT COUNT(*) FROM resume_slots").await,
+        app.count("SELECT COUNT(*) FROM resume_slots").await,
         0,
         "complete releases the slot"
     );
@@ -282,22 +258,12 @@ async fn complete_then_replay_runs_nothing_and_takes_no_slot() {
     assert_eq!(body["replayed"], true);
     assert_eq!(body["answer"], answer);
     assert_eq!(body["decision"]["outcome"], "approved");
+    assert_eq!(app.audit_rows("approval_resolved").await, 2);
     assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'approval_resolved'"
-        )
-        .await,
-        2
-    );
-    assert_eq!(
-        count(
-            &app,
-            &format!(
-                "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND claim_count = 1",
-                r.id
-            )
-        )
+        app.count(&format!(
+            "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND claim_count = 1",
+            r.id
+        ))
         .await,
         1
     );
@@ -322,13 +288,30 @@ async fn a_large_answer_is_kept_in_the_blob_store_and_replayed_whole() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
-        count(
-            &app,
+        app.count(
             "SELECT COUNT(*) FROM interrupts WHERE answer IS NULL AND answer_key IS NOT NULL"
         )
         .await,
         1
     );
+    let (_, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
+    assert_eq!(body["answer"], answer);
+}
+
+#[tokio::test]
+async fn a_multi_megabyte_answer_is_accepted_and_replayed() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let claim = cards::approve(&app, &r).await;
+    let answer = Value::String("z".repeat(3 * 1024 * 1024));
+    let (status, body) = cards::claim_call(
+        &app,
+        &r.id,
+        "complete",
+        json!({"claim_id": claim, "answer": answer}),
+    )
+    .await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"state": "done"})));
     let (_, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
     assert_eq!(body["answer"], answer);
 }
@@ -349,13 +332,10 @@ async fn a_second_card_of_the_same_user_waits_for_a_slot() {
         (StatusCode::TOO_MANY_REQUESTS, "BUSY")
     );
     assert_eq!(
-        count(
-            &app,
-            &format!(
-                "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending'",
-                b.id
-            )
-        )
+        app.count(&format!(
+            "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending'",
+            b.id
+        ))
         .await,
         1
     );
@@ -391,7 +371,66 @@ async fn only_an_explicit_true_approves() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["decision"]["outcome"], "cancelled");
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
+}
+
+#[tokio::test]
+async fn an_unknown_or_missing_status_declines() {
+    let app = TestApp::new().await;
+    for (i, status) in [
+        json!("approved"),
+        json!("RESOLVED"),
+        json!(1),
+        json!(null),
+        json!({"resolved": true}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = cards::card(&app, &format!("u{i}"), "c1", &["files.example.com"], &[]).await;
+        let body = json!({"secret": r.secret, "resume": [
+            {"interruptId": r.id, "status": status, "payload": {"approved": true}}
+        ]});
+        let (code_, body) = app
+            .post_json(&format!("/v1/interrupts/{}/resume", r.id), None, None, body)
+            .await;
+        assert_eq!(code_, StatusCode::OK, "status {status}: {body}");
+        assert_eq!(
+            body["decision"],
+            json!({"outcome": "declined", "sites": [], "packages": []}),
+            "status {status}"
+        );
+    }
+    // A missing status is a missing field: it declines too.
+    let r = cards::card(&app, "u-missing", "c1", &["files.example.com"], &[]).await;
+    let body = json!({"secret": r.secret, "resume": [
+        {"interruptId": r.id, "payload": {"approved": true}}
+    ]});
+    let (status, body) = app
+        .post_json(&format!("/v1/interrupts/{}/resume", r.id), None, None, body)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"]["outcome"], "declined");
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
+}
+
+#[tokio::test]
+async fn an_entry_without_its_interrupt_id_is_incomplete() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let path = format!("/v1/interrupts/{}/resume", r.id);
+    for body in [
+        json!({"secret": r.secret, "resume": [{"status": "resolved", "payload": {"approved": true}}]}),
+        json!({"secret": r.secret}),
+    ] {
+        let (status, resp) = app.post_json(&path, None, None, body.clone()).await;
+        assert_eq!(
+            (status, code(&resp)),
+            (StatusCode::UNPROCESSABLE_ENTITY, "INCOMPLETE_RESUME"),
+            "{body}: {resp}"
+        );
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
 }
 
 #[tokio::test]
@@ -415,24 +454,14 @@ async fn an_invalid_decision_claims_nothing() {
         "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending' AND claim_count = 0 AND decision IS NULL",
         r.id
     );
-    assert_eq!(count(&app, &untouched).await, 1);
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM approvals").await, 0);
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM resume_slots").await, 0);
+    assert_eq!(app.count(&untouched).await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 0);
     // Rejections are aggregated per card: one audit row, the count on the card.
+    assert_eq!(app.audit_rows("decision_rejected").await, 1);
     assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM audit WHERE kind = 'decision_rejected'"
-        )
-        .await,
-        1
-    );
-    assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM interrupts WHERE rejected_count = 2"
-        )
-        .await,
+        app.count("SELECT COUNT(*) FROM interrupts WHERE rejected_count = 2")
+            .await,
         1
     );
 }
@@ -449,7 +478,7 @@ async fn a_reclaim_must_repeat_the_first_decision() {
         (StatusCode::CONFLICT, "DECISION_CONFLICT")
     );
     assert_eq!(
-        count(&app, "SELECT COUNT(*) FROM approvals").await,
+        app.count("SELECT COUNT(*) FROM approvals").await,
         1,
         "the conflicting answer changed nothing"
     );
@@ -530,7 +559,7 @@ async fn a_newer_turn_expires_the_pending_card() {
         (status, code(&body)),
         (StatusCode::GONE, "INTERRUPT_EXPIRED")
     );
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
 }
 
 #[tokio::test]
@@ -546,11 +575,8 @@ async fn a_newer_turn_seen_only_at_resume_expires_the_card() {
         (StatusCode::GONE, "INTERRUPT_EXPIRED")
     );
     assert_eq!(
-        count(
-            &app,
-            "SELECT COUNT(*) FROM interrupts WHERE state = 'expired'"
-        )
-        .await,
+        app.count("SELECT COUNT(*) FROM interrupts WHERE state = 'expired'")
+            .await,
         1
     );
 }
@@ -569,8 +595,8 @@ async fn losing_the_right_to_approve_expires_the_card() {
         (status, code(&body)),
         (StatusCode::GONE, "INTERRUPT_EXPIRED")
     );
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM approvals").await, 0);
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM resume_slots").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 0);
     let (_, outcome) = app
         .get(
             &format!("/v1/interrupts/{}/outcome", r.id),
@@ -604,6 +630,6 @@ async fn an_audit_failure_leaves_the_card_unclaimed() {
         (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
     );
     let pending = "SELECT COUNT(*) FROM interrupts WHERE state = 'pending' AND claim_count = 0 AND decision IS NULL";
-    assert_eq!(count(&app, pending).await, 1);
-    assert_eq!(count(&app, "SELECT COUNT(*) FROM approvals").await, 0);
+    assert_eq!(app.count(pending).await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
 }

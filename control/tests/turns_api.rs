@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
 use egressgate_store::{Host, RefusalReason, Secret, Timestamp, TurnId};
 use serde_json::json;
-use support::{TestApp, code, message};
+use support::{TestApp, assert_invalid_input, code, message};
 
 fn credential(proxy_url: &str) -> (String, String) {
     let rest = proxy_url.strip_prefix("http://").expect("http scheme");
@@ -146,15 +146,7 @@ async fn bad_launch_lists_are_422_naming_the_entry_and_nothing_is_written() {
             body[k] = v.clone();
         }
         let (s, b) = app.post_json("/v1/turns", app.runtime(), None, body).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
-            "{extra}: {b}"
-        );
-        assert!(
-            message(&b).starts_with(entry) && message(&b).contains(why),
-            "{extra}: {b}"
-        );
+        assert_invalid_input(s, &b, entry, why, &extra.to_string());
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
     assert_eq!(app.count("SELECT COUNT(*) FROM chats").await, 0);
@@ -288,13 +280,7 @@ async fn refusals_list_the_record_and_the_overflow() {
         )
         .await
         .unwrap();
-    let (s, b) = app
-        .get(
-            &format!("/v1/turns/{}/refusals", t.turn_id),
-            app.runtime(),
-            None,
-        )
-        .await;
+    let (s, b) = app.turn_get(&t.turn_id, "refusals").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["turn_id"], t.turn_id.as_str());
     assert_eq!(b["overflow"], 1, "third host past max-refusals-per-turn");
@@ -316,28 +302,54 @@ async fn refusals_list_the_record_and_the_overflow() {
 
     // Another turn of the same chat has its own record.
     let t2 = app.open_turn("u", "c", true).await;
-    let (_, b2) = app
-        .get(
-            &format!("/v1/turns/{}/refusals", t2.turn_id),
-            app.runtime(),
-            None,
-        )
-        .await;
+    let (_, b2) = app.turn_get(&t2.turn_id, "refusals").await;
     assert_eq!(b2["refusals"], json!([]));
     assert_eq!(b2["overflow"], 0);
+}
 
-    // An expired turn's record stays readable.
+#[tokio::test]
+async fn every_request_on_an_expired_turn_is_410_turn_expired() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("alice", "c", true).await;
+    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
     app.expire_turn(&t.turn_id).await;
+    for what in ["refusals", "egress", "policy"] {
+        let (s, b) = app
+            .get(
+                &format!("/v1/turns/{}/{what}", t.turn_id),
+                app.runtime(),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::GONE, "TURN_EXPIRED"),
+            "{what}: {b}"
+        );
+        assert!(!message(&b).is_empty(), "{what}: {b}");
+    }
     let (s, b) = app
-        .get(
-            &format!("/v1/turns/{}/refusals", t.turn_id),
+        .post_json(
+            &format!("/v1/turns/{}/approval-requests", t.turn_id),
             app.runtime(),
             None,
+            json!({"reason": "r"}),
         )
         .await;
+    assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"), "{b}");
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_answer_with_the_error_shape() {
+    let app = TestApp::new().await;
+    let (s, b) = app.get("/v1/no-such-endpoint", app.runtime(), None).await;
+    assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "NOT_FOUND"), "{b}");
+    assert!(!message(&b).is_empty(), "{b}");
+    let (s, b) = app.delete("/v1/turns", app.runtime(), None).await;
     assert_eq!(
-        (s, b["refusals"].as_array().map(Vec::len)),
-        (StatusCode::OK, Some(2))
+        (s, code(&b)),
+        (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
+        "{b}"
     );
 }
 
@@ -358,13 +370,7 @@ async fn egress_summarises_allowed_traffic_per_host() {
         .record_egress(&[ev(10, 1000), ev(5, 500)])
         .await
         .unwrap();
-    let (s, b) = app
-        .get(
-            &format!("/v1/turns/{}/egress", t.turn_id),
-            app.runtime(),
-            None,
-        )
-        .await;
+    let (s, b) = app.turn_get(&t.turn_id, "egress").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["turn_id"], t.turn_id.as_str());
     let rows = b["egress"].as_array().unwrap();
@@ -413,23 +419,9 @@ async fn unknown_malformed_or_other_users_turns_are_not_found() {
 #[tokio::test]
 async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
     let app = TestApp::new().await;
-    let (s, _) = app
-        .post_json(
-            "/v1/admin/sites",
-            app.admin(),
-            None,
-            json!({"pattern": "*.pythonhosted.org"}),
-        )
-        .await;
+    let (s, _) = app.admin_site("*.pythonhosted.org").await;
     assert_eq!(s, StatusCode::CREATED);
-    let (s, _) = app
-        .post_json(
-            "/v1/admin/packages",
-            app.admin(),
-            None,
-            json!({"name": "numpy"}),
-        )
-        .await;
+    let (s, _) = app.admin_package("numpy").await;
     assert_eq!(s, StatusCode::CREATED);
     let t = app
         .open_turn_with("u", "c", true, json!({"sites": ["pypi.org", "files.pythonhosted.org"], "packages": ["Pandas", "numpy"]}))
@@ -446,13 +438,7 @@ async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
     app.insert_approval("someone-else", "c", "site", "theirs.example.com", hour)
         .await;
 
-    let (s, b) = app
-        .get(
-            &format!("/v1/turns/{}/policy", t.turn_id),
-            app.runtime(),
-            None,
-        )
-        .await;
+    let (s, b) = app.turn_get(&t.turn_id, "policy").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["turn_id"], t.turn_id.as_str());
     assert_eq!(
@@ -469,13 +455,7 @@ async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
 
     // A later turn of the same chat sees the chat's approvals but not the first turn's launch list.
     let t2 = app.open_turn("u", "c", true).await;
-    let (_, b2) = app
-        .get(
-            &format!("/v1/turns/{}/policy", t2.turn_id),
-            app.runtime(),
-            None,
-        )
-        .await;
+    let (_, b2) = app.turn_get(&t2.turn_id, "policy").await;
     assert_eq!(
         b2["sites"],
         json!(["*.pythonhosted.org", "data.example.com"])
@@ -483,12 +463,6 @@ async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
     assert_eq!(b2["packages"], json!(["numpy", "requests"]));
 
     app.expire_turn(&t.turn_id).await;
-    let (s, b) = app
-        .get(
-            &format!("/v1/turns/{}/policy", t.turn_id),
-            app.runtime(),
-            None,
-        )
-        .await;
+    let (s, b) = app.turn_get(&t.turn_id, "policy").await;
     assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"));
 }

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod pool;
 pub mod recorder;
 pub mod relay;
+pub mod relay_tcp;
 pub mod respond;
 pub mod settings;
 pub mod sni;

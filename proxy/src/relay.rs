@@ -15,11 +15,40 @@ use tokio::time::Instant;
 /// (buffers are only allocated while copying).
 const BUF: usize = 64 * 1024;
 
-/// Shared activity clock and byte counter for one direction.
+/// Activity clock and byte counter for one direction.
 #[derive(Default)]
-struct Activity {
+pub(crate) struct Activity {
     last_ms: AtomicU64,
     bytes: AtomicU64,
+}
+
+impl Activity {
+    /// Notes `n` bytes moved now.
+    pub(crate) fn note(&self, n: usize, start: Instant) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        let ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Bytes moved so far.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Resolves once neither direction has moved a byte for `idle`.
+pub(crate) async fn watchdog(start: Instant, up: &Activity, down: &Activity, idle: Duration) {
+    loop {
+        let last = up
+            .last_ms
+            .load(Ordering::Relaxed)
+            .max(down.last_ms.load(Ordering::Relaxed));
+        let due = start + Duration::from_millis(last) + idle;
+        if Instant::now() >= due {
+            return;
+        }
+        tokio::time::sleep_until(due).await;
+    }
 }
 
 /// Wraps a stream to count the bytes read from it and note when data last moved.
@@ -39,9 +68,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
         if n > 0 {
-            self.act.bytes.fetch_add(n as u64, Ordering::Relaxed);
-            let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.act.last_ms.store(ms, Ordering::Relaxed);
+            self.act.note(n, self.start);
         }
         r
     }
@@ -89,7 +116,9 @@ pub struct Totals {
     pub end: End,
 }
 
-/// Copies both ways with the limits above. `stop` resolves when the process stops draining.
+/// Copies both ways with the limits above (generic streams, e.g. a TLS client connection;
+/// plain TCP tunnels use [`crate::relay_tcp`]). `stop` resolves when the process stops
+/// draining.
 pub async fn relay<A, B>(
     client: A,
     origin: B,
@@ -114,30 +143,17 @@ where
         start,
         act: down.clone(),
     };
-    let watchdog = async {
-        loop {
-            let last = up
-                .last_ms
-                .load(Ordering::Relaxed)
-                .max(down.last_ms.load(Ordering::Relaxed));
-            let due = start + Duration::from_millis(last) + idle;
-            if Instant::now() >= due {
-                return;
-            }
-            tokio::time::sleep_until(due).await;
-        }
-    };
     let end = tokio::select! {
         r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, BUF, BUF) => {
             if r.is_ok() { End::Closed } else { End::Error }
         }
-        () = watchdog => End::Idle,
+        () = watchdog(start, &up, &down, idle) => End::Idle,
         () = tokio::time::sleep_until(turn_deadline) => End::TurnExpired,
         () = stop => End::Shutdown,
     };
     Totals {
-        up: up.bytes.load(Ordering::Relaxed),
-        down: down.bytes.load(Ordering::Relaxed),
+        up: up.bytes(),
+        down: down.bytes(),
         end,
     }
 }

@@ -12,11 +12,13 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
 
 use crate::handler::{Refusal, Shared};
 use crate::identify::{ActiveGuard, TurnEntry};
 use crate::metrics::DirectionLabel;
 use crate::relay::{self, End};
+use crate::relay_tcp;
 use crate::respond::{self, ProxyBody};
 use crate::server::ConnGuard;
 use crate::sni::{self, Hello};
@@ -40,9 +42,47 @@ pub(crate) fn start(
     let (conn_guard, _) = ConnGuard::new(&shared.active);
     tokio::spawn(async move {
         let _guards = (guard, conn_guard);
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => run(&shared, &turn, &target, &addrs, TokioIo::new(upgraded)).await,
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        let upgraded = match hyper::upgrade::on(req).await {
+            Ok(u) => u,
+            Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        };
+        // A plain TCP client (no TLS listener) gets the zero-copy, buffer-free relay.
+        match upgraded.downcast::<TokioIo<TcpStream>>() {
+            Ok(parts) => {
+                let first = parts.read_buf.to_vec();
+                let client = parts.io.into_inner();
+                if let Some((client, origin)) =
+                    open(&shared, &turn, &target, &addrs, client, first).await
+                {
+                    let stop = drained(&shared);
+                    let totals = relay_tcp::relay_tcp(
+                        client,
+                        origin,
+                        shared.settings.idle_timeout,
+                        deadline_of(&turn),
+                        stop,
+                    )
+                    .await;
+                    finish(&shared, &turn, &target, totals);
+                }
+            }
+            Err(upgraded) => {
+                let client = TokioIo::new(upgraded);
+                if let Some((client, origin)) =
+                    open(&shared, &turn, &target, &addrs, client, Vec::new()).await
+                {
+                    let stop = drained(&shared);
+                    let totals = relay::relay(
+                        client,
+                        origin,
+                        shared.settings.idle_timeout,
+                        deadline_of(&turn),
+                        stop,
+                    )
+                    .await;
+                    finish(&shared, &turn, &target, totals);
+                }
+            }
         }
     });
     Response::new(respond::empty())
@@ -55,19 +95,21 @@ enum Check {
     Gone,
 }
 
-async fn run<C>(
+/// Checks the ClientHello, then dials the origin and hands it the bytes read so far.
+async fn open<C>(
     shared: &Shared,
     turn: &TurnEntry,
     target: &Target,
     addrs: &[SocketAddr],
     mut client: C,
-) where
-    C: AsyncRead + tokio::io::AsyncWrite + Unpin,
+    mut first: Vec<u8>,
+) -> Option<(C, TcpStream)>
+where
+    C: AsyncRead + Unpin,
 {
-    let mut first = Vec::with_capacity(2048);
     match check_hello(shared, target, &mut client, &mut first).await {
         Check::Pass => {}
-        Check::Gone => return,
+        Check::Gone => return None,
         Check::Refuse => {
             shared
                 .record_refusal(Refusal {
@@ -78,29 +120,33 @@ async fn run<C>(
                     url: None,
                 })
                 .await;
-            return;
+            return None;
         }
     }
     let mut origin = match shared.dialer.connect(&target.host, addrs).await {
         Ok(s) => s,
         Err(e) => {
             tracing::info!(error = %e, turn_id = %turn.turn.id, "tunnel upstream connect failed");
-            return;
+            return None;
         }
     };
-    if origin.write_all(&first).await.is_err() {
-        return;
-    }
-    drop(first);
+    origin.write_all(&first).await.ok()?;
     shared.metrics.active_tunnels.inc();
-    let deadline = deadline_of(turn);
+    Some((client, origin))
+}
+
+/// Resolves when the process has been draining for the drain timeout.
+fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
     let mut draining = shared.draining.clone();
     let drain = shared.settings.drain_timeout;
-    let stop = async move {
+    async move {
         let _ = draining.wait_for(|d| *d).await.map(|_| ());
         tokio::time::sleep(drain).await;
-    };
-    let totals = relay::relay(client, origin, shared.settings.idle_timeout, deadline, stop).await;
+    }
+}
+
+/// Metrics, the end-of-tunnel log line and the egress summary.
+fn finish(shared: &Shared, turn: &TurnEntry, target: &Target, totals: relay::Totals) {
     shared.metrics.active_tunnels.dec();
     shared
         .metrics
@@ -129,7 +175,8 @@ async fn run<C>(
 /// Once the first bytes look like TLS, only a parsed hello whose SNI is the CONNECT host (or,
 /// off port 443 or with `require-sni` off, a parsed hello without SNI) passes: a stalled,
 /// oversized or unparseable hello is refused on every port, since a real TLS server might
-/// still accept it.
+/// still accept it. Bytes go straight into `buf` (no stack buffer), so a waiting tunnel task
+/// stays small.
 async fn check_hello<C: AsyncRead + Unpin>(
     shared: &Shared,
     target: &Target,
@@ -144,16 +191,35 @@ async fn check_hello<C: AsyncRead + Unpin>(
         FIRST_BYTES_WAIT
     };
     let deadline = tokio::time::Instant::now() + shared.settings.client_hello_timeout;
-    let mut chunk = [0u8; 4096];
     loop {
+        if !buf.is_empty() {
+            match sni::inspect(buf) {
+                Hello::Incomplete => {}
+                Hello::Malformed => return Check::Refuse,
+                Hello::NotTls | Hello::NoSni => {
+                    return if sni_required {
+                        Check::Refuse
+                    } else {
+                        Check::Pass
+                    };
+                }
+                Hello::Sni(name) => {
+                    return match Host::parse(&name) {
+                        Ok(h) if h == target.host => Check::Pass,
+                        _ => Check::Refuse,
+                    };
+                }
+            }
+        }
         let wait = if buf.is_empty() {
             tokio::time::Instant::now() + first_wait
         } else {
             deadline
         };
-        match tokio::time::timeout_at(wait, client.read(&mut chunk)).await {
+        buf.reserve(4096);
+        match tokio::time::timeout_at(wait, client.read_buf(buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return Check::Gone,
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Ok(Ok(_)) => {}
             // Silence from the client: a server-first protocol may proceed off port 443.
             Err(_) if buf.is_empty() => {
                 return if sni_required {
@@ -164,23 +230,6 @@ async fn check_hello<C: AsyncRead + Unpin>(
             }
             // A hello that started but never finished.
             Err(_) => return Check::Refuse,
-        }
-        match sni::inspect(buf) {
-            Hello::Incomplete => continue,
-            Hello::Malformed => return Check::Refuse,
-            Hello::NotTls | Hello::NoSni => {
-                return if sni_required {
-                    Check::Refuse
-                } else {
-                    Check::Pass
-                };
-            }
-            Hello::Sni(name) => {
-                return match Host::parse(&name) {
-                    Ok(h) if h == target.host => Check::Pass,
-                    _ => Check::Refuse,
-                };
-            }
         }
     }
 }

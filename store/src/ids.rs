@@ -17,29 +17,16 @@ fn random_token(bytes: usize) -> String {
     URL_SAFE_NO_PAD.encode(buf)
 }
 
-/// Server-minted ids are a prefix plus 128 random bits, so ids of different kinds never collide
-/// and a leaked log line says what kind of thing it names.
-macro_rules! minted_id {
-    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+/// What every id newtype has: the struct (a `String` underneath, serialised as one), its
+/// borrowed form, rebuilding from our own rows, and `Display`.
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
 
         impl $name {
-            /// A fresh random id.
-            pub fn generate() -> Self {
-                Self(format!(concat!($prefix, "{}"), random_token(16)))
-            }
-
-            /// Accepts an id read from outside; only the shape is checked (existence is the
-            /// store's business), so a malformed id is simply "not found".
-            pub fn parse(s: &str) -> Option<Self> {
-                let rest = s.strip_prefix($prefix)?;
-                (rest.len() == 22 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
-                    .then(|| Self(s.to_owned()))
-            }
-
             /// Borrowed form for SQL binds and JSON.
             pub fn as_str(&self) -> &str {
                 &self.0
@@ -59,6 +46,29 @@ macro_rules! minted_id {
     };
 }
 
+/// Server-minted ids are a prefix plus 128 random bits, so ids of different kinds never collide
+/// and a leaked log line says what kind of thing it names.
+macro_rules! minted_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        string_id!($(#[$doc])* $name);
+
+        impl $name {
+            /// A fresh random id.
+            pub fn generate() -> Self {
+                Self(format!(concat!($prefix, "{}"), random_token(16)))
+            }
+
+            /// Accepts an id read from outside; only the shape is checked (existence is the
+            /// store's business), so a malformed id is simply "not found".
+            pub fn parse(s: &str) -> Option<Self> {
+                let rest = s.strip_prefix($prefix)?;
+                (rest.len() == 22 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+                    .then(|| Self(s.to_owned()))
+            }
+        }
+    };
+}
+
 minted_id!(
     /// One agent run for one user message; owns the proxy credential.
     TurnId, "t_");
@@ -72,10 +82,7 @@ minted_id!(
 /// Caller-named ids (users and chats) are opaque strings the runtime owns; we only bound them.
 macro_rules! external_id {
     ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
+        string_id!($(#[$doc])* $name);
 
         impl $name {
             /// Accepts a non-empty id of at most [`MAX_EXTERNAL_ID_LEN`] bytes without control
@@ -83,22 +90,6 @@ macro_rules! external_id {
             pub fn parse(s: &str) -> Option<Self> {
                 (!s.is_empty() && s.len() <= MAX_EXTERNAL_ID_LEN && !s.chars().any(char::is_control))
                     .then(|| Self(s.to_owned()))
-            }
-
-            /// Borrowed form for SQL binds and JSON.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-
-            /// Rebuilds an id read back from our own database row.
-            pub fn from_db(s: String) -> Self {
-                Self(s)
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
             }
         }
     };

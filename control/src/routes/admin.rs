@@ -78,11 +78,7 @@ async fn add(
     let entries = state.store.admin_list(list).await?;
     let entry = entries.iter().find(|e| e.value == value).ok_or_else(|| {
         // Removed concurrently between the two statements: report it as the conflict it is.
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "CONFLICT",
-            "the entry was removed concurrently",
-        )
+        ApiError::conflict("CONFLICT", "the entry was removed concurrently")
     })?;
     let status = if added {
         StatusCode::CREATED

@@ -16,7 +16,7 @@ use crate::auth::RuntimeAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
-use crate::turn_access::{Need, find_turn};
+use crate::turn_access::find_turn;
 
 fn denied(code: &str, message: String) -> Json<Value> {
     Json(json!({"outcome": "denied", "code": code, "message": message}))
@@ -32,15 +32,11 @@ pub(crate) async fn request(
     StrictJson(body): StrictJson<ApprovalRequestBody>,
 ) -> Result<Json<Value>, ApiError> {
     let now = Timestamp::now();
-    let turn = find_turn(&state.store, &turn_id, &headers, Need::Live, now).await?;
+    let turn = find_turn(&state.store, &turn_id, &headers, now).await?;
     // A hidden chat's cards can never be resumed; asking would only leave a dead draft.
     let chat = state.store.chat_state(&turn.user, &turn.chat).await?;
     if chat.is_none_or(|c| c.hidden) {
-        return Err(ApiError::new(
-            StatusCode::GONE,
-            "CHAT_HIDDEN",
-            "this chat was hidden",
-        ));
+        return Err(ApiError::gone("CHAT_HIDDEN", "this chat was hidden"));
     }
     let settings = &state.settings;
 

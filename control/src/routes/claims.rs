@@ -4,7 +4,6 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
 use egressgate_store::{InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
@@ -66,8 +65,7 @@ pub(crate) async fn heartbeat(
     }
     let deadline = p.deadline.unwrap_or(now);
     if deadline.has_passed(now) {
-        return Err(ApiError::new(
-            StatusCode::GONE,
+        return Err(ApiError::gone(
             "DEADLINE_PASSED",
             "the resume ran past its deadline; the claim cannot be extended",
         ));

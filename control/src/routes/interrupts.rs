@@ -40,16 +40,11 @@ fn draft_not_found() -> ApiError {
 }
 
 fn draft_used() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "DRAFT_USED",
-        "this draft was already registered",
-    )
+    ApiError::conflict("DRAFT_USED", "this draft was already registered")
 }
 
 fn pending() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
+    ApiError::conflict(
         "INTERRUPT_PENDING",
         "this chat already has an open approval request",
     )
@@ -57,11 +52,7 @@ fn pending() -> ApiError {
 
 /// `409 CLAIM_LOST`: the caller no longer holds the claim it names.
 pub(crate) fn claim_lost() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "CLAIM_LOST",
-        "the claim is no longer held",
-    )
+    ApiError::conflict("CLAIM_LOST", "the claim is no longer held")
 }
 
 /// `404 INTERRUPT_NOT_FOUND`, identical for unknown ids, wrong secrets and other users.

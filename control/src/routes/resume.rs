@@ -20,19 +20,26 @@ use crate::decision::{ResumeStatus, decide};
 use crate::error::ApiError;
 use crate::holder::SecretHolder;
 
+/// The resume body. A missing `resume` list is zero entries, so step 1 answers it with
+/// `422 INCOMPLETE_RESUME` like any other count but one.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResumeBody {
     secret: String,
+    #[serde(default)]
     resume: Vec<ResumeEntry>,
 }
 
-/// One AG-UI resume entry; `payload` is read leniently (fail closed), `metadata` ignored.
+/// One AG-UI resume entry. `status` and `payload` are read leniently, whatever their JSON
+/// type, so an odd decision declines (fail closed) instead of failing the request; a missing
+/// `interruptId` does not name this request (`INCOMPLETE_RESUME`); `metadata` is ignored.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ResumeEntry {
-    interrupt_id: String,
-    status: ResumeStatus,
+    #[serde(default)]
+    interrupt_id: Option<String>,
+    #[serde(default)]
+    status: Option<Value>,
     #[serde(default)]
     payload: Option<Value>,
     #[serde(default)]
@@ -41,16 +48,14 @@ struct ResumeEntry {
 }
 
 fn expired(why: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::GONE,
+    ApiError::gone(
         "INTERRUPT_EXPIRED",
         format!("this approval request expired: {why}"),
     )
 }
 
 fn in_progress() -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
+    ApiError::conflict(
         "RESUME_IN_PROGRESS",
         "another resume of this request is in progress",
     )
@@ -116,7 +121,7 @@ pub(crate) async fn resume(
     let now = Timestamp::now();
     // 1. Exactly one entry, for this interrupt.
     let entry = match body.resume.as_slice() {
-        [only] if only.interrupt_id == id => only,
+        [only] if only.interrupt_id.as_deref() == Some(id.as_str()) => only,
         _ => {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -146,7 +151,8 @@ pub(crate) async fn resume(
     if p.state == InterruptState::Expired || p.expires_at.has_passed(now) {
         return Err(expired("it is no longer answerable"));
     }
-    let decision = match decide(&p.card, entry.status, entry.payload.as_ref()) {
+    let status = ResumeStatus::of(entry.status.as_ref());
+    let decision = match decide(&p.card, status, entry.payload.as_ref()) {
         Ok(d) => d,
         Err(e) => {
             note_rejection(&state, &p.id, "invalid decision").await;
@@ -159,8 +165,7 @@ pub(crate) async fn resume(
     };
     if p.decision.as_ref().is_some_and(|first| *first != decision) {
         note_rejection(&state, &p.id, "decision conflict").await;
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
+        return Err(ApiError::conflict(
             "DECISION_CONFLICT",
             "this request was already answered differently",
         ));

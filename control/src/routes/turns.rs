@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::{NewTurn, OpenTurnError};
 use egressgate_store::{Package, Secret, SitePattern, Timestamp, TurnId};
@@ -17,7 +17,7 @@ use crate::auth::{RuntimeAuth, USER_HEADER};
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
-use crate::turn_access::{Need, find_turn};
+use crate::turn_access::PathTurn;
 use crate::validate;
 
 /// Longest credential lifetime a caller may ask for: a turn is one agent run, not a session.
@@ -113,11 +113,9 @@ pub(crate) async fn open(
         .open_turn(&new, &secret.hash(), Timestamp::now())
         .await
         .map_err(|e| match e {
-            OpenTurnError::ChatHidden => ApiError::new(
-                StatusCode::GONE,
-                "CHAT_HIDDEN",
-                "this chat was hidden; it takes no new turns",
-            ),
+            OpenTurnError::ChatHidden => {
+                ApiError::gone("CHAT_HIDDEN", "this chat was hidden; it takes no new turns")
+            }
             OpenTurnError::Store(e) => e.into(),
         })?;
     let body = json!({
@@ -128,59 +126,33 @@ pub(crate) async fn open(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
-/// `GET /v1/turns/{turn_id}/refusals`. Readable after the turn expired: it is a record of
-/// what happened, and the agent may need it to explain a failure.
+/// `GET /v1/turns/{turn_id}/refusals`.
 pub(crate) async fn refusals(
-    _auth: RuntimeAuth,
     State(state): State<AppState>,
-    Path(turn_id): Path<String>,
-    headers: HeaderMap,
+    PathTurn(turn): PathTurn,
 ) -> Result<Json<Value>, ApiError> {
-    let turn = find_turn(
-        &state.store,
-        &turn_id,
-        &headers,
-        Need::Record,
-        Timestamp::now(),
-    )
-    .await?;
     let (rows, overflow) = state.store.list_refusals(&turn.id).await?;
     Ok(Json(
         json!({"turn_id": turn.id, "refusals": rows, "overflow": overflow}),
     ))
 }
 
-/// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host. Readable after expiry, like
-/// the refusal record.
+/// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host.
 pub(crate) async fn egress(
-    _auth: RuntimeAuth,
     State(state): State<AppState>,
-    Path(turn_id): Path<String>,
-    headers: HeaderMap,
+    PathTurn(turn): PathTurn,
 ) -> Result<Json<Value>, ApiError> {
-    let turn = find_turn(
-        &state.store,
-        &turn_id,
-        &headers,
-        Need::Record,
-        Timestamp::now(),
-    )
-    .await?;
     let rows = state.store.list_egress(&turn.id).await?;
     Ok(Json(json!({"turn_id": turn.id, "egress": rows})))
 }
 
 /// `GET /v1/turns/{turn_id}/policy`: the effective allowed sites and packages a package
-/// installer in the sandbox enforces. Needs a live turn: an expired one allows nothing.
+/// installer in the sandbox enforces.
 pub(crate) async fn policy(
-    _auth: RuntimeAuth,
     State(state): State<AppState>,
-    Path(turn_id): Path<String>,
-    headers: HeaderMap,
+    PathTurn(turn): PathTurn,
 ) -> Result<Json<Value>, ApiError> {
-    let now = Timestamp::now();
-    let turn = find_turn(&state.store, &turn_id, &headers, Need::Live, now).await?;
-    let grants = Grants::load(&state.store, &turn, now).await?;
+    let grants = Grants::load(&state.store, &turn, Timestamp::now()).await?;
     Ok(Json(json!({
         "turn_id": turn.id,
         "sites": grants.site_keys(),

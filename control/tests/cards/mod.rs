@@ -133,11 +133,6 @@ pub async fn claim_call(app: &TestApp, id: &str, action: &str, body: Value) -> (
         .await
 }
 
-/// How many rows a SQL `COUNT(*)` finds.
-pub async fn rows(app: &TestApp, sql: &str) -> i64 {
-    app.count(sql).await
-}
-
 /// Makes every audit insert fail, on either backend (fault injection).
 pub async fn break_audit(app: &TestApp) {
     if app.db_url.starts_with("postgres") {

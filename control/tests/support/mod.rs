@@ -165,6 +165,25 @@ impl TestApp {
         (status, value)
     }
 
+    /// Sends a JSON value with `method`.
+    pub async fn send_json(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        user: Option<&str>,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        self.request(
+            method,
+            path,
+            token,
+            user,
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
     /// `POST` a JSON value.
     pub async fn post_json(
         &self,
@@ -173,14 +192,7 @@ impl TestApp {
         user: Option<&str>,
         body: Value,
     ) -> (StatusCode, Value) {
-        self.request(
-            Method::POST,
-            path,
-            token,
-            user,
-            Some(body.to_string().into_bytes()),
-        )
-        .await
+        self.send_json(Method::POST, path, token, user, body).await
     }
 
     /// `POST` raw bytes (malformed JSON tests).
@@ -209,14 +221,7 @@ impl TestApp {
         user: Option<&str>,
         body: Value,
     ) -> (StatusCode, Value) {
-        self.request(
-            Method::PUT,
-            path,
-            token,
-            user,
-            Some(body.to_string().into_bytes()),
-        )
-        .await
+        self.send_json(Method::PUT, path, token, user, body).await
     }
 
     /// `GET`.
@@ -295,15 +300,54 @@ impl TestApp {
             .expect("record refusal");
     }
 
-    /// Runs one raw SQL statement on this test's database (setup only: the product never
-    /// does this). Returns rows affected.
-    pub async fn exec_sql(&self, sql: &str) -> u64 {
+    /// Records a `not_approved` refusal of `host:443` for a turn, as the proxy would.
+    pub async fn refuse_unapproved(&self, turn_id: &str, host: &str) {
+        self.refuse(turn_id, host, 443, RefusalReason::NotApproved, None)
+            .await;
+    }
+
+    /// `POST /v1/admin/sites` with the admin token.
+    pub async fn admin_site(&self, pattern: &str) -> (StatusCode, Value) {
+        self.post_json(
+            "/v1/admin/sites",
+            self.admin(),
+            None,
+            json!({"pattern": pattern}),
+        )
+        .await
+    }
+
+    /// `POST /v1/admin/packages` with the admin token.
+    pub async fn admin_package(&self, name: &str) -> (StatusCode, Value) {
+        self.post_json(
+            "/v1/admin/packages",
+            self.admin(),
+            None,
+            json!({"name": name}),
+        )
+        .await
+    }
+
+    /// `GET /v1/turns/{turn_id}/{what}` with the runtime token.
+    pub async fn turn_get(&self, turn_id: &str, what: &str) -> (StatusCode, Value) {
+        self.get(&format!("/v1/turns/{turn_id}/{what}"), self.runtime(), None)
+            .await
+    }
+
+    /// A one-connection pool on this test's database, for raw SQL in setups.
+    async fn raw_pool(&self) -> sqlx::AnyPool {
         sqlx::any::install_default_drivers();
-        let pool = sqlx::any::AnyPoolOptions::new()
+        sqlx::any::AnyPoolOptions::new()
             .max_connections(1)
             .connect(&self.db_url)
             .await
-            .expect("connect raw");
+            .expect("connect raw")
+    }
+
+    /// Runs one raw SQL statement on this test's database (setup only: the product never
+    /// does this). Returns rows affected.
+    pub async fn exec_sql(&self, sql: &str) -> u64 {
+        let pool = self.raw_pool().await;
         let n = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
             .execute(&pool)
             .await
@@ -316,12 +360,7 @@ impl TestApp {
     /// Runs one raw `SELECT COUNT(*) …` and returns the count.
     pub async fn count(&self, sql: &str) -> i64 {
         use sqlx::Row as _;
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::any::AnyPoolOptions::new()
-            .max_connections(1)
-            .connect(&self.db_url)
-            .await
-            .expect("connect raw");
+        let pool = self.raw_pool().await;
         let row = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
             .fetch_one(&pool)
             .await
@@ -329,6 +368,12 @@ impl TestApp {
         let n: i64 = row.try_get(0).expect("count column");
         pool.close().await;
         n
+    }
+
+    /// How many audit rows of `kind` were written.
+    pub async fn audit_rows(&self, kind: &str) -> i64 {
+        self.count(&format!("SELECT COUNT(*) FROM audit WHERE kind = '{kind}'"))
+            .await
     }
 
     /// Makes a turn expired now (its expiry set to the epoch).
@@ -400,4 +445,18 @@ pub fn code(body: &Value) -> &str {
 /// The `error.message` of an error body.
 pub fn message(body: &Value) -> &str {
     body["error"]["message"].as_str().unwrap_or("")
+}
+
+/// Asserts a `422 INVALID_INPUT` whose message names `entry` first and says `why`.
+#[track_caller]
+pub fn assert_invalid_input(status: StatusCode, body: &Value, entry: &str, why: &str, case: &str) {
+    assert_eq!(
+        (status, code(body)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+        "{case}: {body}"
+    );
+    assert!(
+        message(body).starts_with(entry) && message(body).contains(why),
+        "{case}: {body}"
+    );
 }

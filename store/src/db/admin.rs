@@ -3,7 +3,7 @@
 
 use sqlx::Row as _;
 
-use super::audit::{self, AuditEntry, AuditKind};
+use super::audit::{self, AuditEntry};
 use super::{Store, StoreError, flag};
 use crate::ids::{SecretHash, UserId};
 use crate::time::Timestamp;
@@ -98,7 +98,7 @@ impl Store {
             > 0;
         if added {
             let detail = serde_json::json!({"action": "add", "list": sql.noun, "value": value, "note": note});
-            audit::write(&mut tx, admin_change(actor, detail), now).await?;
+            audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
         }
         tx.commit().await?;
         Ok(added)
@@ -122,7 +122,7 @@ impl Store {
             > 0;
         if removed {
             let detail = serde_json::json!({"action": "remove", "list": sql.noun, "value": value});
-            audit::write(&mut tx, admin_change(actor, detail), now).await?;
+            audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
         }
         tx.commit().await?;
         Ok(removed)
@@ -164,7 +164,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let detail = serde_json::json!({"action": "set_user", "user_id": user.as_str(), "can_approve": can_approve});
-        audit::write(&mut tx, admin_change(actor, detail), now).await?;
+        audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -206,16 +206,5 @@ impl Store {
         .await?
         .rows_affected();
         Ok(n > 0)
-    }
-}
-
-fn admin_change(actor: &str, detail: serde_json::Value) -> AuditEntry<'_> {
-    AuditEntry {
-        kind: AuditKind::AdminChange,
-        actor,
-        user_id: None,
-        chat_id: None,
-        interrupt_id: None,
-        detail,
     }
 }

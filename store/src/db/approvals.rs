@@ -88,19 +88,9 @@ impl Store {
         if n == 0 {
             return Ok(false);
         }
-        audit::write(
-            &mut tx,
-            AuditEntry {
-                kind: AuditKind::ApprovalRevoked,
-                actor: "runtime",
-                user_id: Some(user.as_str()),
-                chat_id: Some(chat.as_str()),
-                interrupt_id: None,
-                detail: serde_json::json!({"kind": kind, "value": value}),
-            },
-            now,
-        )
-        .await?;
+        let detail = serde_json::json!({"kind": kind, "value": value});
+        let entry = AuditEntry::chat(AuditKind::ApprovalRevoked, "runtime", user, chat, detail);
+        audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -150,19 +140,9 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        audit::write(
-            &mut tx,
-            AuditEntry {
-                kind: AuditKind::ChatHidden,
-                actor: "runtime",
-                user_id: Some(user.as_str()),
-                chat_id: Some(chat.as_str()),
-                interrupt_id: None,
-                detail: serde_json::json!({"requests_expired": expired, "approvals_revoked": revoked}),
-            },
-            now,
-        )
-        .await?;
+        let detail = serde_json::json!({"requests_expired": expired, "approvals_revoked": revoked});
+        let entry = AuditEntry::chat(AuditKind::ChatHidden, "runtime", user, chat, detail);
+        audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
         Ok(true)
     }

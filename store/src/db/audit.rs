@@ -3,7 +3,9 @@
 
 use sqlx::{Any, Row as _, Transaction};
 
+use super::interrupts::Pointer;
 use super::{Store, StoreError};
+use crate::ids::{ChatId, InterruptId, UserId};
 use crate::time::Timestamp;
 
 /// What kind of change a row records (the closed set the admin API filters on).
@@ -76,6 +78,56 @@ pub struct AuditEntry<'a> {
     pub interrupt_id: Option<&'a str>,
     /// Structured detail (never secrets).
     pub detail: serde_json::Value,
+}
+
+impl<'a> AuditEntry<'a> {
+    /// A row about one chat of one user.
+    pub fn chat(
+        kind: AuditKind,
+        actor: &'a str,
+        user: &'a UserId,
+        chat: &'a ChatId,
+        detail: serde_json::Value,
+    ) -> Self {
+        Self {
+            kind,
+            actor,
+            user_id: Some(user.as_str()),
+            chat_id: Some(chat.as_str()),
+            interrupt_id: None,
+            detail,
+        }
+    }
+
+    /// The same row, also naming the card it is about.
+    pub fn on_card(self, id: &'a InterruptId) -> Self {
+        Self {
+            interrupt_id: Some(id.as_str()),
+            ..self
+        }
+    }
+
+    /// A row about one card, scoped to the card's chat.
+    pub fn card(
+        kind: AuditKind,
+        actor: &'a str,
+        card: &'a Pointer,
+        detail: serde_json::Value,
+    ) -> Self {
+        Self::chat(kind, actor, &card.user, &card.chat, detail).on_card(&card.id)
+    }
+
+    /// An administrator's change to a list or a permission: not chat-scoped.
+    pub fn admin_change(actor: &'a str, detail: serde_json::Value) -> Self {
+        Self {
+            kind: AuditKind::AdminChange,
+            actor,
+            user_id: None,
+            chat_id: None,
+            interrupt_id: None,
+            detail,
+        }
+    }
 }
 
 /// One audit row as read back.

@@ -2,8 +2,9 @@
 //! secret, snapshot location, state, the two expiries, the claim). Reading it, reissuing its
 //! secret and expiring it live here; writing a new one is `register`.
 
-use sqlx::Row as _;
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
+use sqlx::{Any, Row as _};
 
 use super::{Store, StoreError, json_column};
 use crate::blob::BlobRef;
@@ -164,8 +165,20 @@ macro_rules! pointer_columns {
     };
 }
 
+/// `SELECT` of whole pointer rows matching `$cond`.
+macro_rules! select_pointer {
+    ($cond:literal) => {
+        concat!(
+            "SELECT ",
+            pointer_columns!(),
+            " FROM interrupts WHERE ",
+            $cond
+        )
+    };
+}
+
 /// Parses a row selected with [`pointer_columns`].
-pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
+fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
     let ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {
         Ok(r.try_get::<Option<i64>, _>(i)?.map(Timestamp::from_millis))
     };
@@ -211,22 +224,28 @@ pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
 }
 
 impl Store {
+    /// Runs a statement that selects (or returns) at most one row of [`pointer_columns`]
+    /// and parses it: the one way every pointer read loads its row.
+    async fn fetch_pointer(
+        &self,
+        statement: Query<'_, Any, AnyArguments>,
+    ) -> Result<Option<Pointer>, StoreError> {
+        let row = statement.fetch_optional(self.pool()).await?;
+        row.as_ref().map(pointer_from_row).transpose()
+    }
+
     /// The pointer with this interrupt id, unless purged.
     pub async fn interrupt(
         &self,
         id: &InterruptId,
         now: Timestamp,
     ) -> Result<Option<Pointer>, StoreError> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            pointer_columns!(),
-            " FROM interrupts WHERE interrupt_id = $1 AND purge_at > $2"
-        ))
-        .bind(id.as_str())
-        .bind(now.millis())
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(pointer_from_row).transpose()
+        self.fetch_pointer(
+            sqlx::query(select_pointer!("interrupt_id = $1 AND purge_at > $2"))
+                .bind(id.as_str())
+                .bind(now.millis()),
+        )
+        .await
     }
 
     /// The chat's pointer row, unless purged (open or not: callers check).
@@ -236,17 +255,15 @@ impl Store {
         chat: &ChatId,
         now: Timestamp,
     ) -> Result<Option<Pointer>, StoreError> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            pointer_columns!(),
-            " FROM interrupts WHERE user_id = $1 AND chat_id = $2 AND purge_at > $3"
-        ))
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .bind(now.millis())
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(pointer_from_row).transpose()
+        self.fetch_pointer(
+            sqlx::query(select_pointer!(
+                "user_id = $1 AND chat_id = $2 AND purge_at > $3"
+            ))
+            .bind(user.as_str())
+            .bind(chat.as_str())
+            .bind(now.millis()),
+        )
+        .await
     }
 
     /// Gives the chat's open request a fresh resume secret (the old one stops working) and
@@ -258,19 +275,19 @@ impl Store {
         secret_hash: &SecretHash,
         now: Timestamp,
     ) -> Result<Option<Pointer>, StoreError> {
-        let row = sqlx::query(concat!(
-            "UPDATE interrupts SET secret_hash = $1 WHERE user_id = $2 AND chat_id = $3 \
-             AND purge_at > $4 AND ((state = 'pending' AND expires_at > $4) \
-             OR (state = 'claimed' AND lease_expires_at > $4)) RETURNING ",
-            pointer_columns!()
-        ))
-        .bind(secret_hash.as_str())
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .bind(now.millis())
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(pointer_from_row).transpose()
+        self.fetch_pointer(
+            sqlx::query(concat!(
+                "UPDATE interrupts SET secret_hash = $1 WHERE user_id = $2 AND chat_id = $3 \
+                 AND purge_at > $4 AND ((state = 'pending' AND expires_at > $4) \
+                 OR (state = 'claimed' AND lease_expires_at > $4)) RETURNING ",
+                pointer_columns!()
+            ))
+            .bind(secret_hash.as_str())
+            .bind(user.as_str())
+            .bind(chat.as_str())
+            .bind(now.millis()),
+        )
+        .await
     }
 
     /// Expires a request that nobody holds a live claim on (stale card, hidden chat, lost
@@ -290,10 +307,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
+        super::resume::free_card_slots(&mut tx, id).await?;
         tx.commit().await?;
         Ok(n > 0)
     }

@@ -213,33 +213,19 @@ impl Store {
             });
         }
         if let Some(old) = &chained_from {
-            sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
-                .bind(pointer.user.as_str())
-                .bind(old)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::from)?;
+            let old = InterruptId::from_db(old.clone());
+            super::resume::free_slot(&mut tx, &pointer.user, &old).await?;
         }
-        audit::write(
-            &mut tx,
-            AuditEntry {
-                kind: AuditKind::ApprovalRequested,
-                actor: "runtime",
-                user_id: Some(pointer.user.as_str()),
-                chat_id: Some(pointer.chat.as_str()),
-                interrupt_id: Some(pointer.id.as_str()),
-                detail: serde_json::json!({
-                    "draft_id": draft.id.as_str(),
-                    "turn_id": pointer.turn_id.as_str(),
-                    "sites": pointer.card.sites,
-                    "packages": pointer.card.packages,
-                    "expires_at": pointer.expires_at,
-                    "chained_from": chained_from,
-                }),
-            },
-            now,
-        )
-        .await?;
+        let detail = serde_json::json!({
+            "draft_id": draft.id.as_str(),
+            "turn_id": pointer.turn_id.as_str(),
+            "sites": pointer.card.sites,
+            "packages": pointer.card.packages,
+            "expires_at": pointer.expires_at,
+            "chained_from": chained_from,
+        });
+        let entry = AuditEntry::card(AuditKind::ApprovalRequested, "runtime", &pointer, detail);
+        audit::write(&mut tx, entry, now).await?;
         tx.commit().await.map_err(StoreError::from)?;
         Ok(pointer)
     }

@@ -2,12 +2,12 @@
 //! one of many concurrent clicks can win), the claim cap, heartbeats bounded by a deadline,
 //! completion, and the per-card count of rejected decisions.
 
-use sqlx::Row as _;
+use sqlx::{Any, Row as _, Transaction};
 
 use super::audit::{self, AuditEntry, AuditKind};
 use super::interrupts::{Decision, Outcome, Pointer};
 use super::{Backend, Store, StoreError};
-use crate::ids::{InterruptId, SecretHash, UserId};
+use crate::ids::{ChatId, InterruptId, SecretHash, UserId};
 use crate::time::Timestamp;
 
 /// A claim to attempt on a pointer that was read at `read` time.
@@ -38,6 +38,52 @@ pub struct StoredAnswer {
     pub inline: Option<String>,
     /// Blob locator, when it did not.
     pub key: Option<String>,
+}
+
+/// Holds `user`'s resume slot on card `id` until `until`: one row per user and card, so
+/// retries on the same card share it.
+async fn hold_slot(
+    tx: &mut Transaction<'static, Any>,
+    user: &UserId,
+    id: &InterruptId,
+    until: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
+    )
+    .bind(user.as_str())
+    .bind(id.as_str())
+    .bind(until.millis())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Frees `user`'s resume slot on card `id` (complete, or a chained card replacing it).
+pub(crate) async fn free_slot(
+    tx: &mut Transaction<'static, Any>,
+    user: &UserId,
+    id: &InterruptId,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
+        .bind(user.as_str())
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Frees every resume slot held on card `id` (it was expired).
+pub(crate) async fn free_card_slots(
+    tx: &mut Transaction<'static, Any>,
+    id: &InterruptId,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 impl Store {
@@ -73,15 +119,7 @@ impl Store {
         if held >= i64::from(cap) {
             return Ok(false);
         }
-        sqlx::query(
-            "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
-        )
-        .bind(user.as_str())
-        .bind(id.as_str())
-        .bind(until.millis())
-        .execute(&mut *tx)
-        .await?;
+        hold_slot(&mut tx, user, id, until).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -144,33 +182,15 @@ impl Store {
             .bind(p.turn_id.as_str())
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
-        )
-        .bind(p.user.as_str())
-        .bind(p.id.as_str())
-        .bind(attempt.lease_expires_at.millis())
-        .execute(&mut *tx)
-        .await?;
-        audit::write(
-            &mut tx,
-            AuditEntry {
-                kind: AuditKind::ApprovalResolved,
-                actor: attempt.actor,
-                user_id: Some(p.user.as_str()),
-                chat_id: Some(p.chat.as_str()),
-                interrupt_id: Some(p.id.as_str()),
-                detail: serde_json::json!({
-                    "decision": attempt.decision,
-                    "claim": p.claim_count + 1,
-                    "rejected_decisions": p.rejected_count,
-                    "deadline": attempt.deadline,
-                }),
-            },
-            now,
-        )
-        .await?;
+        hold_slot(&mut tx, &p.user, &p.id, attempt.lease_expires_at).await?;
+        let detail = serde_json::json!({
+            "decision": attempt.decision,
+            "claim": p.claim_count + 1,
+            "rejected_decisions": p.rejected_count,
+            "deadline": attempt.deadline,
+        });
+        let entry = AuditEntry::card(AuditKind::ApprovalResolved, attempt.actor, p, detail);
+        audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -204,23 +224,10 @@ impl Store {
             return Ok(false);
         }
         let removed = super::approvals::delete_card_approvals(&mut tx, read).await?;
-        sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
-            .bind(read.id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        audit::write(
-            &mut tx,
-            AuditEntry {
-                kind: AuditKind::ClaimCapExpired,
-                actor,
-                user_id: Some(read.user.as_str()),
-                chat_id: Some(read.chat.as_str()),
-                interrupt_id: Some(read.id.as_str()),
-                detail: serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed}),
-            },
-            now,
-        )
-        .await?;
+        free_card_slots(&mut tx, &read.id).await?;
+        let detail = serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
+        let entry = AuditEntry::card(AuditKind::ClaimCapExpired, actor, read, detail);
+        audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -285,11 +292,7 @@ impl Store {
         if n == 0 {
             return Ok(false);
         }
-        sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
-            .bind(read.user.as_str())
-            .bind(read.id.as_str())
-            .execute(&mut *tx)
-            .await?;
+        free_slot(&mut tx, &read.user, &read.id).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -315,20 +318,19 @@ impl Store {
         let Some(r) = row else { return Ok(()) };
         let count: i64 = r.try_get(0)?;
         if count == 1 {
-            let (user, chat): (String, String) = (r.try_get(1)?, r.try_get(2)?);
-            audit::write(
-                &mut tx,
-                AuditEntry {
-                    kind: AuditKind::DecisionRejected,
-                    actor: "resume-secret",
-                    user_id: Some(&user),
-                    chat_id: Some(&chat),
-                    interrupt_id: Some(id.as_str()),
-                    detail: serde_json::json!({"first_reason": reason, "aggregated": "count kept on the card"}),
-                },
-                now,
+            let user = UserId::from_db(r.try_get(1)?);
+            let chat = ChatId::from_db(r.try_get(2)?);
+            let detail =
+                serde_json::json!({"first_reason": reason, "aggregated": "count kept on the card"});
+            let entry = AuditEntry::chat(
+                AuditKind::DecisionRejected,
+                "resume-secret",
+                &user,
+                &chat,
+                detail,
             )
-            .await?;
+            .on_card(id);
+            audit::write(&mut tx, entry, now).await?;
         }
         tx.commit().await?;
         Ok(())

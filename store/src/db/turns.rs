@@ -135,25 +135,21 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(StoreError::from)?;
-        audit::write(
-            &mut tx,
-            AuditEntry {
-                kind: AuditKind::TurnOpened,
-                actor: "runtime",
-                user_id: Some(turn.user.as_str()),
-                chat_id: Some(turn.chat.as_str()),
-                interrupt_id: None,
-                detail: serde_json::json!({
-                    "turn_id": turn.id.as_str(),
-                    "can_ask_human": turn.can_ask_human,
-                    "sites": sites,
-                    "packages": packages,
-                    "expires_at": turn.expires_at,
-                }),
-            },
-            now,
-        )
-        .await?;
+        let detail = serde_json::json!({
+            "turn_id": turn.id.as_str(),
+            "can_ask_human": turn.can_ask_human,
+            "sites": sites,
+            "packages": packages,
+            "expires_at": turn.expires_at,
+        });
+        let entry = AuditEntry::chat(
+            AuditKind::TurnOpened,
+            "runtime",
+            &turn.user,
+            &turn.chat,
+            detail,
+        );
+        audit::write(&mut tx, entry, now).await?;
         tx.commit().await.map_err(StoreError::from)?;
         Ok(turn)
     }
