@@ -121,11 +121,20 @@ async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
         "hop-by-hop leaked: {head}"
     );
     assert!(head.contains("x-end-to-end: kept"));
-    let egress = api
-        .get(&format!("/v1/turns/{}/egress", turn.id), RUNTIME)
-        .await
-        .json();
+    // Allowed traffic is summed in memory and written about once a second.
+    let mut egress = serde_json::Value::Null;
+    for _ in 0..40 {
+        egress = api
+            .get(&format!("/v1/turns/{}/egress", turn.id), RUNTIME)
+            .await
+            .json();
+        if egress["egress"][0]["host"] == FILES {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert_eq!(egress["egress"][0]["host"], FILES);
+    assert_eq!(egress["egress"][0]["connections"], 1);
 }
 
 #[tokio::test]

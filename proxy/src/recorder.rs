@@ -2,8 +2,11 @@
 //! summarised. Concurrent records are grouped into one transaction (group commit), so the
 //! refusal path stays correct under load without one database round trip per request.
 
-use egressgate_store::Store;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
 use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
+use egressgate_store::{Host, Store, TurnId};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most events folded into one transaction.
@@ -55,19 +58,49 @@ impl Recorder {
     }
 }
 
+/// How often summed egress counters are written.
+const EGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
     let mut jobs = Vec::with_capacity(BATCH);
-    while rx.recv_many(&mut jobs, BATCH).await > 0 {
+    // Allowed traffic is summed in memory per (turn, host) and written once a second: a busy
+    // keep-alive client must not cost a database write per request.
+    let mut egress: HashMap<(TurnId, Host), EgressEvent> = HashMap::new();
+    let mut tick = tokio::time::interval(EGRESS_FLUSH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut jobs, BATCH) => {
+                if n == 0 {
+                    flush_egress(&store, &mut egress).await;
+                    return;
+                }
+            }
+            _ = tick.tick() => {
+                flush_egress(&store, &mut egress).await;
+                continue;
+            }
+        }
         let mut refusals = Vec::new();
         let mut waiters = Vec::new();
-        let mut egress = Vec::new();
         for job in jobs.drain(..) {
             match job {
                 Job::Refusal(e, done) => {
                     refusals.push(e);
                     waiters.push(done);
                 }
-                Job::Egress(e) => egress.push(e),
+                Job::Egress(e) => match egress.entry((e.turn.clone(), e.host.clone())) {
+                    Entry::Occupied(mut sum) => {
+                        let sum = sum.get_mut();
+                        sum.connections += e.connections;
+                        sum.bytes_up += e.bytes_up;
+                        sum.bytes_down += e.bytes_down;
+                        sum.at = e.at;
+                    }
+                    Entry::Vacant(slot) => {
+                        slot.insert(e);
+                    }
+                },
             }
         }
         if !refusals.is_empty() {
@@ -76,11 +109,16 @@ async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
                 let _ = w.send(ok);
             }
         }
-        if !egress.is_empty()
-            && let Err(e) = store.record_egress(&egress).await
-        {
-            tracing::warn!(error = %e, lost = egress.len(), "could not record egress summary");
-        }
+    }
+}
+
+async fn flush_egress(store: &Store, egress: &mut HashMap<(TurnId, Host), EgressEvent>) {
+    if egress.is_empty() {
+        return;
+    }
+    let batch: Vec<EgressEvent> = egress.drain().map(|(_, e)| e).collect();
+    if let Err(e) = store.record_egress(&batch).await {
+        tracing::warn!(error = %e, lost = batch.len(), "could not record egress summary");
     }
 }
 

@@ -82,6 +82,31 @@ pub struct EgressRow {
     pub last_seen: Timestamp,
 }
 
+/// Folds a batch into one event per (turn, host, port, reason) with its count, keeping the
+/// latest time and sample URL, in first-seen order: a retry storm against one host costs one
+/// statement per batch instead of one per request.
+fn coalesce(events: &[RefusalEvent]) -> Vec<(&RefusalEvent, i64)> {
+    let mut out: Vec<(&RefusalEvent, i64)> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for e in events {
+        let key = (&e.turn, e.host.as_str(), e.port, e.reason);
+        match index.get(&key) {
+            Some(&i) => {
+                let (latest, n): &mut (&RefusalEvent, i64) = &mut out[i];
+                *n += 1;
+                if e.at >= latest.at && (e.url.is_some() || latest.url.is_none()) {
+                    *latest = e;
+                }
+            }
+            None => {
+                index.insert(key, out.len());
+                out.push((e, 1));
+            }
+        }
+    }
+    out
+}
+
 impl Store {
     /// Records refusals in one transaction (the proxy batches concurrent refusals so each
     /// commit serves many requests). Per turn at most `max_hosts` distinct hosts are kept;
@@ -93,9 +118,9 @@ impl Store {
         max_hosts: i64,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        for e in events {
+        for (e, n) in coalesce(events) {
             let updated = sqlx::query(
-                "UPDATE refusals SET count = count + 1, last_seen = $5, url = COALESCE($6, url) \
+                "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url) \
                  WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
             )
             .bind(e.turn.as_str())
@@ -104,6 +129,7 @@ impl Store {
             .bind(e.reason.as_str())
             .bind(e.at.millis())
             .bind(e.url.as_deref())
+            .bind(n)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -112,7 +138,7 @@ impl Store {
             }
             let inserted = sqlx::query(
                 "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen) \
-                 SELECT $1, $2, $3, $4, $5, 1, $6, $6 \
+                 SELECT $1, $2, $3, $4, $5, $8, $6, $6 \
                  WHERE EXISTS (SELECT 1 FROM refusals WHERE turn_id = $1 AND host = $2) \
                     OR (SELECT COUNT(DISTINCT host) FROM refusals WHERE turn_id = $1) < $7",
             )
@@ -123,14 +149,16 @@ impl Store {
             .bind(e.url.as_deref())
             .bind(e.at.millis())
             .bind(max_hosts)
+            .bind(n)
             .execute(&mut *tx)
             .await?
             .rows_affected();
             if inserted == 0 {
                 sqlx::query(
-                    "UPDATE turns SET refusal_overflow = refusal_overflow + 1 WHERE turn_id = $1",
+                    "UPDATE turns SET refusal_overflow = refusal_overflow + $2 WHERE turn_id = $1",
                 )
                 .bind(e.turn.as_str())
+                .bind(n)
                 .execute(&mut *tx)
                 .await?;
             }
