@@ -87,6 +87,14 @@ impl Host {
         if name.is_empty() {
             return Err(HostError::Empty);
         }
+        // After mapping only letters, digits, '-', '_' and dots may remain: anything else
+        // (e.g. a full-width asterisk mapped to '*') would let a name read back as a pattern.
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(HostError::Idna);
+        }
         if name.len() > MAX_NAME_LEN
             || name
                 .split('.')

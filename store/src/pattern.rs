@@ -168,6 +168,10 @@ mod tests {
             assert_eq!(p(s), Err(e), "{s}");
         }
         assert!(matches!(p("exa mple.com"), Err(PatternError::Host(_))));
+        // Found by fuzzing: a full-width asterisk maps to '*' and must not become a wildcard
+        // when the stored pattern is read back.
+        assert!(p("＊.com").is_err());
+        assert!(p("＊.example.com").is_err());
     }
 
     #[test]
