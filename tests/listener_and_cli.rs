@@ -1,0 +1,134 @@
+//! The proxy's own TLS listener (the credential never crosses a network in clear) and the
+//! admin CLI (what the admin API does, for people who keep lists in scripts).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+
+use support::*;
+use tokio::io::AsyncWriteExt as _;
+
+const FILES: &str = "files.example.com";
+
+#[tokio::test]
+async fn the_proxy_listener_speaks_tls() {
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, der) = Pki::write_pem(&["proxy.example.com"], dir.path());
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&[
+            "--allow-cidr",
+            "127.0.0.0/8",
+            "--allow-port",
+            &o.addr.port().to_string(),
+        ])
+        .args(&[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ])
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u", "c", &[]).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(g.proxy()).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("proxy.example.com").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let req = format!(
+        "GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\nconnection: close\r\n\r\n",
+        turn.auth_header(),
+        p = o.addr.port()
+    );
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let r = read_response(&mut tls).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "origin says hi");
+
+    // Plain HTTP to the TLS listener is not served.
+    let raw = format!(
+        "GET http://{FILES}/ HTTP/1.1\r\nproxy-authorization: {}\r\n\r\n",
+        turn.auth_header()
+    );
+    let plain = try_proxy_raw(g.proxy(), raw.as_bytes(), 5).await;
+    assert!(
+        plain.is_err() || plain.is_ok_and(|r| r.status != 200),
+        "a cleartext request must not be proxied by the TLS listener"
+    );
+}
+
+fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+        .arg("admin")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn admin_cli_keeps_the_lists_like_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = admin(
+        &["sites", "add", "*.Example.COM.", "--note", "docs mirror"],
+        &data,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "added *.example.com\n"
+    );
+    let out = admin(&["sites", "add", "*.example.com"], &data);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "already present *.example.com\n"
+    );
+    let out = admin(&["sites", "add", "*.co.uk"], &data);
+    assert!(!out.status.success(), "a public-suffix wildcard is refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("public suffix"));
+    let out = admin(&["packages", "add", "Requests"], &data);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "added requests\n");
+    let out = admin(&["sites", "list"], &data);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "*.example.com\tdocs mirror\n"
+    );
+    let out = admin(&["sites", "remove", "*.example.com"], &data);
+    assert!(out.status.success());
+    let out = admin(&["sites", "remove", "*.example.com"], &data);
+    assert!(
+        !out.status.success(),
+        "removing what is not there is an error"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&admin(&["sites", "list"], &data).stdout),
+        ""
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&admin(&["packages", "list"], &data).stdout),
+        "requests\n"
+    );
+}
