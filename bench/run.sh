@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# egressgate benchmark: one command, `bash bench/run.sh`.
+#
+# Installs tinyproxy and squid (Debian packages) when missing, builds egressgate and the load
+# generator in release mode, starts a loopback origin, egressgate, tinyproxy and squid (all on
+# 127.0.0.1, configs and logs in a temporary directory), runs every workload against the origin
+# itself ("direct") and each proxy, and writes bench/results/latest.md (also printed).
+# Every process it starts is stopped on exit; it exits non-zero if anything failed.
+#
+# Knobs (environment): DURATION (s per measurement, 5), REPS (3), CONNS (32), BULK_MIB (256),
+# BULK_STREAMS (8), IDLE (idle tunnels per proxy, 500), IDLE_EGRESSGATE (10000, capped by the
+# open-file limit), WORKLOADS (1,2,3,4,5,6,7,8), KEEP_WORKDIR=1 keeps configs and logs.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$ROOT/bench"
+RESULTS="$BENCH/results"
+HOST=bench.example.com
+BLOCKED=unapproved.example.net
+DURATION=${DURATION:-5}
+REPS=${REPS:-3}
+CONNS=${CONNS:-32}
+BULK_MIB=${BULK_MIB:-256}
+BULK_STREAMS=${BULK_STREAMS:-8}
+IDLE=${IDLE:-500}
+IDLE_EGRESSGATE=${IDLE_EGRESSGATE:-10000}
+WORKLOADS=${WORKLOADS:-1,2,3,4,5,6,7,8}
+LOADGEN_TARGET=/var/tmp/egressgate-bench-target
+LOADGEN="$LOADGEN_TARGET/release/loadgen"
+COMMAND="bash bench/run.sh"
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+
+WORK=$(mktemp -d /tmp/egressgate-bench.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for _ in $(seq 50); do
+        local alive=0
+        for pid in "${PIDS[@]}"; do
+            kill -0 "$pid" 2>/dev/null && alive=1
+        done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${PIDS[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    if [ "${KEEP_WORKDIR:-0}" = 1 ] || [ "$rc" != 0 ]; then
+        log "configs and logs kept in $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Waits until FILE has a line containing PATTERN and prints the value after "addr=".
+wait_addr() {
+    local file=$1 pattern=$2 pid=$3
+    for _ in $(seq 300); do
+        local line
+        line=$(grep -m1 -a "$pattern" "$file" 2>/dev/null || true)
+        if [ -n "$line" ]; then
+            sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || { tail -20 "$file" >&2; die "process $pid exited before logging '$pattern'"; }
+        sleep 0.1
+    done
+    tail -20 "$file" >&2
+    die "timed out waiting for '$pattern' in $file"
+}
+
+# Waits until 127.0.0.1:PORT accepts connections.
+wait_port() {
+    local port=$1 pid=$2 name=$3
+    for _ in $(seq 300); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || die "$name exited during start-up (logs in $WORK)"
+        sleep 0.1
+    done
+    die "$name did not listen on 127.0.0.1:$port"
+}
+
+# --- limits ---------------------------------------------------------------------------------
+HARD_NOFILE=$(ulimit -Hn)
+if [ "$HARD_NOFILE" = unlimited ]; then HARD_NOFILE=1048576; fi
+ulimit -n "$HARD_NOFILE"
+# Each idle tunnel holds two descriptors in the proxy (client and origin side).
+FD_CAP=$(( (HARD_NOFILE - 256) / 2 ))
+if [ "$IDLE_EGRESSGATE" -gt "$FD_CAP" ]; then
+    log "open-file limit is $HARD_NOFILE (hard): egressgate idle tunnels capped at $FD_CAP instead of $IDLE_EGRESSGATE"
+    IDLE_EGRESSGATE=$FD_CAP
+fi
+
+# --- install the peers ----------------------------------------------------------------------
+if [ ! -x /usr/bin/tinyproxy ] || [ ! -x /usr/sbin/squid ]; then
+    log "installing tinyproxy and squid"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tinyproxy squid >/dev/null
+fi
+TINYPROXY=/usr/bin/tinyproxy
+SQUID=/usr/sbin/squid
+[ -x "$TINYPROXY" ] || die "tinyproxy is not installed"
+[ -x "$SQUID" ] || die "squid is not installed"
+
+# --- build ----------------------------------------------------------------------------------
+log "building egressgate (release)"
+(cd "$ROOT" && cargo build --release --quiet --bin egressgate) || die "egressgate release build failed"
+EGRESSGATE="${CARGO_TARGET_DIR:-$ROOT/target}/release/egressgate"
+[ -x "$EGRESSGATE" ] || die "no egressgate binary at $EGRESSGATE"
+log "building the load generator (release)"
+CARGO_TARGET_DIR=$LOADGEN_TARGET cargo build --release --quiet --manifest-path "$BENCH/loadgen/Cargo.toml" \
+    || die "loadgen build failed"
+
+# --- origin ---------------------------------------------------------------------------------
+"$LOADGEN" origin --listen 127.0.0.1:0 2>"$WORK/origin.log" &
+ORIGIN_PID=$!
+PIDS+=("$ORIGIN_PID")
+ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$ORIGIN_PID")
+ORIGIN_PORT=${ORIGIN##*:}
+log "origin on $ORIGIN"
+
+# --- egressgate -----------------------------------------------------------------------------
+token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+export EGRESSGATE_ADMIN_TOKEN="bench-admin-$(token)"
+export EGRESSGATE_RUNTIME_TOKEN="bench-runtime-$(token)"
+# Default logging (info), as shipped; no database URL from the caller's environment.
+env -u EGRESSGATE_LOG -u DATABASE_URL -u EGRESSGATE_DATABASE_URL \
+    "$EGRESSGATE" serve --data-dir "$WORK/egressgate-data" \
+    --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 \
+    --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 --allow-port "$ORIGIN_PORT" \
+    --max-connections 20000 --max-connections-per-turn 20000 \
+    2>"$WORK/egressgate.log" >/dev/null &
+EG_PID=$!
+PIDS+=("$EG_PID")
+EG_PROXY=$(wait_addr "$WORK/egressgate.log" "proxy listening" "$EG_PID")
+EG_CONTROL=$(wait_addr "$WORK/egressgate.log" "control plane listening" "$EG_PID")
+log "egressgate proxy on $EG_PROXY, control plane on $EG_CONTROL (pid $EG_PID)"
+
+# --- tinyproxy and squid --------------------------------------------------------------------
+mapfile -t PORTS < <("$LOADGEN" free-ports 2)
+[ "${#PORTS[@]}" = 2 ] || die "could not pick two free ports"
+TP_PORT=${PORTS[0]}
+SQ_PORT=${PORTS[1]}
+printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$HOST" >"$WORK/hosts"
+chmod 644 "$WORK/hosts"
+
+mkdir -p "$WORK/tinyproxy"
+cat >"$WORK/tinyproxy/tinyproxy.conf" <<EOF
+Port $TP_PORT
+Listen 127.0.0.1
+Timeout 600
+MaxClients 4096
+Allow 127.0.0.1
+ConnectPort $ORIGIN_PORT
+LogFile "$WORK/tinyproxy/tinyproxy.log"
+LogLevel Info
+PidFile "$WORK/tinyproxy/tinyproxy.pid"
+EOF
+# tinyproxy resolves with the system resolver: give it a private /etc/hosts that names the
+# benchmark host, in its own mount namespace (the machine's /etc/hosts is untouched).
+unshare -m sh -c 'mount --bind "$1" /etc/hosts && exec "$2" -d -c "$3"' sh \
+    "$WORK/hosts" "$TINYPROXY" "$WORK/tinyproxy/tinyproxy.conf" \
+    >"$WORK/tinyproxy/stdout.log" 2>&1 &
+TP_PID=$!
+PIDS+=("$TP_PID")
+wait_port "$TP_PORT" "$TP_PID" tinyproxy
+log "tinyproxy on 127.0.0.1:$TP_PORT (pid $TP_PID)"
+
+mkdir -p "$WORK/squid"
+cat >"$WORK/squid/squid.conf" <<EOF
+http_port 127.0.0.1:$SQ_PORT
+visible_hostname egressgate-bench
+pid_filename $WORK/squid/squid.pid
+cache_log $WORK/squid/cache.log
+access_log stdio:$WORK/squid/access.log
+cache_store_log none
+coredump_dir $WORK/squid
+hosts_file $WORK/hosts
+dns_nameservers 127.0.0.1
+pinger_enable off
+icp_port 0
+htcp_port 0
+cache deny all
+cache_mem 8 MB
+max_filedescriptors 16384
+shutdown_lifetime 1 seconds
+acl bench_ports port $ORIGIN_PORT
+acl bench_connect method CONNECT
+http_access deny bench_connect !bench_ports
+http_access deny !bench_ports
+http_access allow localhost
+http_access deny all
+EOF
+chown -R proxy:proxy "$WORK/squid" 2>/dev/null || chmod 777 "$WORK/squid"
+"$SQUID" -N -f "$WORK/squid/squid.conf" >"$WORK/squid/stdout.log" 2>&1 &
+SQ_PID=$!
+PIDS+=("$SQ_PID")
+wait_port "$SQ_PORT" "$SQ_PID" squid
+log "squid on 127.0.0.1:$SQ_PORT (pid $SQ_PID)"
+
+# --- run ------------------------------------------------------------------------------------
+mkdir -p "$RESULTS"
+CPU_MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
+EG_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -1)" ]; then EG_REV="$EG_REV + uncommitted changes"; fi
+NOTE="Run $(date -u +%Y-%m-%dT%H:%MZ) with \`$COMMAND\` (DURATION=$DURATION REPS=$REPS CONNS=$CONNS) on $(nproc) cores (${CPU_MODEL:-unknown CPU}), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg). egressgate $EG_REV (release build, default info logging to a file), $("$TINYPROXY" -v 2>&1 | head -1), $("$SQUID" -v | head -1 | sed 's/ Cache: Version//'). The origin, the load generator and the proxy share the same $(nproc) cores."
+
+log "running workloads $WORKLOADS (this takes several minutes)"
+set +e
+"$LOADGEN" suite --origin "$ORIGIN" --host "$HOST" --blocked-host "$BLOCKED" \
+    --proxy "egressgate,$EG_PROXY,$EG_PID" \
+    --proxy "tinyproxy,127.0.0.1:$TP_PORT,$TP_PID" \
+    --proxy "squid,127.0.0.1:$SQ_PORT,$SQ_PID" \
+    --control "$EG_CONTROL" --egressgate-log "$WORK/egressgate.log" \
+    --conns "$CONNS" --duration "$DURATION" --reps "$REPS" \
+    --bulk-mib "$BULK_MIB" --bulk-streams "$BULK_STREAMS" \
+    --idle "$IDLE" --idle-egressgate "$IDLE_EGRESSGATE" \
+    --workloads "$WORKLOADS" --clk-tck "$(getconf CLK_TCK)" \
+    --out "$RESULTS/latest.md" --raw "$RESULTS/latest-raw.txt" \
+    --note "$NOTE" >/dev/null
+SUITE_RC=$?
+set -e
+
+# What egressgate logged, so a warning or error under load is not missed.
+if [ -f "$RESULTS/latest.md" ]; then
+    {
+        printf '\n## egressgate log during the run\n\n'
+        printf '%s lines (%s bytes); %s WARN, %s ERROR.\n' \
+            "$(wc -l <"$WORK/egressgate.log")" "$(wc -c <"$WORK/egressgate.log")" \
+            "$(grep -c ' WARN ' "$WORK/egressgate.log" || true)" "$(grep -c ' ERROR ' "$WORK/egressgate.log" || true)"
+        if grep -qE ' (WARN|ERROR) ' "$WORK/egressgate.log"; then
+            printf '\nDistinct warnings and errors (count, message):\n\n```\n'
+            grep -E ' (WARN|ERROR) ' "$WORK/egressgate.log" | sed -e 's/^[^ ]* *//' | sort | uniq -c | sort -rn | head -10
+            printf '```\n'
+        fi
+    } >>"$RESULTS/latest.md"
+    cat "$RESULTS/latest.md"
+fi
+
+for pid in "$ORIGIN_PID" "$EG_PID" "$TP_PID" "$SQ_PID"; do
+    kill -0 "$pid" 2>/dev/null || { log "process $pid died during the run"; SUITE_RC=1; }
+done
+[ "$SUITE_RC" = 0 ] || die "the suite reported failures (exit $SUITE_RC); see $RESULTS/latest.md"
+log "done: $RESULTS/latest.md"
