@@ -57,10 +57,18 @@ pub async fn relay_tcp(
 
 /// One direction: `src` → `dst`, then half-close `dst` for writing.
 async fn pump(src: &TcpStream, dst: &TcpStream, act: &Activity, start: Instant) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    let r = splice::pump(src, dst, act, start).await;
-    #[cfg(not(target_os = "linux"))]
-    let r = buffered(src, dst, act, start).await;
+    // Small messages (requests, keep-alive traffic) are cheapest with one read and one write;
+    // once a read fills the whole buffer the stream looks like bulk, and on Linux it moves to
+    // splice for the rest of its life.
+    let bulk_switch = cfg!(target_os = "linux");
+    let r = match buffered(src, dst, act, start, bulk_switch).await {
+        Ok(Flow::Eof) => Ok(()),
+        #[cfg(target_os = "linux")]
+        Ok(Flow::Bulk) => splice::pump(src, dst, act, start).await,
+        #[cfg(not(target_os = "linux"))]
+        Ok(Flow::Bulk) => Ok(()),
+        Err(e) => Err(e),
+    };
     if r.is_ok() {
         use std::os::fd::AsRawFd as _;
         // Pass the end of file on; the other direction may still be talking.
@@ -69,25 +77,41 @@ async fn pump(src: &TcpStream, dst: &TcpStream, act: &Activity, start: Instant) 
     r
 }
 
-/// Portable fallback: a buffer allocated when data arrives and freed when it has been written.
-#[cfg_attr(target_os = "linux", allow(dead_code))]
+/// How a buffered pump ended.
+enum Flow {
+    /// The source reached end of file.
+    Eof,
+    /// A read filled the whole buffer: hand over to the zero-copy path.
+    Bulk,
+}
+
+/// Buffer size of the user-space path.
+const BUFFER: usize = 64 * 1024;
+
+/// User-space copies with a buffer that exists only while data is in flight (reads go into
+/// spare capacity, so nothing is zeroed). With `until_bulk`, stops after the first read that
+/// fills the buffer.
 async fn buffered(
     src: &TcpStream,
     dst: &TcpStream,
     act: &Activity,
     start: Instant,
-) -> io::Result<()> {
+    until_bulk: bool,
+) -> io::Result<Flow> {
     loop {
         src.readable().await?;
-        let mut buf = vec![0u8; CHUNK.min(64 * 1024)];
-        let n = match src.try_read(&mut buf) {
-            Ok(0) => return Ok(()),
+        let mut buf = Vec::with_capacity(BUFFER);
+        let n = match src.try_read_buf(&mut buf) {
+            Ok(0) => return Ok(Flow::Eof),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         };
         act.note(n, start);
-        write_all(dst, &buf[..n]).await?;
+        write_all(dst, &buf).await?;
+        if until_bulk && n == BUFFER {
+            return Ok(Flow::Bulk);
+        }
     }
 }
 
@@ -147,7 +171,9 @@ mod splice {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) if e.raw_os_error() == Some(Errno::EINVAL as i32) => {
                     // This socket pair cannot splice: fall back to user-space copies.
-                    return super::buffered(src, dst, act, start).await;
+                    return super::buffered(src, dst, act, start, false)
+                        .await
+                        .map(|_| ());
                 }
                 Err(e) => return Err(e),
             };
