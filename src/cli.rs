@@ -134,6 +134,10 @@ pub struct RawConfig {
     #[arg(long, env = "EGRESSGATE_RESOLVE", value_delimiter = ',')]
     #[serde(default)]
     pub resolve: Vec<String>,
+    /// Upstream DNS servers `IP` or `IP:PORT` (repeatable; default: /etc/resolv.conf).
+    #[arg(long, env = "EGRESSGATE_DNS_SERVER", value_delimiter = ',')]
+    #[serde(default)]
+    pub dns_server: Vec<String>,
     /// Reachable private ranges `CIDR` or `CIDR=PATTERN` (repeatable).
     #[arg(long, env = "EGRESSGATE_ALLOW_CIDR", value_delimiter = ',')]
     #[serde(default)]

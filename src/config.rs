@@ -209,6 +209,15 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
             .map_err(|_| anyhow!("--resolve {entry:?}: {ip:?} is not an IP address"))?;
         resolve.entry(host("--resolve", h)?).or_default().push(ip);
     }
+    let dns_servers = raw
+        .dns_server
+        .iter()
+        .map(|s| {
+            s.parse::<SocketAddr>()
+                .or_else(|_| s.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                .map_err(|_| anyhow!("--dns-server {s:?}: expected IP or IP:PORT"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut allow_cidrs = Vec::new();
     for entry in &raw.allow_cidr {
         let (net, pattern) = match entry.split_once('=') {
@@ -244,6 +253,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         allow_ports,
         allow_cidrs,
         resolve,
+        dns_servers,
         internal_suffixes: internal_suffixes.clone(),
         require_sni: raw.require_sni.unwrap_or(true),
         max_refusals_per_turn: positive("max-refusals-per-turn", raw.max_refusals_per_turn, 256)?,

@@ -132,3 +132,78 @@ fn admin_cli_keeps_the_lists_like_the_api() {
         "requests\n"
     );
 }
+
+/// A loopback DNS server answering every A query with 127.0.0.1 (and counting queries).
+async fn fake_dns() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let q2 = queries.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        loop {
+            let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
+                return;
+            };
+            if n < 12 {
+                continue;
+            }
+            q2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Question ends after the name's zero label plus type and class.
+            let mut i = 12;
+            while i < n && buf[i] != 0 {
+                i += usize::from(buf[i]) + 1;
+            }
+            let qend = (i + 5).min(n);
+            let qtype = u16::from_be_bytes([buf[i + 1], buf[i + 2]]);
+            let mut resp = Vec::with_capacity(qend + 16);
+            resp.extend_from_slice(&buf[..2]); // id
+            resp.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(qtype == 1), 0, 0, 0, 0]);
+            resp.extend_from_slice(&buf[12..qend]);
+            if qtype == 1 {
+                resp.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
+            }
+            let _ = sock.send_to(&resp, peer).await;
+        }
+    });
+    (addr, queries)
+}
+
+#[tokio::test]
+async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
+    let o = origin().await;
+    let (dns, queries) = fake_dns().await;
+    let port = o.addr.port().to_string();
+    let url = format!("http://{FILES}:{port}/");
+    // Without an allowed range the loopback answer is refused as private_address...
+    let g = gate()
+        .args(&["--dns-server", &dns.to_string(), "--allow-port", &port])
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u", "c", &[]).await;
+    let r = proxy_get(g.proxy(), &turn, &url).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.header("x-egress-refused"), Some("private_address"));
+    assert!(
+        queries.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the configured server was asked"
+    );
+    drop(g);
+    // ...and with it, the answer is dialled.
+    let g = gate()
+        .args(&[
+            "--dns-server",
+            &dns.to_string(),
+            "--allow-port",
+            &port,
+            "--allow-cidr",
+            "127.0.0.0/8",
+        ])
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u", "c", &[]).await;
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    assert_eq!(o.requests().len(), 1);
+}

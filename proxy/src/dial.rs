@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use egressgate_store::Host;
 use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use tokio::net::TcpStream;
 
 use crate::addr::{is_public_unicast, net_contains};
@@ -55,15 +57,35 @@ pub struct Dialer {
 }
 
 impl Dialer {
-    /// Builds a dialer. When the system resolver configuration cannot be read, only static
+    /// Builds a dialer over the configured upstream DNS servers, or the system's
+    /// (`/etc/resolv.conf`) when none are configured. When neither is available only static
     /// answers work (failing closed rather than falling back to a public DNS server).
     pub fn new(
         statics: HashMap<Host, Vec<IpAddr>>,
         allowed: Vec<AllowedRange>,
         forbidden: Vec<SocketAddr>,
+        dns_servers: &[SocketAddr],
         timeout: Duration,
     ) -> Self {
-        let resolver = match TokioResolver::builder_tokio() {
+        let builder = if dns_servers.is_empty() {
+            TokioResolver::builder_tokio()
+        } else {
+            let servers = dns_servers
+                .iter()
+                .map(|s| {
+                    let mut ns = NameServerConfig::udp_and_tcp(s.ip());
+                    for c in &mut ns.connections {
+                        c.port = s.port();
+                    }
+                    ns
+                })
+                .collect();
+            Ok(TokioResolver::builder_with_config(
+                ResolverConfig::from_name_servers(servers),
+                TokioRuntimeProvider::default(),
+            ))
+        };
+        let resolver = match builder {
             Ok(mut b) => {
                 let opts = b.options_mut();
                 opts.timeout = timeout.min(Duration::from_secs(5));

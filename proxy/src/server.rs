@@ -62,6 +62,7 @@ impl Proxy {
             settings.resolve.clone(),
             settings.allow_cidrs.clone(),
             settings.forbidden_addrs.clone(),
+            &settings.dns_servers,
             settings.connect_timeout,
         );
         let shared = Arc::new(Shared {

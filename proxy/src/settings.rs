@@ -27,6 +27,8 @@ pub struct Settings {
     pub allow_cidrs: Vec<AllowedRange>,
     /// Static DNS answers, consulted before the resolver (`--resolve HOST=IP`).
     pub resolve: HashMap<Host, Vec<IpAddr>>,
+    /// Upstream DNS servers (empty: the system's resolver configuration).
+    pub dns_servers: Vec<SocketAddr>,
     /// Operator-configured internal suffixes.
     pub internal_suffixes: Vec<Host>,
     /// Refuse TLS without SNI on port 443.
@@ -63,6 +65,7 @@ impl Default for Settings {
             allow_ports: vec![80, 443],
             allow_cidrs: Vec::new(),
             resolve: HashMap::new(),
+            dns_servers: Vec::new(),
             internal_suffixes: Vec::new(),
             require_sni: true,
             max_refusals_per_turn: 256,
