@@ -15,7 +15,6 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::Read as _;
 use std::net::SocketAddr;
@@ -160,17 +159,7 @@ async fn read_head(s: &mut TcpStream) -> Result<Resp, String> {
                 Err(e) => return Err(format!("read error before a full response head: {e}")),
             }
         }
-        let head = String::from_utf8_lossy(&buf).into_owned();
-        let mut lines = head.split("\r\n");
-        let status = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let headers: HashMap<String, String> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
+        let (status, headers) = parse_head(&buf);
         let mut body = Vec::new();
         if let Some(n) = headers
             .get("content-length")

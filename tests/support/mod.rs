@@ -280,6 +280,22 @@ impl Turn {
     }
 }
 
+/// Status (0 when unparsable) and lower-cased headers of a response head.
+pub fn parse_head(buf: &[u8]) -> (u16, HashMap<String, String>) {
+    let head = String::from_utf8_lossy(buf);
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers)
+}
+
 /// Reads one HTTP/1.1 response (content-length, chunked, or until close).
 pub async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<Resp> {
     let mut buf = Vec::new();
@@ -293,20 +309,7 @@ pub async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<R
         }
         buf.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: HashMap<String, String> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let (status, headers) = parse_head(&buf);
     let mut body = Vec::new();
     if let Some(n) = headers
         .get("content-length")
@@ -389,17 +392,7 @@ async fn read_head_only(s: &mut TcpStream) -> Resp {
         }
         buf.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers: HashMap<String, String> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let (status, headers) = parse_head(&buf);
     let mut body = Vec::new();
     if let Some(n) = headers
         .get("content-length")
@@ -434,25 +427,7 @@ impl Origin {
 
 /// Starts a plain HTTP origin on 127.0.0.1:0 that answers `origin says hi` to every request.
 pub async fn origin() -> Origin {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let (seen2, conns2) = (seen.clone(), connections.clone());
-    tokio::spawn(async move {
-        loop {
-            let Ok((s, _)) = listener.accept().await else {
-                return;
-            };
-            conns2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            tokio::spawn(serve_origin(s, seen2.clone()));
-        }
-    });
-    Origin {
-        addr,
-        seen,
-        connections,
-    }
+    origin_at("127.0.0.1:0").await
 }
 
 async fn serve_origin<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, seen: Arc<Mutex<Vec<String>>>) {
@@ -559,32 +534,7 @@ impl Pki {
 
 /// Starts a TLS origin; it answers like [`origin`] inside TLS.
 pub async fn tls_origin(pki: &Pki) -> Origin {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let acceptor = tokio_rustls::TlsAcceptor::from(pki.server.clone());
-    let (seen2, conns2) = (seen.clone(), connections.clone());
-    tokio::spawn(async move {
-        loop {
-            let Ok((s, _)) = listener.accept().await else {
-                return;
-            };
-            conns2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let acceptor = acceptor.clone();
-            let seen = seen2.clone();
-            tokio::spawn(async move {
-                if let Ok(tls) = acceptor.accept(s).await {
-                    serve_origin(tls, seen).await;
-                }
-            });
-        }
-    });
-    Origin {
-        addr,
-        seen,
-        connections,
-    }
+    tls_origin_at(pki, "127.0.0.1:0").await
 }
 
 /// TLS handshake through an open tunnel with the given SNI, then `GET /`.
