@@ -135,6 +135,8 @@ async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
     }
     assert_eq!(egress["egress"][0]["host"], FILES);
     assert_eq!(egress["egress"][0]["connections"], 1);
+    // The bytes the response body really carried, counted as they passed.
+    assert_eq!(egress["egress"][0]["bytes_down"], 14, "{egress}");
 }
 
 #[tokio::test]

@@ -4,19 +4,16 @@
 
 use std::net::SocketAddr;
 
-use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{RefusalReason, Timestamp};
+use egressgate_store::RefusalReason;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use crate::handler::Shared;
 use crate::identify::TurnEntry;
-use crate::pool::{Lease, PooledBody};
+use crate::pool::{EgressMeter, Lease, PooledBody};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
@@ -107,24 +104,13 @@ pub(crate) async fn forward(
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            let counted = Arc::new(AtomicU64::new(0));
-            shared.recorder.egress(EgressEvent {
-                turn: turn.turn.id.clone(),
-                host: target.host.clone(),
-                connections: 1,
-                bytes_up: 0,
-                bytes_down: i64::try_from(
-                    parts
-                        .headers
-                        .get(header::CONTENT_LENGTH)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse::<u64>().ok())
-                        .unwrap_or(0),
-                )
-                .unwrap_or(i64::MAX),
-                at: Timestamp::now(),
-            });
-            let body = PooledBody::new(body, lease, counted);
+            let meter = EgressMeter::new(
+                shared.recorder.clone(),
+                turn.turn.id.clone(),
+                target.host.clone(),
+                shared.metrics.bytes_down.clone(),
+            );
+            let body = PooledBody::new(body, lease, meter);
             Response::from_parts(parts, body.boxed())
         }
         Err(e) => respond::status(

@@ -13,8 +13,8 @@ use tokio::sync::watch;
 
 use crate::decide::{self, Decision};
 use crate::dial::{DialError, Dialer};
-use crate::identify::{ActiveGuard, AuthError, TurnCache, TurnEntry};
-use crate::metrics::{KindLabel, Metrics, ReasonLabel};
+use crate::identify::{ActiveGuard, AuthError, ConnAuth, TurnCache, TurnEntry};
+use crate::metrics::{Metrics, ReasonLabel};
 use crate::recorder::Recorder;
 use crate::respond::{self, ProxyBody};
 use crate::settings::Settings;
@@ -100,20 +100,22 @@ impl Shared {
 }
 
 /// Serves one request.
-pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    conn: Arc<ConnAuth>,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
     let connect = req.method() == Method::CONNECT;
-    shared
-        .metrics
-        .requests
-        .get_or_create(&KindLabel {
-            kind: if connect { "connect" } else { "forward" },
-        })
-        .inc();
+    if connect {
+        shared.metrics.requests_connect.inc();
+    } else {
+        shared.metrics.requests_forward.inc();
+    }
     let auth = req
         .headers()
         .get(header::PROXY_AUTHORIZATION)
         .map(|v| v.as_bytes());
-    let turn = match shared.turns.authenticate(auth).await {
+    let turn = match shared.turns.authenticate_conn(&conn, auth).await {
         Ok(t) => t,
         Err(AuthError::Store(e)) => {
             tracing::error!(error = %e, "cannot read turns; failing closed");
@@ -137,15 +139,15 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
         Ok(t) => t,
         Err(e) => return respond::status(StatusCode::BAD_REQUEST, e),
     };
-    let url = (!connect).then(|| {
-        SanitizedUrl::from_parts("http", &target.host, target.port, req.uri().path()).text
-    });
+    // The sanitised URL is only written with a refusal, so it is only built for one.
+    let path = req.uri().path();
     let refusal = |reason| Refusal {
         turn: &turn,
         host: target.host.as_str(),
         port: target.port,
         reason,
-        url: url.clone(),
+        url: (!connect)
+            .then(|| SanitizedUrl::from_parts("http", &target.host, target.port, path).text),
     };
 
     let started = Instant::now();

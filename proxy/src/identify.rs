@@ -3,14 +3,15 @@
 //! never changes; only their expiry can grow), so an allowed request costs no database trip.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::turns::Turn;
 use egressgate_store::{Host, Secret, Store, StoreError, Timestamp, TurnId};
+use subtle::ConstantTimeEq as _;
 
 /// Why a request could not be tied to a live turn.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +94,41 @@ impl ActiveGuard {
 pub struct TurnCache {
     store: Store,
     map: RwLock<HashMap<TurnId, Arc<TurnEntry>>>,
+    /// Bumped by [`TurnCache::clear`], so per-connection memories made before it are void.
+    generation: AtomicU64,
+}
+
+/// What one client connection last authenticated with: the exact `Proxy-Authorization`
+/// bytes, the turn they proved, and the cache generation at the time. A keep-alive client
+/// repeats the same header on every request; recognising it (compared in constant time)
+/// skips decoding, hashing and the shared map, which was a visible share of a forwarded
+/// request's CPU. The bytes include the secret, so they live only as long as the connection.
+#[derive(Default)]
+pub struct ConnAuth(Mutex<Option<Remembered>>);
+
+struct Remembered {
+    header: Box<[u8]>,
+    entry: Arc<TurnEntry>,
+    generation: u64,
+}
+
+impl ConnAuth {
+    fn recall(&self, header: &[u8], generation: u64) -> Option<Arc<TurnEntry>> {
+        let slot = self.0.lock().ok()?;
+        let r = slot.as_ref()?;
+        (r.generation == generation && bool::from(r.header.as_ref().ct_eq(header)))
+            .then(|| r.entry.clone())
+    }
+
+    fn remember(&self, header: &[u8], entry: &Arc<TurnEntry>, generation: u64) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(Remembered {
+                header: header.into(),
+                entry: entry.clone(),
+                generation,
+            });
+        }
+    }
 }
 
 /// Entries kept before expired turns are swept out.
@@ -104,7 +140,28 @@ impl TurnCache {
         Self {
             store,
             map: RwLock::new(HashMap::new()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// [`TurnCache::authenticate`], remembering the result for the connection: the same
+    /// header on the same connection is recognised without re-checking the credential, as
+    /// long as the turn has not expired and the cache was not cleared since.
+    pub async fn authenticate_conn(
+        &self,
+        conn: &ConnAuth,
+        header: Option<&[u8]>,
+    ) -> Result<Arc<TurnEntry>, AuthError> {
+        let header = header.ok_or(AuthError::Missing)?;
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some(entry) = conn.recall(header, generation)
+            && !entry.turn.expires_at.has_passed(Timestamp::now())
+        {
+            return Ok(entry);
+        }
+        let entry = self.authenticate(Some(header)).await?;
+        conn.remember(header, &entry, generation);
+        Ok(entry)
     }
 
     /// Parses the header and returns the live turn it names.
@@ -159,6 +216,7 @@ impl TurnCache {
     /// Forgets every cached turn, so the next request of each turn re-reads the database
     /// (used when the database stopped answering: no decision outlives unknown state).
     pub fn clear(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         if let Ok(mut m) = self.map.write() {
             m.clear();
         }

@@ -11,9 +11,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use egressgate_store::Host;
+use egressgate_store::db::refusals::EgressEvent;
+use egressgate_store::{Host, Timestamp, TurnId};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
+use prometheus_client::metrics::counter::Counter;
+
+use crate::recorder::Recorder;
 
 /// Idle connections kept per (host, port).
 const MAX_IDLE_PER_KEY: usize = 32;
@@ -99,22 +103,59 @@ impl Lease {
     }
 }
 
+/// Counts a forwarded response's bytes and reports them when the response is done (read to
+/// the end or dropped), so the egress summary holds what was really sent, chunked bodies
+/// included.
+pub struct EgressMeter {
+    recorder: Recorder,
+    turn: TurnId,
+    host: Host,
+    bytes: u64,
+    relayed: Counter,
+}
+
+impl EgressMeter {
+    /// A meter for one response of `turn` from `host`; `relayed` is the bytes-down metric.
+    pub fn new(recorder: Recorder, turn: TurnId, host: Host, relayed: Counter) -> Self {
+        Self {
+            recorder,
+            turn,
+            host,
+            bytes: 0,
+            relayed,
+        }
+    }
+}
+
+impl Drop for EgressMeter {
+    fn drop(&mut self) {
+        self.relayed.inc_by(self.bytes);
+        self.recorder.egress(EgressEvent {
+            turn: self.turn.clone(),
+            host: self.host.clone(),
+            connections: 1,
+            bytes_up: 0,
+            bytes_down: i64::try_from(self.bytes).unwrap_or(i64::MAX),
+            at: Timestamp::now(),
+        });
+    }
+}
+
 /// A response body that hands its connection back to the pool once it has been read to the
 /// end (a body dropped half-way closes the connection instead).
 pub struct PooledBody {
     inner: Incoming,
     back: Option<Lease>,
-    /// Bytes passed through, for the egress summary.
-    pub counted: Arc<std::sync::atomic::AtomicU64>,
+    meter: EgressMeter,
 }
 
 impl PooledBody {
     /// Wraps `inner`; the lease goes back to its pool when the body ends.
-    pub fn new(inner: Incoming, lease: Lease, counted: Arc<std::sync::atomic::AtomicU64>) -> Self {
+    pub fn new(inner: Incoming, lease: Lease, meter: EgressMeter) -> Self {
         Self {
             inner,
             back: Some(lease),
-            counted,
+            meter,
         }
     }
 
@@ -139,8 +180,7 @@ impl Body for PooledBody {
             Poll::Ready(None) => self.release(),
             Poll::Ready(Some(Ok(f))) => {
                 if let Some(d) = f.data_ref() {
-                    self.counted
-                        .fetch_add(d.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    self.meter.bytes += d.len() as u64;
                 }
                 if self.inner.is_end_stream() {
                     self.release();

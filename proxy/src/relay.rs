@@ -36,18 +36,30 @@ impl Activity {
     }
 }
 
-/// Resolves once neither direction has moved a byte for `idle`.
-pub(crate) async fn watchdog(start: Instant, up: &Activity, down: &Activity, idle: Duration) {
+/// Resolves when the tunnel must end for time: the turn's credential expired
+/// ([`End::TurnExpired`]) or neither direction has moved a byte for `idle` ([`End::Idle`]).
+/// One timer serves both, so an idle tunnel holds a single timer entry.
+pub(crate) async fn deadline(
+    start: Instant,
+    up: &Activity,
+    down: &Activity,
+    idle: Duration,
+    turn_deadline: Instant,
+) -> End {
     loop {
         let last = up
             .last_ms
             .load(Ordering::Relaxed)
             .max(down.last_ms.load(Ordering::Relaxed));
-        let due = start + Duration::from_millis(last) + idle;
-        if Instant::now() >= due {
-            return;
+        let idle_due = start + Duration::from_millis(last) + idle;
+        let now = Instant::now();
+        if now >= turn_deadline {
+            return End::TurnExpired;
         }
-        tokio::time::sleep_until(due).await;
+        if now >= idle_due {
+            return End::Idle;
+        }
+        tokio::time::sleep_until(idle_due.min(turn_deadline)).await;
     }
 }
 
@@ -147,8 +159,7 @@ where
         r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, BUF, BUF) => {
             if r.is_ok() { End::Closed } else { End::Error }
         }
-        () = watchdog(start, &up, &down, idle) => End::Idle,
-        () = tokio::time::sleep_until(turn_deadline) => End::TurnExpired,
+        end = deadline(start, &up, &down, idle, turn_deadline) => end,
         () = stop => End::Shutdown,
     };
     Totals {

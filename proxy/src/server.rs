@@ -195,9 +195,11 @@ where
 {
     let mut draining = shared.draining.clone();
     let svc_shared = shared.clone();
+    let conn_auth = Arc::new(crate::identify::ConnAuth::default());
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
-        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, req).await) }
+        let conn_auth = conn_auth.clone();
+        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, conn_auth, req).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())

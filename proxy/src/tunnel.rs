@@ -16,7 +16,6 @@ use tokio::net::TcpStream;
 
 use crate::handler::{Refusal, Shared};
 use crate::identify::{ActiveGuard, TurnEntry};
-use crate::metrics::DirectionLabel;
 use crate::relay::{self, End};
 use crate::relay_tcp;
 use crate::respond::{self, ProxyBody};
@@ -40,19 +39,29 @@ pub(crate) fn start(
     // The tunnel counts as an open connection until it ends, although hyper's connection
     // future finishes at the upgrade.
     let (conn_guard, _) = ConnGuard::new(&shared.active);
+    // Only the upgrade handle moves into the task (a captured request would sit in the task's
+    // memory for the tunnel's whole life).
+    let upgrade = hyper::upgrade::on(req);
     tokio::spawn(async move {
         let _guards = (guard, conn_guard);
-        let upgraded = match hyper::upgrade::on(req).await {
+        let upgraded = match upgrade.await {
             Ok(u) => u,
             Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
         };
         // A plain TCP client (no TLS listener) gets the zero-copy, buffer-free relay.
         match upgraded.downcast::<TokioIo<TcpStream>>() {
             Ok(parts) => {
-                let first = parts.read_buf.to_vec();
-                let client = parts.io.into_inner();
+                // Copy what hyper read ahead and let its buffer go now: the `Bytes` shares
+                // hyper's whole 8 KiB read buffer, which would otherwise live as long as the
+                // tunnel (most of an idle tunnel's memory, measured in bench/).
+                let hyper::upgrade::Parts { io, read_buf, .. } = parts;
+                let first = read_buf.to_vec();
+                drop(read_buf);
+                let client = io.into_inner();
+                // Boxed: the opening phase's state is freed once the tunnel is up, so a
+                // long-lived tunnel task is only as large as its relay.
                 if let Some((client, origin)) =
-                    open(&shared, &turn, &target, &addrs, client, first).await
+                    Box::pin(open(&shared, &turn, &target, &addrs, client, first)).await
                 {
                     let stop = drained(&shared);
                     let totals = relay_tcp::relay_tcp(
@@ -69,16 +78,17 @@ pub(crate) fn start(
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
                 if let Some((client, origin)) =
-                    open(&shared, &turn, &target, &addrs, client, Vec::new()).await
+                    Box::pin(open(&shared, &turn, &target, &addrs, client, Vec::new())).await
                 {
                     let stop = drained(&shared);
-                    let totals = relay::relay(
+                    // Boxed: the generic relay's state stays out of every tunnel task.
+                    let totals = Box::pin(relay::relay(
                         client,
                         origin,
                         shared.settings.idle_timeout,
                         deadline_of(&turn),
                         stop,
-                    )
+                    ))
                     .await;
                     finish(&shared, &turn, &target, totals);
                 }
@@ -148,16 +158,8 @@ fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
 /// Metrics, the end-of-tunnel log line and the egress summary.
 fn finish(shared: &Shared, turn: &TurnEntry, target: &Target, totals: relay::Totals) {
     shared.metrics.active_tunnels.dec();
-    shared
-        .metrics
-        .bytes
-        .get_or_create(&DirectionLabel { direction: "up" })
-        .inc_by(totals.up);
-    shared
-        .metrics
-        .bytes
-        .get_or_create(&DirectionLabel { direction: "down" })
-        .inc_by(totals.down);
+    shared.metrics.bytes_up.inc_by(totals.up);
+    shared.metrics.bytes_down.inc_by(totals.down);
     if totals.end != End::Closed {
         tracing::info!(end = ?totals.end, turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
     }
