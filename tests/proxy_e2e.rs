@@ -70,6 +70,53 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
 }
 
+/// A keep-alive connection remembers the credential it proved, but that memory never
+/// outlives the turn, and a different credential on the same connection is checked afresh.
+#[tokio::test]
+async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_credential() {
+    use tokio::io::AsyncWriteExt as _;
+    let (g, o) = setup().await;
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let r = api
+        .post("/v1/turns", RUNTIME, serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1}))
+        .await;
+    assert_eq!(r.status, 201);
+    let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
+    let turn = Turn {
+        id: url.username().into(),
+        credential: format!("{}:{}", url.username(), url.password().unwrap()),
+    };
+    let forged = Turn {
+        id: turn.id.clone(),
+        credential: format!("{}:not-the-secret", turn.id),
+    };
+    let port = o.addr.port();
+    let get = |t: &Turn| {
+        format!(
+            "GET http://{FILES}:{port}/ HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
+            t.auth_header()
+        )
+    };
+    let mut conn = tokio::net::TcpStream::connect(g.proxy()).await.unwrap();
+    conn.write_all(get(&turn).as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut conn).await.unwrap().status, 200);
+    conn.write_all(get(&forged).as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut conn).await.unwrap().status, 407);
+
+    let mut conn = tokio::net::TcpStream::connect(g.proxy()).await.unwrap();
+    conn.write_all(get(&turn).as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut conn).await.unwrap().status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry
+    conn.write_all(get(&turn).as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut conn).await.unwrap().status, 407);
+    assert_eq!(
+        o.requests().len(),
+        2,
+        "only the two live requests reach the origin"
+    );
+}
+
 #[tokio::test]
 async fn expired_turn_gets_407() {
     let (g, o) = setup().await;
