@@ -8,8 +8,8 @@ mod support;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
-use egressgate_store::{Host, RefusalReason, Secret, Timestamp, TurnId};
+use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent};
+use egressgate_store::{ChatId, Host, RefusalReason, Secret, Timestamp, TurnId, UserId};
 use serde_json::json;
 use support::{TestApp, assert_invalid_input, code, message};
 
@@ -243,6 +243,100 @@ async fn launch_grants_are_audited_canonically() {
     );
     assert_eq!(rows[0]["detail"]["packages"], json!(["foo-bar"]));
     assert_eq!(rows[0]["detail"]["can_ask_human"], false);
+}
+
+/// The proxy's refusal path: hosts the chat's approvals or the administrators' list allow
+/// come back allowed and leave no record; the rest, and plain refusals in the same batch, are
+/// recorded in the same transaction.
+#[tokio::test]
+async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
+    let app = TestApp::new().await;
+    let t = app.open_turn("u", "c", true).await;
+    let turn = TurnId::parse(&t.turn_id).unwrap();
+    app.admin_site("admin.example.com").await;
+    app.insert_approval(
+        "u",
+        "c",
+        "site",
+        "*.approved.example.com",
+        Duration::from_secs(60),
+    )
+    .await;
+    app.insert_approval(
+        "u",
+        "other-chat",
+        "site",
+        "elsewhere.example.com",
+        Duration::from_secs(60),
+    )
+    .await;
+    let ev = |host: &str, reason| RefusalEvent {
+        turn: turn.clone(),
+        host: host.into(),
+        port: 443,
+        reason,
+        url: None,
+        at: Timestamp::now(),
+    };
+    let candidate = |host: &str| RefusalCandidate {
+        event: ev(host, RefusalReason::NotApproved),
+        user: UserId::parse("u").unwrap(),
+        chat: ChatId::parse("c").unwrap(),
+        host: Host::parse(host).unwrap(),
+    };
+    let verdicts = app
+        .store
+        .refuse_unless_allowed(
+            &[
+                candidate("files.approved.example.com"),
+                candidate("admin.example.com"),
+                candidate("blocked.example.com"),
+                candidate("elsewhere.example.com"),
+                candidate("blocked.example.com"),
+            ],
+            &[ev("private.example.com", RefusalReason::PrivateAddress)],
+            100,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(verdicts, [true, true, false, false, false]);
+    let (s, b) = app.turn_get(&t.turn_id, "refusals").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let mut rows: Vec<(String, String, i64)> = b["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["host"].as_str().unwrap().to_owned(),
+                r["reason"].as_str().unwrap().to_owned(),
+                r["count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            (
+                "blocked.example.com".to_owned(),
+                "not_approved".to_owned(),
+                2
+            ),
+            (
+                "elsewhere.example.com".to_owned(),
+                "not_approved".to_owned(),
+                1
+            ),
+            (
+                "private.example.com".to_owned(),
+                "private_address".to_owned(),
+                1
+            ),
+        ],
+        "{b}"
+    );
 }
 
 #[tokio::test]

@@ -1,10 +1,11 @@
 //! Step 3, decide: the design's ordered rules, first match wins. Names are judged before any
-//! DNS; an allow is cached for the turn; a miss always asks the database, so a fresh approval
-//! works on the very next request.
+//! DNS; an allow is cached for the turn; a miss always asks the database (through the
+//! recorder, in the transaction that would record the refusal), so a fresh approval works on
+//! the very next request.
 
 use std::time::Duration;
 
-use egressgate_store::{Host, RefusalReason, Store, StoreError, Timestamp};
+use egressgate_store::{Host, RefusalReason};
 
 use crate::identify::TurnEntry;
 use crate::target::Target;
@@ -34,13 +35,17 @@ impl CacheEpoch {
     }
 }
 
-/// The outcome for one request.
+/// The outcome of the in-memory rules for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// Go ahead and dial (addresses are still vetted).
     Allow,
     /// Refuse with this reason.
     Refuse(RefusalReason),
+    /// Nothing in memory allows the host: the database decides, inside the transaction that
+    /// records the refusal if it still stands (see [`crate::recorder::Recorder`]), so a fresh
+    /// approval works on the very next request.
+    AskStore,
 }
 
 /// The rules that need no database: IP literal, internal name, port.
@@ -56,30 +61,22 @@ pub fn static_rules(target: &Target, internal: &[Host], ports: &[u16]) -> Option
     }
 }
 
-/// Decides a request for a turn. Store errors propagate so the caller answers `503`.
-pub async fn decide(
-    store: &Store,
+/// Decides what memory can decide: the static rules, the turn's launch-time sites and the
+/// allows cached for this turn under the current cache `epoch`.
+pub fn decide(
     turn: &TurnEntry,
     target: &Target,
     internal: &[Host],
     ports: &[u16],
     cache_ttl: Duration,
-    epoch: &CacheEpoch,
-) -> Result<Decision, StoreError> {
+    epoch: Option<i64>,
+) -> Decision {
     if let Some(reason) = static_rules(target, internal, ports) {
-        return Ok(Decision::Refuse(reason));
+        return Decision::Refuse(reason);
     }
     let host = &target.host;
-    let current = epoch.get();
-    if turn.allowed_recently(host, cache_ttl, current) || turn.launch_allows(host) {
-        return Ok(Decision::Allow);
+    if turn.allowed_recently(host, cache_ttl, epoch) || turn.launch_allows(host) {
+        return Decision::Allow;
     }
-    if store
-        .site_allowed(&turn.turn.user, &turn.turn.chat, host, Timestamp::now())
-        .await?
-    {
-        turn.remember_allowed(host, current);
-        return Ok(Decision::Allow);
-    }
-    Ok(Decision::Refuse(RefusalReason::NotApproved))
+    Decision::AskStore
 }

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use egressgate_store::db::refusals::RefusalEvent;
-use egressgate_store::{RefusalReason, SanitizedUrl, Store, Timestamp};
+use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent};
+use egressgate_store::{Host, RefusalReason, SanitizedUrl, Store, Timestamp};
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use tokio::sync::watch;
@@ -48,23 +48,34 @@ pub(crate) struct Refusal<'a> {
     pub url: Option<String>,
 }
 
+impl<'a> Refusal<'a> {
+    fn event(&self) -> RefusalEvent {
+        RefusalEvent {
+            turn: self.turn.turn.id.clone(),
+            host: self.host.to_owned(),
+            port: self.port,
+            reason: self.reason,
+            url: self.url.clone(),
+            at: Timestamp::now(),
+        }
+    }
+}
+
 impl Shared {
     /// Records a refusal (before anything is sent) and logs the canonical decision line.
     /// `false` when the record could not be committed: the caller answers 503.
     pub async fn record_refusal(&self, r: Refusal<'_>) -> bool {
         let started = Instant::now();
-        let event = RefusalEvent {
-            turn: r.turn.turn.id.clone(),
-            host: r.host.to_owned(),
-            port: r.port,
-            reason: r.reason,
-            url: r.url,
-            at: Timestamp::now(),
-        };
-        let ok = self.recorder.refusal(event).await.is_ok();
+        let ok = self.recorder.refusal(r.event()).await.is_ok();
         self.metrics
             .record_seconds
             .observe(started.elapsed().as_secs_f64());
+        self.refused(&r, ok);
+        ok
+    }
+
+    /// Metrics and the canonical decision line of a refusal.
+    fn refused(&self, r: &Refusal<'_>, recorded: bool) {
         self.metrics
             .refusals
             .get_or_create(&ReasonLabel {
@@ -78,25 +89,65 @@ impl Shared {
             chat_id = %r.turn.turn.chat,
             host = r.host,
             port = r.port,
-            recorded = ok,
+            recorded,
             "proxy decision"
         );
-        ok
     }
 
     /// Records and answers a refusal (`403`, or `status` for limits).
     async fn refuse(&self, r: Refusal<'_>, status: StatusCode) -> Response<ProxyBody> {
-        let (host, port, reason) = (r.host.to_owned(), r.port, r.reason);
+        let (host, port, reason) = (r.host, r.port, r.reason);
         if !self.record_refusal(r).await {
-            return respond::status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "refusal could not be recorded; refusing",
-            );
+            return unrecorded();
         }
-        let mut resp = respond::refused(&host, port, reason);
+        let mut resp = respond::refused(host, port, reason);
         *resp.status_mut() = status;
         resp
     }
+
+    /// A host nothing in memory allows: the database decides, in the transaction that
+    /// records the refusal if it stands. `None`: allowed after all (and cached for the turn
+    /// under `epoch`, read before asking); otherwise the answer to send.
+    async fn refuse_unless_allowed(
+        &self,
+        r: Refusal<'_>,
+        host: &Host,
+        epoch: Option<i64>,
+    ) -> Option<Response<ProxyBody>> {
+        let started = Instant::now();
+        let candidate = RefusalCandidate {
+            event: r.event(),
+            user: r.turn.turn.user.clone(),
+            chat: r.turn.turn.chat.clone(),
+            host: host.clone(),
+        };
+        let verdict = self.recorder.refuse_unless_allowed(candidate).await;
+        self.metrics
+            .record_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match verdict {
+            Ok(true) => {
+                r.turn.remember_allowed(host, epoch);
+                None
+            }
+            Ok(false) => {
+                self.refused(&r, true);
+                Some(respond::refused(r.host, r.port, r.reason))
+            }
+            Err(_) => {
+                self.refused(&r, false);
+                Some(unrecorded())
+            }
+        }
+    }
+}
+
+/// The answer when a refusal could not be committed: still a refusal, never a pass.
+fn unrecorded() -> Response<ProxyBody> {
+    respond::status(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "refusal could not be recorded; refusing",
+    )
 }
 
 /// Serves one request.
@@ -151,33 +202,32 @@ pub(crate) async fn handle(
     };
 
     let started = Instant::now();
+    // Read before any database question, so a revocation racing it voids what it allows.
+    let epoch = shared.epoch.get();
     let decision = decide::decide(
-        &shared.store,
         &turn,
         &target,
         &shared.settings.internal_suffixes,
         &shared.settings.allow_ports,
         shared.settings.allow_cache_ttl,
-        &shared.epoch,
-    )
-    .await;
+        epoch,
+    );
+    match decision {
+        Decision::Allow => {}
+        Decision::Refuse(reason) => {
+            return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
+        }
+        Decision::AskStore => {
+            let r = refusal(RefusalReason::NotApproved);
+            if let Some(answer) = shared.refuse_unless_allowed(r, &target.host, epoch).await {
+                return answer;
+            }
+        }
+    }
     shared
         .metrics
         .decision_seconds
         .observe(started.elapsed().as_secs_f64());
-    match decision {
-        Ok(Decision::Allow) => {}
-        Ok(Decision::Refuse(reason)) => {
-            return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read approvals; failing closed");
-            return respond::status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "approval state unavailable; refusing",
-            );
-        }
-    }
     if !connect && let Some(reason) = forward::host_header_mismatch(&req, &target) {
         return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
     }

@@ -45,9 +45,10 @@ pub struct Metrics {
     pub bytes_down: Counter,
     /// Open tunnels.
     pub active_tunnels: Gauge,
-    /// Time to decide a request (seconds), including any database lookup.
+    /// Time to decide an allowed request (seconds), including any database question.
     pub decision_seconds: Histogram,
-    /// Time to commit a refusal record (seconds).
+    /// Time to commit a refusal record, or to learn from the database that there is none to
+    /// make (seconds).
     pub record_seconds: Histogram,
 }
 
@@ -83,7 +84,7 @@ impl Metrics {
         );
         r.register(
             "decision_seconds",
-            "Time to decide a request",
+            "Time to decide an allowed request, including any database question",
             m.decision_seconds.clone(),
         );
         r.register(

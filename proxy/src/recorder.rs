@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use egressgate_store::db::refusals::{EgressEvent, RefusalEvent};
-use egressgate_store::{Host, Store, TurnId};
+use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent};
+use egressgate_store::{Host, Store, Timestamp, TurnId};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most events folded into one transaction.
@@ -14,6 +14,9 @@ const BATCH: usize = 512;
 
 enum Job {
     Refusal(RefusalEvent, oneshot::Sender<bool>),
+    /// A refusal that stands only if the database does not allow the host after all; the
+    /// answer is `Some(allowed)`, or `None` when the transaction failed.
+    Candidate(RefusalCandidate, oneshot::Sender<Option<bool>>),
     Egress(EgressEvent),
 }
 
@@ -49,6 +52,21 @@ impl Recorder {
         }
     }
 
+    /// Refuses `candidate` unless the database allows its host, checked inside the
+    /// transaction that records the refusal. `Ok(true)`: allowed, nothing recorded;
+    /// `Ok(false)`: refused, and the refusal is committed.
+    pub async fn refuse_unless_allowed(
+        &self,
+        candidate: RefusalCandidate,
+    ) -> Result<bool, RecordError> {
+        let (done, wait) = oneshot::channel();
+        self.tx
+            .send(Job::Candidate(candidate, done))
+            .await
+            .map_err(|_| RecordError)?;
+        wait.await.ok().flatten().ok_or(RecordError)
+    }
+
     /// Queues allowed-traffic counters (best effort: a full queue drops them, never blocks
     /// the data path).
     pub fn egress(&self, event: EgressEvent) {
@@ -81,13 +99,16 @@ async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
                 continue;
             }
         }
-        let mut refusals = Vec::new();
-        let mut waiters = Vec::new();
+        let mut batch = Batch::default();
         for job in jobs.drain(..) {
             match job {
                 Job::Refusal(e, done) => {
-                    refusals.push(e);
-                    waiters.push(done);
+                    batch.refusals.push(e);
+                    batch.refusal_waiters.push(done);
+                }
+                Job::Candidate(c, done) => {
+                    batch.candidates.push(c);
+                    batch.candidate_waiters.push(done);
                 }
                 Job::Egress(e) => match egress.entry((e.turn.clone(), e.host.clone())) {
                     Entry::Occupied(mut sum) => {
@@ -103,11 +124,59 @@ async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
                 },
             }
         }
-        if !refusals.is_empty() {
-            let ok = commit(&store, &refusals, max_hosts).await;
-            for w in waiters {
+        batch.commit(&store, max_hosts).await;
+    }
+}
+
+/// The refusals of one group commit and who waits for them.
+#[derive(Default)]
+struct Batch {
+    refusals: Vec<RefusalEvent>,
+    refusal_waiters: Vec<oneshot::Sender<bool>>,
+    candidates: Vec<RefusalCandidate>,
+    candidate_waiters: Vec<oneshot::Sender<Option<bool>>>,
+}
+
+impl Batch {
+    /// One transaction for the whole batch; every waiter learns the outcome after commit.
+    async fn commit(self, store: &Store, max_hosts: i64) {
+        if self.candidates.is_empty() {
+            if self.refusals.is_empty() {
+                return;
+            }
+            let ok = match store.record_refusals(&self.refusals, max_hosts).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(error = %e, "could not record refusals; answering 503");
+                    false
+                }
+            };
+            for w in self.refusal_waiters {
                 let _ = w.send(ok);
             }
+            return;
+        }
+        let verdicts = store
+            .refuse_unless_allowed(
+                &self.candidates,
+                &self.refusals,
+                max_hosts,
+                Timestamp::now(),
+            )
+            .await;
+        let verdicts = match verdicts {
+            Ok(v) => v.into_iter().map(Some).collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "could not check or record refusals; answering 503");
+                vec![None; self.candidates.len()]
+            }
+        };
+        let ok = verdicts.first().is_some_and(Option::is_some);
+        for w in self.refusal_waiters {
+            let _ = w.send(ok);
+        }
+        for (w, v) in self.candidate_waiters.into_iter().zip(verdicts) {
+            let _ = w.send(v);
         }
     }
 }
@@ -119,15 +188,5 @@ async fn flush_egress(store: &Store, egress: &mut HashMap<(TurnId, Host), Egress
     let batch: Vec<EgressEvent> = egress.drain().map(|(_, e)| e).collect();
     if let Err(e) = store.record_egress(&batch).await {
         tracing::warn!(error = %e, lost = batch.len(), "could not record egress summary");
-    }
-}
-
-async fn commit(store: &Store, refusals: &[RefusalEvent], max_hosts: i64) -> bool {
-    match store.record_refusals(refusals, max_hosts).await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::error!(error = %e, "could not record refusals; answering 503");
-            false
-        }
     }
 }

@@ -62,21 +62,8 @@ impl Store {
         host: &Host,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let keys = SitePattern::candidate_keys(host);
-        let list = placeholders(4, keys.len());
-        let sql = format!(
-            "SELECT 1 FROM admin_sites WHERE pattern IN ({list}) \
-             UNION ALL SELECT 1 FROM approvals WHERE user_id = $1 AND chat_id = $2 \
-             AND kind = 'site' AND expires_at > $3 AND value IN ({list}) LIMIT 1"
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(user.as_str())
-            .bind(chat.as_str())
-            .bind(now.millis());
-        for k in &keys {
-            q = q.bind(k.as_str());
-        }
-        Ok(q.fetch_optional(self.pool()).await?.is_some())
+        let mut conn = self.pool().acquire().await?;
+        site_allowed_on(&mut *conn, user, chat, host, now).await
     }
 
     /// A chat's unexpired approvals, sites first.
@@ -107,4 +94,29 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// [`Store::site_allowed`] on a given connection (or inside a transaction).
+pub(crate) async fn site_allowed_on(
+    conn: &mut sqlx::AnyConnection,
+    user: &UserId,
+    chat: &ChatId,
+    host: &Host,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let keys = SitePattern::candidate_keys(host);
+    let list = placeholders(4, keys.len());
+    let sql = format!(
+        "SELECT 1 FROM admin_sites WHERE pattern IN ({list}) \
+         UNION ALL SELECT 1 FROM approvals WHERE user_id = $1 AND chat_id = $2 \
+         AND kind = 'site' AND expires_at > $3 AND value IN ({list}) LIMIT 1"
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(now.millis());
+    for k in &keys {
+        q = q.bind(k.as_str());
+    }
+    Ok(q.fetch_optional(&mut *conn).await?.is_some())
 }
