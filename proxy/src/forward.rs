@@ -83,13 +83,10 @@ pub(crate) async fn forward(
     };
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let origin_form = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .parse::<Uri>()
-        .unwrap_or_else(|_| Uri::from_static("/"));
-    parts.uri = origin_form;
+    // Origin form from the already-parsed path and query (a shared-bytes clone, no re-parse).
+    let mut origin_form = http::uri::Parts::default();
+    origin_form.path_and_query = parts.uri.path_and_query().cloned();
+    parts.uri = Uri::from_parts(origin_form).unwrap_or_else(|_| Uri::from_static("/"));
     parts.version = http::Version::HTTP_11;
     let authority = if target.port == 80 {
         target.host.to_string()

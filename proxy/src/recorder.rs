@@ -3,7 +3,6 @@
 //! refusal path stays correct under load without one database round trip per request.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent};
 use egressgate_store::{Host, Store, Timestamp, TurnId};
@@ -83,7 +82,7 @@ async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
     let mut jobs = Vec::with_capacity(BATCH);
     // Allowed traffic is summed in memory per (turn, host) and written once a second: a busy
     // keep-alive client must not cost a database write per request.
-    let mut egress: HashMap<(TurnId, Host), EgressEvent> = HashMap::new();
+    let mut egress: HashMap<(TurnId, Host), Sum> = HashMap::new();
     let mut tick = tokio::time::interval(EGRESS_FLUSH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -110,18 +109,21 @@ async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
                     batch.candidates.push(c);
                     batch.candidate_waiters.push(done);
                 }
-                Job::Egress(e) => match egress.entry((e.turn.clone(), e.host.clone())) {
-                    Entry::Occupied(mut sum) => {
-                        let sum = sum.get_mut();
-                        sum.connections += e.connections;
-                        sum.bytes_up += e.bytes_up;
-                        sum.bytes_down += e.bytes_down;
-                        sum.at = e.at;
-                    }
-                    Entry::Vacant(slot) => {
-                        slot.insert(e);
-                    }
-                },
+                Job::Egress(e) => {
+                    let EgressEvent {
+                        turn,
+                        host,
+                        connections,
+                        bytes_up,
+                        bytes_down,
+                        at,
+                    } = e;
+                    let sum = egress.entry((turn, host)).or_default();
+                    sum.connections += connections;
+                    sum.bytes_up += bytes_up;
+                    sum.bytes_down += bytes_down;
+                    sum.at = Some(at);
+                }
             }
         }
         batch.commit(&store, max_hosts).await;
@@ -181,11 +183,30 @@ impl Batch {
     }
 }
 
-async fn flush_egress(store: &Store, egress: &mut HashMap<(TurnId, Host), EgressEvent>) {
+/// Allowed traffic of one (turn, host) since the last flush.
+#[derive(Default)]
+struct Sum {
+    connections: i64,
+    bytes_up: i64,
+    bytes_down: i64,
+    at: Option<Timestamp>,
+}
+
+async fn flush_egress(store: &Store, egress: &mut HashMap<(TurnId, Host), Sum>) {
     if egress.is_empty() {
         return;
     }
-    let batch: Vec<EgressEvent> = egress.drain().map(|(_, e)| e).collect();
+    let batch: Vec<EgressEvent> = egress
+        .drain()
+        .map(|((turn, host), sum)| EgressEvent {
+            turn,
+            host,
+            connections: sum.connections,
+            bytes_up: sum.bytes_up,
+            bytes_down: sum.bytes_down,
+            at: sum.at.unwrap_or_else(Timestamp::now),
+        })
+        .collect();
     if let Err(e) = store.record_egress(&batch).await {
         tracing::warn!(error = %e, lost = batch.len(), "could not record egress summary");
     }

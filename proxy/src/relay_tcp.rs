@@ -1,7 +1,8 @@
 //! Relaying between two plain TCP sockets (every tunnel unless the proxy listener itself
 //! speaks TLS), driven by socket readiness instead of an always-allocated copy buffer:
 //!
-//! - small messages (requests, keep-alive traffic) take one read and one write;
+//! - small messages (requests, keep-alive traffic) take one read and one write, through a
+//!   per-thread buffer, so they allocate nothing;
 //! - once a read fills the whole buffer the stream looks like bulk, and on Linux it moves to
 //!   `splice(2)` (socket → pipe → socket) for the rest of its life, never entering user space;
 //! - elsewhere, or if splice is refused, the user-space path stays.
@@ -63,10 +64,13 @@ pub async fn relay_tcp(
 /// One direction, `src` → `dst`.
 #[derive(Default)]
 struct Pump {
-    /// Bytes read and not yet all written; unallocated between messages.
+    /// Bytes read but not yet written (the destination was not ready for all of them);
+    /// unallocated in the usual case where a read is written at once.
     pending: Vec<u8>,
     /// How much of `pending` is written.
     written: usize,
+    /// A read filled the whole buffer: the stream is bulk.
+    bulk: bool,
     /// The zero-copy path, once the stream turned bulk.
     #[cfg(target_os = "linux")]
     splice: Option<splice::Pipe>,
@@ -74,6 +78,23 @@ struct Pump {
     no_splice: bool,
     /// End of file passed on; nothing more to do.
     done: bool,
+}
+
+thread_local! {
+    /// Each worker thread's read buffer: a message is read into it and written straight on,
+    /// so the usual small message costs no allocation; only bytes the destination cannot take
+    /// yet are copied out (into [`Pump::pending`]).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(BUFFER));
+}
+
+/// What one read did.
+enum Step {
+    /// Bytes moved (some may be pending).
+    Moved,
+    /// The readiness was stale; wait again.
+    Again,
+    /// End of file.
+    Eof,
 }
 
 impl Pump {
@@ -98,15 +119,12 @@ impl Pump {
                 }
             }
             if !self.pending.is_empty() {
-                let full = self.pending.len() == BUFFER;
                 self.pending = Vec::new();
                 self.written = 0;
-                #[cfg(target_os = "linux")]
-                if full && !self.no_splice {
-                    self.splice = Some(splice::Pipe::new()?);
-                }
-                #[cfg(not(target_os = "linux"))]
-                let _ = full;
+            }
+            #[cfg(target_os = "linux")]
+            if self.bulk && !self.no_splice && self.splice.is_none() {
+                self.splice = Some(splice::Pipe::new()?);
             }
             #[cfg(target_os = "linux")]
             if let Some(pipe) = &mut self.splice {
@@ -121,17 +139,43 @@ impl Pump {
                 }
             }
             ready!(src.poll_read_ready(cx))?;
-            let mut buf = Vec::with_capacity(BUFFER);
-            match read_drained(src, &mut buf) {
-                Ok(0) => return Poll::Ready(self.finish(dst)),
-                Ok(n) => {
-                    act.note(n, start);
-                    self.pending = buf;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            match SCRATCH.with_borrow_mut(|buf| self.move_once(buf, src, dst, act, start)) {
+                Ok(Step::Moved | Step::Again) => {}
+                Ok(Step::Eof) => return Poll::Ready(self.finish(dst)),
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+
+    /// Reads once into `buf` and writes as much as `dst` takes now; keeps the rest.
+    fn move_once(
+        &mut self,
+        buf: &mut Vec<u8>,
+        src: &TcpStream,
+        dst: &TcpStream,
+        act: &Activity,
+        start: Instant,
+    ) -> io::Result<Step> {
+        buf.clear();
+        buf.reserve(BUFFER);
+        let n = match read_drained(src, buf) {
+            Ok(0) => return Ok(Step::Eof),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Again),
+            Err(e) => return Err(e),
+        };
+        act.note(n, start);
+        self.bulk |= n >= BUFFER;
+        let written = match dst.try_write(buf) {
+            Ok(w) => w,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if written < n {
+            self.pending = buf[written..].to_vec();
+            self.written = 0;
+        }
+        Ok(Step::Moved)
     }
 
     /// Passes the end of file on (the other direction may still be talking).

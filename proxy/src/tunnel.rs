@@ -64,13 +64,15 @@ pub(crate) fn start(
                     Box::pin(open(&shared, &turn, &target, &addrs, client, first)).await
                 {
                     let stop = drained(&shared);
-                    let totals = relay_tcp::relay_tcp(
+                    // Boxed, so the task holds exactly the relay's state and nothing of the
+                    // other phases (measured: 2.4 KiB unboxed against 1 KiB boxed).
+                    let totals = Box::pin(relay_tcp::relay_tcp(
                         client,
                         origin,
                         shared.settings.idle_timeout,
                         deadline_of(&turn),
                         stop,
-                    )
+                    ))
                     .await;
                     finish(&shared, &turn, &target, totals);
                 }

@@ -63,7 +63,7 @@ impl Store {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        site_allowed_on(&mut *conn, user, chat, host, now).await
+        site_allowed_on(&mut conn, user, chat, host, now).await
     }
 
     /// A chat's unexpired approvals, sites first.

@@ -162,7 +162,7 @@ impl Store {
             let allowed = match known.get(&key) {
                 Some(&a) => a,
                 None => {
-                    let a = site_allowed_on(&mut *tx, &c.user, &c.chat, &c.host, now).await?;
+                    let a = site_allowed_on(&mut tx, &c.user, &c.chat, &c.host, now).await?;
                     known.insert(key, a);
                     a
                 }
