@@ -70,6 +70,19 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
 }
 
+/// A turn that expires one second after it is opened.
+async fn one_second_turn(api: &Api) -> Turn {
+    let r = api
+        .post("/v1/turns", RUNTIME, serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1}))
+        .await;
+    assert_eq!(r.status, 201);
+    let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
+    Turn {
+        id: url.username().into(),
+        credential: format!("{}:{}", url.username(), url.password().unwrap()),
+    }
+}
+
 /// A keep-alive connection remembers the credential it proved, but that memory never
 /// outlives the turn, and a different credential on the same connection is checked afresh.
 #[tokio::test]
@@ -78,15 +91,7 @@ async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_cred
     let (g, o) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let r = api
-        .post("/v1/turns", RUNTIME, serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1}))
-        .await;
-    assert_eq!(r.status, 201);
-    let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
-    let turn = Turn {
-        id: url.username().into(),
-        credential: format!("{}:{}", url.username(), url.password().unwrap()),
-    };
+    let turn = one_second_turn(&api).await;
     let forged = Turn {
         id: turn.id.clone(),
         credential: format!("{}:not-the-secret", turn.id),
@@ -122,15 +127,7 @@ async fn expired_turn_gets_407() {
     let (g, o) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let r = api
-        .post("/v1/turns", RUNTIME, serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1}))
-        .await;
-    assert_eq!(r.status, 201);
-    let url = url::Url::parse(r.json()["proxy_url"].as_str().unwrap()).unwrap();
-    let turn = Turn {
-        id: url.username().into(),
-        credential: format!("{}:{}", url.username(), url.password().unwrap()),
-    };
+    let turn = one_second_turn(&api).await;
     let target = format!("http://{FILES}:{}/", o.addr.port());
     assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 200);
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry

@@ -142,23 +142,10 @@ struct Batch {
 impl Batch {
     /// One transaction for the whole batch; every waiter learns the outcome after commit.
     async fn commit(self, store: &Store, max_hosts: i64) {
-        if self.candidates.is_empty() {
-            if self.refusals.is_empty() {
-                return;
-            }
-            let ok = match store.record_refusals(&self.refusals, max_hosts).await {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::error!(error = %e, "could not record refusals; answering 503");
-                    false
-                }
-            };
-            for w in self.refusal_waiters {
-                let _ = w.send(ok);
-            }
+        if self.candidates.is_empty() && self.refusals.is_empty() {
             return;
         }
-        let verdicts = store
+        let outcome = store
             .refuse_unless_allowed(
                 &self.candidates,
                 &self.refusals,
@@ -166,19 +153,23 @@ impl Batch {
                 Timestamp::now(),
             )
             .await;
-        let verdicts = match verdicts {
-            Ok(v) => v.into_iter().map(Some).collect(),
-            Err(e) => {
-                tracing::error!(error = %e, "could not check or record refusals; answering 503");
-                vec![None; self.candidates.len()]
-            }
-        };
-        let ok = verdicts.first().is_some_and(Option::is_some);
-        for w in self.refusal_waiters {
-            let _ = w.send(ok);
+        if let Err(e) = &outcome {
+            tracing::error!(error = %e, "could not check or record refusals; answering 503");
         }
-        for (w, v) in self.candidate_waiters.into_iter().zip(verdicts) {
-            let _ = w.send(v);
+        for w in self.refusal_waiters {
+            let _ = w.send(outcome.is_ok());
+        }
+        match outcome {
+            Ok(verdicts) => {
+                for (w, allowed) in self.candidate_waiters.into_iter().zip(verdicts) {
+                    let _ = w.send(Some(allowed));
+                }
+            }
+            Err(_) => {
+                for w in self.candidate_waiters {
+                    let _ = w.send(None);
+                }
+            }
         }
     }
 }

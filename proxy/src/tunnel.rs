@@ -48,6 +48,7 @@ pub(crate) fn start(
             Ok(u) => u,
             Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
         };
+        let idle = shared.settings.idle_timeout;
         // A plain TCP client (no TLS listener) gets the zero-copy, buffer-free relay.
         match upgraded.downcast::<TokioIo<TcpStream>>() {
             Ok(parts) => {
@@ -58,46 +59,44 @@ pub(crate) fn start(
                 let first = read_buf.to_vec();
                 drop(read_buf);
                 let client = io.into_inner();
-                // Boxed: the opening phase's state is freed once the tunnel is up, so a
-                // long-lived tunnel task is only as large as its relay.
-                if let Some((client, origin)) =
-                    Box::pin(open(&shared, &turn, &target, &addrs, client, first)).await
-                {
-                    let stop = drained(&shared);
-                    // Boxed, so the task holds exactly the relay's state and nothing of the
-                    // other phases (measured: 2.4 KiB unboxed against 1 KiB boxed).
-                    let totals = Box::pin(relay_tcp::relay_tcp(
-                        client,
-                        origin,
-                        shared.settings.idle_timeout,
-                        deadline_of(&turn),
-                        stop,
-                    ))
-                    .await;
-                    finish(&shared, &turn, &target, totals);
-                }
+                let relay = |client, origin| {
+                    relay_tcp::relay_tcp(client, origin, idle, deadline_of(&turn), drained(&shared))
+                };
+                run(&shared, &turn, &target, &addrs, client, first, relay).await;
             }
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
-                if let Some((client, origin)) =
-                    Box::pin(open(&shared, &turn, &target, &addrs, client, Vec::new())).await
-                {
-                    let stop = drained(&shared);
-                    // Boxed: the generic relay's state stays out of every tunnel task.
-                    let totals = Box::pin(relay::relay(
-                        client,
-                        origin,
-                        shared.settings.idle_timeout,
-                        deadline_of(&turn),
-                        stop,
-                    ))
-                    .await;
-                    finish(&shared, &turn, &target, totals);
-                }
+                let relay = |client, origin| {
+                    relay::relay(client, origin, idle, deadline_of(&turn), drained(&shared))
+                };
+                run(&shared, &turn, &target, &addrs, client, Vec::new(), relay).await;
             }
         }
     });
     Response::new(respond::empty())
+}
+
+/// Opens the tunnel (ClientHello check, then the dial), relays with `relay` and reports.
+/// Both phases are boxed, so a long-lived tunnel task holds only the relay's state (measured:
+/// 2.4 KiB with the relay inline against 1 KiB for the relay alone).
+async fn run<C, R, F>(
+    shared: &Shared,
+    turn: &TurnEntry,
+    target: &Target,
+    addrs: &[SocketAddr],
+    client: C,
+    first: Vec<u8>,
+    relay: R,
+) where
+    C: AsyncRead + Unpin,
+    R: FnOnce(C, TcpStream) -> F,
+    F: std::future::Future<Output = relay::Totals>,
+{
+    if let Some((client, origin)) = Box::pin(open(shared, turn, target, addrs, client, first)).await
+    {
+        let totals = Box::pin(relay(client, origin)).await;
+        finish(shared, turn, target, totals);
+    }
 }
 
 /// Outcome of looking at the first client bytes.
