@@ -5,7 +5,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgAction, Args, CommandFactory as _, Parser, Subcommand};
 use serde::{Deserialize, Serialize};
 
 /// egressgate: an egress proxy that lets AI agents' scripts download only what a person approved.
@@ -111,30 +112,35 @@ pub enum SandboxCmd {
 #[derive(Args, Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RawConfig {
+    /// Where each setting came from, so an error names what the user wrote (filled by `main`
+    /// and `config::merge`, never parsed).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub sources: crate::config::Sources,
     /// TOML configuration file.
     #[arg(long, env = "EGRESSGATE_CONFIG")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// Directory for the embedded database, blobs and generated tokens.
+    /// Directory for the embedded database, blobs and generated tokens. [default: ./egressgate-data]
     #[arg(long, env = "EGRESSGATE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// `postgres://…` for the shared store (also `DATABASE_URL`), or `sqlite://…`.
+    /// `postgres://…` for the shared store (also `DATABASE_URL`), or `sqlite://…`. [default: embedded SQLite in the data directory]
     #[arg(long, env = "EGRESSGATE_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// Proxy listener address.
+    /// Proxy listener address. [default: 127.0.0.1:3128]
     #[arg(long, env = "EGRESSGATE_PROXY_LISTEN")]
     pub proxy_listen: Option<String>,
-    /// Control-plane listener address.
+    /// Control-plane listener address. [default: 127.0.0.1:8080]
     #[arg(long, env = "EGRESSGATE_CONTROL_LISTEN")]
     pub control_listen: Option<String>,
-    /// `host:port` put into turns' proxy_url.
+    /// `host:port` put into turns' proxy_url. [default: the proxy listener]
     #[arg(long, env = "EGRESSGATE_PROXY_PUBLIC_URL")]
     pub proxy_public_url: Option<String>,
     /// Static DNS entries `HOST=IP` (repeatable; env comma-separated).
     #[arg(long, env = "EGRESSGATE_RESOLVE", value_delimiter = ',')]
     #[serde(default)]
     pub resolve: Vec<String>,
-    /// Upstream DNS servers `IP` or `IP:PORT` (repeatable; default: /etc/resolv.conf).
+    /// Upstream DNS servers `IP` or `IP:PORT` (repeatable). [default: /etc/resolv.conf]
     #[arg(long, env = "EGRESSGATE_DNS_SERVER", value_delimiter = ',')]
     #[serde(default)]
     pub dns_server: Vec<String>,
@@ -142,7 +148,7 @@ pub struct RawConfig {
     #[arg(long, env = "EGRESSGATE_ALLOW_CIDR", value_delimiter = ',')]
     #[serde(default)]
     pub allow_cidr: Vec<String>,
-    /// Ports a request may target (replaces the default 80 and 443).
+    /// Ports a request may target (repeatable; replaces the default). [default: 80,443]
     #[arg(long, env = "EGRESSGATE_ALLOW_PORT", value_delimiter = ',')]
     #[serde(default)]
     pub allow_port: Vec<u16>,
@@ -156,88 +162,262 @@ pub struct RawConfig {
     /// PEM private key for a TLS proxy listener.
     #[arg(long, env = "EGRESSGATE_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
-    /// Address for `/metrics`, `/healthz`, `/readyz` of a proxy-only process.
+    /// Address for `/metrics`, `/healthz`, `/readyz` of a proxy-only process. [default: none]
     #[arg(long, env = "EGRESSGATE_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
-    /// Default turn lifetime (e.g. `1h`).
+    /// Default turn lifetime (e.g. `1h`). [default: 1h]
     #[arg(long, env = "EGRESSGATE_TURN_TTL")]
     pub turn_ttl: Option<String>,
-    /// Interrupt lifetime.
+    /// Interrupt lifetime. [default: 1h]
     #[arg(long, env = "EGRESSGATE_INTERRUPT_TTL")]
     pub interrupt_ttl: Option<String>,
-    /// How long expired interrupts are kept.
+    /// How long expired interrupts are kept. [default: 7d]
     #[arg(long, env = "EGRESSGATE_INTERRUPT_RETENTION")]
     pub interrupt_retention: Option<String>,
-    /// How long snapshots are kept.
+    /// How long snapshots are kept. [default: 14d]
     #[arg(long, env = "EGRESSGATE_SNAPSHOT_RETENTION")]
     pub snapshot_retention: Option<String>,
-    /// Largest snapshot (e.g. `8 MiB`).
+    /// Largest snapshot (e.g. `8 MiB`). [default: 8 MiB]
     #[arg(long, env = "EGRESSGATE_SNAPSHOT_MAX_BYTES")]
     pub snapshot_max_bytes: Option<String>,
-    /// Largest pointer record (e.g. `400 KB`).
+    /// Largest pointer record (e.g. `400 KB`). [default: 400 KB]
     #[arg(long, env = "EGRESSGATE_ITEM_MAX_BYTES")]
     pub item_max_bytes: Option<String>,
-    /// Claim lease.
+    /// Claim lease. [default: 30s]
     #[arg(long, env = "EGRESSGATE_LEASE")]
     pub lease: Option<String>,
-    /// Resume hard deadline.
+    /// Resume hard deadline. [default: 15m]
     #[arg(long, env = "EGRESSGATE_RESUME_DEADLINE")]
     pub resume_deadline: Option<String>,
-    /// Claims per card before it is denied.
+    /// Claims per card before it is denied. [default: 3]
     #[arg(long, env = "EGRESSGATE_CLAIM_CAP")]
     pub claim_cap: Option<u32>,
-    /// Approval lifetime.
+    /// Approval lifetime. [default: 24h]
     #[arg(long, env = "EGRESSGATE_APPROVAL_TTL")]
     pub approval_ttl: Option<String>,
-    /// Concurrent resumes per user.
+    /// Concurrent resumes per user. [default: 2]
     #[arg(long, env = "EGRESSGATE_RESUME_SLOTS_PER_USER")]
     pub resume_slots_per_user: Option<u32>,
-    /// Whether users without a row may approve.
+    /// Whether users without a row may approve. [default: true]
     #[arg(long, env = "EGRESSGATE_DEFAULT_CAN_APPROVE", action = ArgAction::Set)]
     pub default_can_approve: Option<bool>,
-    /// Refuse TLS without SNI on port 443.
+    /// Refuse TLS without SNI on port 443. [default: true]
     #[arg(long, env = "EGRESSGATE_REQUIRE_SNI", action = ArgAction::Set)]
     pub require_sni: Option<bool>,
-    /// Distinct refused hosts kept per turn.
+    /// Distinct refused hosts kept per turn. [default: 256]
     #[arg(long, env = "EGRESSGATE_MAX_REFUSALS_PER_TURN")]
     pub max_refusals_per_turn: Option<i64>,
-    /// Card cap: sites.
+    /// Card cap: sites. [default: 20]
     #[arg(long, env = "EGRESSGATE_CARD_MAX_SITES")]
     pub card_max_sites: Option<usize>,
-    /// Card cap: URLs.
+    /// Card cap: URLs. [default: 20]
     #[arg(long, env = "EGRESSGATE_CARD_MAX_URLS")]
     pub card_max_urls: Option<usize>,
-    /// Card cap: packages.
+    /// Card cap: packages. [default: 50]
     #[arg(long, env = "EGRESSGATE_CARD_MAX_PACKAGES")]
     pub card_max_packages: Option<usize>,
-    /// Time allowed for a request head.
+    /// Time allowed for a request head. [default: 10s]
     #[arg(long, env = "EGRESSGATE_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Option<String>,
-    /// Time allowed to resolve and connect upstream.
+    /// Time allowed to resolve and connect upstream. [default: 10s]
     #[arg(long, env = "EGRESSGATE_CONNECT_TIMEOUT")]
     pub connect_timeout: Option<String>,
-    /// Time allowed for a tunnel's TLS ClientHello.
+    /// Time allowed for a tunnel's TLS ClientHello. [default: 10s]
     #[arg(long, env = "EGRESSGATE_CLIENT_HELLO_TIMEOUT")]
     pub client_hello_timeout: Option<String>,
-    /// Tunnel idle timeout.
+    /// Tunnel idle timeout. [default: 5m]
     #[arg(long, env = "EGRESSGATE_IDLE_TIMEOUT")]
     pub idle_timeout: Option<String>,
-    /// Graceful-shutdown drain deadline.
+    /// Graceful-shutdown drain deadline. [default: 30s]
     #[arg(long, env = "EGRESSGATE_DRAIN_TIMEOUT")]
     pub drain_timeout: Option<String>,
-    /// Largest request head in bytes.
+    /// Largest request head in bytes. [default: 64 KiB]
     #[arg(long, env = "EGRESSGATE_MAX_HEADER_BYTES")]
     pub max_header_bytes: Option<String>,
-    /// Concurrent client connections in total.
+    /// Concurrent client connections in total. [default: 10000]
     #[arg(long, env = "EGRESSGATE_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
-    /// Concurrent connections per turn.
+    /// Concurrent connections per turn. [default: 256]
     #[arg(long, env = "EGRESSGATE_MAX_CONNECTIONS_PER_TURN")]
     pub max_connections_per_turn: Option<usize>,
-    /// Database pool size.
+    /// Database pool size. [default: 16]
     #[arg(long, env = "EGRESSGATE_DB_MAX_CONNECTIONS")]
     pub db_max_connections: Option<u32>,
-    /// Statement timeout.
+    /// Statement timeout. [default: 5s]
     #[arg(long, env = "EGRESSGATE_DB_STATEMENT_TIMEOUT")]
     pub db_statement_timeout: Option<String>,
+}
+
+/// Settings only a database needs: what `migrate` and `admin` show in `--help`.
+const DB_KEYS: &[&str] = &[
+    "config",
+    "data_dir",
+    "database_url",
+    "db_max_connections",
+    "db_statement_timeout",
+    "internal_suffix",
+];
+
+/// Settings only the control plane reads: hidden from `proxy --help`.
+const CONTROL_ONLY: &[&str] = &[
+    "control_listen",
+    "proxy_public_url",
+    "turn_ttl",
+    "interrupt_ttl",
+    "interrupt_retention",
+    "snapshot_retention",
+    "snapshot_max_bytes",
+    "item_max_bytes",
+    "lease",
+    "resume_deadline",
+    "claim_cap",
+    "approval_ttl",
+    "resume_slots_per_user",
+    "default_can_approve",
+    "card_max_sites",
+    "card_max_urls",
+    "card_max_packages",
+];
+
+/// Settings only the proxy reads: hidden from `control --help`.
+const PROXY_ONLY: &[&str] = &[
+    "proxy_listen",
+    "resolve",
+    "dns_server",
+    "allow_cidr",
+    "allow_port",
+    "tls_cert",
+    "tls_key",
+    "metrics_listen",
+    "require_sni",
+    "max_refusals_per_turn",
+    "header_read_timeout",
+    "connect_timeout",
+    "client_hello_timeout",
+    "idle_timeout",
+    "max_header_bytes",
+    "max_connections",
+    "max_connections_per_turn",
+];
+
+/// The command line with each subcommand's `--help` showing only the settings that
+/// subcommand reads (all are still accepted, so one config file serves every process).
+pub fn command() -> clap::Command {
+    fn hide(cmd: clap::Command, keep: &dyn Fn(&str) -> bool) -> clap::Command {
+        let cmd = cmd.mut_args(|a| {
+            let id = a.get_id().as_str().to_owned();
+            if keep(&id) { a } else { a.hide(true) }
+        });
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        names
+            .iter()
+            .fold(cmd, |c, n| c.mut_subcommand(n, |sub| hide(sub, keep)))
+    }
+    let settings: Vec<String> = RawConfig::augment_args(clap::Command::new("settings"))
+        .get_arguments()
+        .map(|a| a.get_id().as_str().to_owned())
+        .collect();
+    let db_only = move |id: &str| !settings.iter().any(|s| s == id) || DB_KEYS.contains(&id);
+    let not = |list: &'static [&'static str]| move |id: &str| !list.contains(&id);
+    Cli::command()
+        .mut_subcommand("migrate", |c| hide(c, &db_only))
+        .mut_subcommand("admin", |c| hide(c, &db_only))
+        .mut_subcommand("proxy", |c| hide(c, &not(CONTROL_ONLY)))
+        .mut_subcommand("control", |c| hide(c, &not(PROXY_ONLY)))
+}
+
+/// Parses the command line, recording where each setting came from (flag or environment) so
+/// errors name what the user wrote. A value clap rejects that came from the environment is
+/// reported under its variable's name, not under a flag the user never passed.
+pub fn parse() -> Cli {
+    let matches = match command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => env_error(e).exit(),
+    };
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let mut leaf = &matches;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    if let Some(raw) = cli.command.raw_config_mut() {
+        for id in leaf.ids() {
+            let id = id.as_str();
+            let env = match leaf.value_source(id) {
+                Some(ValueSource::CommandLine) => false,
+                Some(ValueSource::EnvVariable) => true,
+                _ => continue,
+            };
+            raw.sources.set_cli(&id.replace('_', "-"), env);
+        }
+    }
+    cli
+}
+
+/// Rewords clap's "invalid value for '--flag'" when the value came from `EGRESSGATE_*`.
+fn env_error(e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let flag = arg.split_whitespace().next().unwrap_or_default();
+    let Some(key) = flag.strip_prefix("--") else {
+        return e;
+    };
+    let on_argv = std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    let var = format!("EGRESSGATE_{}", key.replace('-', "_").to_ascii_uppercase());
+    match std::env::var(&var) {
+        Ok(value) if !on_argv => {
+            let why = e
+                .source_text()
+                .map(|t| format!(": {t}"))
+                .unwrap_or_default();
+            clap::Error::raw(
+                ErrorKind::InvalidValue,
+                format!("{var}: invalid value {value:?}{why}\n"),
+            )
+        }
+        _ => e,
+    }
+}
+
+/// The source of a clap error, as text (clap keeps it behind `std::error::Error`).
+trait SourceText {
+    fn source_text(&self) -> Option<String>;
+}
+
+impl SourceText for clap::Error {
+    fn source_text(&self) -> Option<String> {
+        std::error::Error::source(self).map(ToString::to_string)
+    }
+}
+
+impl Command {
+    /// The settings of a server or database subcommand, if it has them.
+    fn raw_config_mut(&mut self) -> Option<&mut RawConfig> {
+        match self {
+            Command::Serve(r) | Command::Proxy(r) | Command::Control(r) | Command::Migrate(r) => {
+                Some(r)
+            }
+            Command::Admin { list } => match list {
+                AdminListCmd::Sites { op } | AdminListCmd::Packages { op } => match op {
+                    AdminOp::Add { db, .. } | AdminOp::List { db } | AdminOp::Remove { db, .. } => {
+                        Some(db)
+                    }
+                },
+            },
+            Command::Sandbox { .. } => None,
+        }
+    }
 }

@@ -33,6 +33,34 @@ const TEXT_KEYS: &[&str] = &[
     "db-statement-timeout",
 ];
 
+/// Where each setting came from: an error must name the flag, the environment variable or the
+/// file key the user wrote, never a `--flag` they did not pass.
+#[derive(Debug, Default, Clone)]
+pub struct Sources {
+    labels: HashMap<String, String>,
+}
+
+impl Sources {
+    /// Records that `key` (kebab-case) was set by a flag (`env == false`) or its environment
+    /// variable.
+    pub fn set_cli(&mut self, key: &str, env: bool) {
+        let label = if env {
+            format!("EGRESSGATE_{}", key.replace('-', "_").to_ascii_uppercase())
+        } else {
+            format!("--{key}")
+        };
+        self.labels.insert(key.to_owned(), label);
+    }
+
+    /// How an error names `key`: `--key`, `EGRESSGATE_KEY`, `DATABASE_URL` or `key (in FILE)`.
+    pub fn label(&self, key: &str) -> String {
+        self.labels
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| format!("--{key}"))
+    }
+}
+
 /// Where the data lives.
 #[derive(Debug, Clone)]
 pub enum Database {
@@ -67,6 +95,7 @@ pub struct Config {
 /// Merges the file (if any) under the flags/environment layer. `DATABASE_URL` is an alias of
 /// `EGRESSGATE_DATABASE_URL`, below it in precedence.
 pub fn merge(cli: RawConfig) -> Result<RawConfig> {
+    let mut sources = cli.sources.clone();
     let mut top = serde_json::to_value(&cli).context("internal: config serialisation")?;
     if let Some(obj) = top.as_object_mut()
         && obj
@@ -75,15 +104,25 @@ pub fn merge(cli: RawConfig) -> Result<RawConfig> {
         && let Ok(url) = std::env::var("DATABASE_URL")
     {
         obj.insert("database-url".into(), url.into());
+        sources
+            .labels
+            .insert("database-url".into(), "DATABASE_URL".into());
     }
     let Some(path) = &cli.config else {
-        return cli_with(top, cli.config.clone());
+        return cli_with(top, cli.config.clone(), sources);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     let file: toml::Table =
         toml::from_str(&text).with_context(|| format!("invalid TOML in {}", path.display()))?;
     let mut base = serde_json::to_value(file).context("config file")?;
+    if let Some(obj) = base.as_object() {
+        for key in obj.keys() {
+            sources
+                .labels
+                .insert(key.clone(), format!("{key} (in {})", path.display()));
+        }
+    }
     if let Some(obj) = base.as_object_mut() {
         for key in TEXT_KEYS {
             if let Some(v) = obj.get_mut(*key)
@@ -97,6 +136,9 @@ pub fn merge(cli: RawConfig) -> Result<RawConfig> {
                 let unset = v.is_null() || v.as_array().is_some_and(Vec::is_empty);
                 if !unset {
                     obj.insert(k.clone(), v.clone());
+                    if let Some(l) = cli.sources.labels.get(k) {
+                        sources.labels.insert(k.clone(), l.clone());
+                    }
                 }
             }
         }
@@ -106,13 +148,18 @@ pub fn merge(cli: RawConfig) -> Result<RawConfig> {
         .with_context(|| format!("invalid setting in {}", path.display()))?;
     Ok(RawConfig {
         config: cli.config,
+        sources,
         ..merged
     })
 }
 
-fn cli_with(v: serde_json::Value, config: Option<PathBuf>) -> Result<RawConfig> {
+fn cli_with(v: serde_json::Value, config: Option<PathBuf>, sources: Sources) -> Result<RawConfig> {
     let raw: RawConfig = serde_json::from_value(v).context("internal: config")?;
-    Ok(RawConfig { config, ..raw })
+    Ok(RawConfig {
+        config,
+        sources,
+        ..raw
+    })
 }
 
 fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Duration> {
@@ -124,7 +171,7 @@ fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Duratio
                 return Ok(Duration::from_secs(secs));
             }
             humantime::parse_duration(s)
-                .map_err(|e| anyhow!("--{name} {s:?}: {e} (use e.g. 30s, 15m, 1h, 7d)"))
+                .map_err(|e| anyhow!("{name} {s:?}: {e} (use e.g. 30s, 15m, 1h, 7d)"))
         }
     }
 }
@@ -136,7 +183,7 @@ fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> {
     let (num, unit) = t.split_at(split);
     let n: u64 = num
         .parse()
-        .map_err(|_| anyhow!("--{name} {s:?}: expected a size like 400 KB or 8 MiB"))?;
+        .map_err(|_| anyhow!("{name} {s:?}: expected a size like 400 KB or 8 MiB"))?;
     let mult = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kb" | "k" => 1000,
@@ -145,16 +192,16 @@ fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> {
         "mib" => 1024 * 1024,
         "gb" | "g" => 1_000_000_000,
         "gib" => 1024 * 1024 * 1024,
-        other => bail!("--{name} {s:?}: unknown unit {other:?}"),
+        other => bail!("{name} {s:?}: unknown unit {other:?}"),
     };
     n.checked_mul(mult)
-        .ok_or_else(|| anyhow!("--{name} {s:?}: too large"))
+        .ok_or_else(|| anyhow!("{name} {s:?}: too large"))
 }
 
 fn socket(name: &str, v: &Option<String>, default: &str) -> Result<SocketAddr> {
     let s = v.as_deref().unwrap_or(default);
     s.parse()
-        .map_err(|_| anyhow!("--{name} {s:?}: expected IP:PORT (e.g. 127.0.0.1:3128)"))
+        .map_err(|_| anyhow!("{name} {s:?}: expected IP:PORT (e.g. 127.0.0.1:3128)"))
 }
 
 fn host(what: &str, s: &str) -> Result<Host> {
@@ -163,6 +210,7 @@ fn host(what: &str, s: &str) -> Result<Host> {
 
 /// Validates the merged raw configuration.
 pub fn validate(raw: &RawConfig) -> Result<Config> {
+    let l = |key: &str| raw.sources.label(key);
     let data_dir = raw
         .data_dir
         .clone()
@@ -177,37 +225,38 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
             Database::Url(u.to_owned())
         }
         Some(u) => bail!(
-            "--database-url: unsupported URL scheme in {:?} (use postgres:// or sqlite://)",
+            "{}: unsupported URL scheme in {:?} (use postgres:// or sqlite://)",
+            l("database-url"),
             redact(u)
         ),
     };
-    let proxy_listen = socket("proxy-listen", &raw.proxy_listen, "127.0.0.1:3128")?;
-    let control_listen = socket("control-listen", &raw.control_listen, "127.0.0.1:8080")?;
+    let proxy_listen = socket(&l("proxy-listen"), &raw.proxy_listen, "127.0.0.1:3128")?;
+    let control_listen = socket(&l("control-listen"), &raw.control_listen, "127.0.0.1:8080")?;
     let metrics_listen = raw
         .metrics_listen
         .as_ref()
-        .map(|_| socket("metrics-listen", &raw.metrics_listen, ""))
+        .map(|_| socket(&l("metrics-listen"), &raw.metrics_listen, ""))
         .transpose()?;
     let proxy_public_url = match &raw.proxy_public_url {
-        Some(u) => public_url(u)?,
+        Some(u) => public_url(&l("proxy-public-url"), u)?,
         None => proxy_listen.to_string(),
     };
     let internal_suffixes = raw
         .internal_suffix
         .iter()
-        .map(|s| host("--internal-suffix", s.trim_start_matches('.')))
+        .map(|s| host(&l("internal-suffix"), s.trim_start_matches('.')))
         .collect::<Result<Vec<_>>>()?;
     let mut resolve: HashMap<Host, Vec<IpAddr>> = HashMap::new();
     for entry in &raw.resolve {
         let (h, ip) = entry
             .split_once('=')
-            .ok_or_else(|| anyhow!("--resolve {entry:?}: expected HOST=IP"))?;
+            .ok_or_else(|| anyhow!("{} {entry:?}: expected HOST=IP", l("resolve")))?;
         let ip: IpAddr = ip
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse()
-            .map_err(|_| anyhow!("--resolve {entry:?}: {ip:?} is not an IP address"))?;
-        resolve.entry(host("--resolve", h)?).or_default().push(ip);
+            .map_err(|_| anyhow!("{} {entry:?}: {ip:?} is not an IP address", l("resolve")))?;
+        resolve.entry(host(&l("resolve"), h)?).or_default().push(ip);
     }
     let dns_servers = raw
         .dns_server
@@ -215,7 +264,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         .map(|s| {
             s.parse::<SocketAddr>()
                 .or_else(|_| s.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
-                .map_err(|_| anyhow!("--dns-server {s:?}: expected IP or IP:PORT"))
+                .map_err(|_| anyhow!("{} {s:?}: expected IP or IP:PORT", l("dns-server")))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut allow_cidrs = Vec::new();
@@ -226,11 +275,11 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         };
         let net: IpNet = net
             .parse()
-            .map_err(|_| anyhow!("--allow-cidr {entry:?}: {net:?} is not a CIDR range"))?;
+            .map_err(|_| anyhow!("{} {entry:?}: {net:?} is not a CIDR range", l("allow-cidr")))?;
         let only_for = pattern
             .map(|p| {
                 SitePattern::parse(p, &internal_suffixes)
-                    .map_err(|e| anyhow!("--allow-cidr {entry:?}: {e}"))
+                    .map_err(|e| anyhow!("{} {entry:?}: {e}", l("allow-cidr")))
             })
             .transpose()?;
         allow_cidrs.push(AllowedRange { net, only_for });
@@ -241,12 +290,12 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         raw.allow_port.clone()
     };
     if allow_ports.contains(&0) {
-        bail!("--allow-port 0 is not a port");
+        bail!("{}: 0 is not a port", l("allow-port"));
     }
     let tls = match (&raw.tls_cert, &raw.tls_key) {
         (None, None) => None,
         (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
-        _ => bail!("--tls-cert and --tls-key go together"),
+        _ => bail!("{} and {} go together", l("tls-cert"), l("tls-key")),
     };
     let d = egressgate_proxy::Settings::default();
     let proxy = egressgate_proxy::Settings {
@@ -256,54 +305,70 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         dns_servers,
         internal_suffixes: internal_suffixes.clone(),
         require_sni: raw.require_sni.unwrap_or(true),
-        max_refusals_per_turn: positive("max-refusals-per-turn", raw.max_refusals_per_turn, 256)?,
+        max_refusals_per_turn: positive(
+            &l("max-refusals-per-turn"),
+            raw.max_refusals_per_turn,
+            256,
+        )?,
         forbidden_addrs: Vec::new(),
         header_read_timeout: duration(
-            "header-read-timeout",
+            &l("header-read-timeout"),
             &raw.header_read_timeout,
             d.header_read_timeout,
         )?,
-        connect_timeout: duration("connect-timeout", &raw.connect_timeout, d.connect_timeout)?,
-        idle_timeout: duration("idle-timeout", &raw.idle_timeout, d.idle_timeout)?,
+        connect_timeout: duration(
+            &l("connect-timeout"),
+            &raw.connect_timeout,
+            d.connect_timeout,
+        )?,
+        idle_timeout: duration(&l("idle-timeout"), &raw.idle_timeout, d.idle_timeout)?,
         client_hello_timeout: duration(
-            "client-hello-timeout",
+            &l("client-hello-timeout"),
             &raw.client_hello_timeout,
             d.client_hello_timeout,
         )?,
-        max_header_bytes: header_bytes(&raw.max_header_bytes, d.max_header_bytes)?,
+        max_header_bytes: header_bytes(
+            &l("max-header-bytes"),
+            &raw.max_header_bytes,
+            d.max_header_bytes,
+        )?,
         max_connections_per_turn: raw
             .max_connections_per_turn
             .unwrap_or(d.max_connections_per_turn),
         max_connections: raw.max_connections.unwrap_or(d.max_connections),
-        drain_timeout: duration("drain-timeout", &raw.drain_timeout, d.drain_timeout)?,
+        drain_timeout: duration(&l("drain-timeout"), &raw.drain_timeout, d.drain_timeout)?,
         allow_cache_ttl: d.allow_cache_ttl,
         tls: tls.map(Arc::new),
     };
     let c = egressgate_control::Settings::default();
     let control = egressgate_control::Settings {
         proxy_public_url,
-        turn_ttl: duration("turn-ttl", &raw.turn_ttl, c.turn_ttl)?,
-        interrupt_ttl: duration("interrupt-ttl", &raw.interrupt_ttl, c.interrupt_ttl)?,
+        turn_ttl: duration(&l("turn-ttl"), &raw.turn_ttl, c.turn_ttl)?,
+        interrupt_ttl: duration(&l("interrupt-ttl"), &raw.interrupt_ttl, c.interrupt_ttl)?,
         interrupt_retention: duration(
-            "interrupt-retention",
+            &l("interrupt-retention"),
             &raw.interrupt_retention,
             c.interrupt_retention,
         )?,
         snapshot_retention: duration(
-            "snapshot-retention",
+            &l("snapshot-retention"),
             &raw.snapshot_retention,
             c.snapshot_retention,
         )?,
         snapshot_max_bytes: size(
-            "snapshot-max-bytes",
+            &l("snapshot-max-bytes"),
             &raw.snapshot_max_bytes,
             c.snapshot_max_bytes,
         )?,
-        item_max_bytes: size("item-max-bytes", &raw.item_max_bytes, c.item_max_bytes)?,
-        lease: duration("lease", &raw.lease, c.lease)?,
-        resume_deadline: duration("resume-deadline", &raw.resume_deadline, c.resume_deadline)?,
+        item_max_bytes: size(&l("item-max-bytes"), &raw.item_max_bytes, c.item_max_bytes)?,
+        lease: duration(&l("lease"), &raw.lease, c.lease)?,
+        resume_deadline: duration(
+            &l("resume-deadline"),
+            &raw.resume_deadline,
+            c.resume_deadline,
+        )?,
         claim_cap: raw.claim_cap.unwrap_or(c.claim_cap),
-        approval_ttl: duration("approval-ttl", &raw.approval_ttl, c.approval_ttl)?,
+        approval_ttl: duration(&l("approval-ttl"), &raw.approval_ttl, c.approval_ttl)?,
         resume_slots_per_user: raw.resume_slots_per_user.unwrap_or(c.resume_slots_per_user),
         default_can_approve: raw.default_can_approve.unwrap_or(c.default_can_approve),
         card_max_sites: raw.card_max_sites.unwrap_or(c.card_max_sites),
@@ -315,7 +380,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
     let pool = PoolOptions {
         max_connections: raw.db_max_connections.unwrap_or(p.max_connections).max(1),
         statement_timeout: duration(
-            "db-statement-timeout",
+            &l("db-statement-timeout"),
             &raw.db_statement_timeout,
             p.statement_timeout,
         )?,
@@ -336,30 +401,30 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
 
 /// hyper cannot buffer less than 8 KiB, so a smaller limit is an error rather than silently
 /// raised.
-fn header_bytes(v: &Option<String>, default: usize) -> Result<usize> {
-    let n = usize::try_from(size("max-header-bytes", v, default as u64)?)?;
+fn header_bytes(name: &str, v: &Option<String>, default: usize) -> Result<usize> {
+    let n = usize::try_from(size(name, v, default as u64)?)?;
     if n < 8192 {
-        bail!("--max-header-bytes must be at least 8192 (8 KiB)");
+        bail!("{name} must be at least 8192 (8 KiB)");
     }
     Ok(n)
 }
 
 fn positive(name: &str, v: Option<i64>, default: i64) -> Result<i64> {
     match v {
-        Some(n) if n < 1 => bail!("--{name} must be at least 1"),
+        Some(n) if n < 1 => bail!("{name} must be at least 1"),
         Some(n) => Ok(n),
         None => Ok(default),
     }
 }
 
 /// `host:port` (a scheme or path is tolerated and dropped).
-fn public_url(u: &str) -> Result<String> {
+fn public_url(name: &str, u: &str) -> Result<String> {
     let rest = u.strip_prefix("http://").unwrap_or(u).trim_end_matches('/');
     let (h, port) = rest
         .rsplit_once(':')
-        .ok_or_else(|| anyhow!("--proxy-public-url {u:?}: expected host:port"))?;
+        .ok_or_else(|| anyhow!("{name} {u:?}: expected host:port"))?;
     if h.is_empty() || h.contains(['/', '@']) || port.parse::<u16>().map_or(true, |p| p == 0) {
-        bail!("--proxy-public-url {u:?}: expected host:port");
+        bail!("{name} {u:?}: expected host:port");
     }
     Ok(rest.to_owned())
 }

@@ -9,12 +9,10 @@ mod tokens;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
-use crate::cli::{Cli, Command, SandboxCmd};
+use crate::cli::{Command, SandboxCmd};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     if let Command::Sandbox {
         action:
             SandboxCmd::Run {

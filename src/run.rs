@@ -26,7 +26,7 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Control(raw) => serve(raw, false, true).await,
         Command::Migrate(raw) => {
             let cfg = load(raw)?;
-            let store = open(&cfg).await?;
+            let store = open(&cfg, Create::Yes).await?;
             store.migrate().await.context("migration failed")?;
             Ok(())
         }
@@ -50,14 +50,55 @@ fn init_logging() {
         .try_init();
 }
 
-/// Opens the configured store, creating the data directory (0700) for SQLite.
-async fn open(cfg: &Config) -> Result<Store> {
+/// Whether opening the embedded database may create it: only `serve`, `proxy`, `control` and
+/// `migrate` may; `admin` run in the wrong directory must not report success on an empty one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    Yes,
+    No,
+}
+
+/// The embedded database's file inside the data directory.
+const SQLITE_FILE: &str = "egressgate.db";
+
+/// Opens the configured store, creating the data directory (0700) for SQLite when allowed.
+async fn open(cfg: &Config, create: Create) -> Result<Store> {
     match &cfg.database {
         Database::Sqlite => {
-            create_private_dir(&cfg.data_dir)?;
-            Store::open_sqlite(&cfg.data_dir, &cfg.pool)
-                .await
-                .with_context(|| format!("cannot open the database in {}", cfg.data_dir.display()))
+            let dir = &cfg.data_dir;
+            let file = dir.join(SQLITE_FILE);
+            if create == Create::Yes {
+                create_private_dir(dir)?;
+            } else if !file.exists() {
+                bail!(
+                    "no egressgate database in {} (no {SQLITE_FILE}): run this where `egressgate \
+                     serve` keeps its data, or pass --data-dir or --database-url \
+                     (`egressgate migrate --data-dir DIR` creates one)",
+                    dir.display()
+                );
+            }
+            // Say "permission denied" when that is the reason, not SQLite's "unable to open".
+            std::fs::read_dir(dir)
+                .with_context(|| format!("cannot read data directory {}", dir.display()))?;
+            match Store::open_sqlite(dir, &cfg.pool).await {
+                Ok(s) => Ok(s),
+                Err(e) => {
+                    let probe = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(create == Create::Yes)
+                        .truncate(false)
+                        .open(&file);
+                    match probe {
+                        Err(io) => Err(io).with_context(|| {
+                            format!("cannot open the database {}", file.display())
+                        }),
+                        Ok(_) => Err(e).with_context(|| {
+                            format!("cannot open the database in {}", dir.display())
+                        }),
+                    }
+                }
+            }
         }
         Database::Url(u) => Store::open_url(u, &cfg.pool)
             .await
@@ -86,7 +127,7 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     if with_control && !with_proxy && !cfg.proxy_public_url_given {
         bail!("`egressgate control` needs --proxy-public-url (the proxy address turns should use)");
     }
-    let store = open(&cfg).await?;
+    let store = open(&cfg, Create::Yes).await?;
     store.migrate().await.context("migration failed")?;
     let proxy_listener = if with_proxy {
         Some(bind("proxy", cfg.proxy_listen).await?)
@@ -295,7 +336,7 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
         AdminOp::Add { db, .. } | AdminOp::List { db } | AdminOp::Remove { db, .. } => db.clone(),
     };
     let cfg = load(raw)?;
-    let store = open(&cfg).await?;
+    let store = open(&cfg, Create::No).await?;
     store.migrate().await.context("migration failed")?;
     let now = Timestamp::now();
     let canonical = |v: &str| -> Result<String> {

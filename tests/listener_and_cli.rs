@@ -88,6 +88,16 @@ fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
 fn admin_cli_keeps_the_lists_like_the_api() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+        .args(["migrate", "--data-dir"])
+        .arg(&data)
+        .env_remove("DATABASE_URL")
+        .status()
+        .unwrap();
+    assert!(
+        migrated.success(),
+        "migrate creates the database admin then keeps"
+    );
     let out = admin(
         &["sites", "add", "*.Example.COM.", "--note", "docs mirror"],
         &data,
