@@ -28,15 +28,26 @@ CONTROL = os.environ.get("EGRESSGATE_CONTROL", "http://127.0.0.1:8080")
 APPROVAL_TOOL = "request_download_approval"
 
 
+def fail(message):
+    """One clear line on stderr and exit status 2: the example's edge, never a traceback."""
+    print("agent_tool.py: " + message, file=sys.stderr)
+    sys.exit(2)
+
+
 def runtime_token():
     token = os.environ.get("EGRESSGATE_RUNTIME_TOKEN")
     if token:
         return token
-    with open(os.path.join(os.environ.get("EGRESSGATE_DATA_DIR", "egressgate-data"), "tokens")) as f:
-        for line in f:
-            if line.startswith("EGRESSGATE_RUNTIME_TOKEN="):
-                return line.split("=", 1)[1].strip()
-    sys.exit("no runtime token: set EGRESSGATE_RUNTIME_TOKEN")
+    path = os.path.join(os.environ.get("EGRESSGATE_DATA_DIR", "egressgate-data"), "tokens")
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("EGRESSGATE_RUNTIME_TOKEN="):
+                    return line.split("=", 1)[1].strip()
+    except OSError as e:
+        fail(f"no runtime token: set EGRESSGATE_RUNTIME_TOKEN, or EGRESSGATE_DATA_DIR to the "
+             f"data directory `egressgate serve` wrote its tokens file into ({path}: {e.strerror})")
+    fail(f"no runtime token: {path} has no EGRESSGATE_RUNTIME_TOKEN line")
 
 
 def api(method, path, body=None, token=None, user=None):
@@ -54,6 +65,9 @@ def api(method, path, body=None, token=None, user=None):
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")
+    except (urllib.error.URLError, OSError) as e:
+        fail(f"cannot reach the control plane at {CONTROL} ({getattr(e, 'reason', e)}): "
+             "is `egressgate serve` running? (EGRESSGATE_CONTROL sets the address)")
 
 
 def sandbox_download(proxy_url, url):
@@ -64,6 +78,8 @@ def sandbox_download(proxy_url, url):
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+    except (urllib.error.URLError, OSError) as e:
+        fail(f"cannot reach the proxy for {url} ({getattr(e, 'reason', e)})")
 
 
 def approval_tool_first_call(token, turn_id, reason, tool_call_id):
@@ -101,7 +117,8 @@ def main():
     user, chat = "example-user", "example-chat-" + base64.urlsafe_b64encode(os.urandom(6)).decode()
 
     status, turn = api("POST", "/v1/turns", {"user_id": user, "chat_id": chat, "can_ask_human": True}, token)
-    assert status == 201, turn
+    if status != 201:
+        fail(f"opening a turn failed with {status}: {turn}")
     print("turn opened:", turn["turn_id"])
 
     status, _ = sandbox_download(turn["proxy_url"], url)
@@ -124,7 +141,8 @@ def main():
     status, resumed = api("POST", f"/v1/interrupts/{iid}/resume", {
         "secret": interrupt["resume_secret"],
         "resume": [{"interruptId": iid, "status": "resolved", "payload": {"approved": not decline}}]})
-    assert status == 200, resumed
+    if status != 200:
+        fail(f"the resume failed with {status}: {resumed}")
     claim = resumed["claim"]["claim_id"]
     print("resume claimed; decision:", resumed["decision"]["outcome"])
 
@@ -134,7 +152,15 @@ def main():
     print("script download after the decision:", status)
     api("POST", f"/v1/interrupts/{iid}/complete", {"claim_id": claim, "answer": json.dumps(result)})
     print("resume completed")
-    return 0 if (status == 200) == (not decline) else 1
+    if decline:
+        return 0 if status == 403 else 1
+    if status != 200:
+        # Approved, yet the download failed: the gate let it through, the origin did not serve it.
+        print(f"agent_tool.py: approved, but {url} answered {status}: does the origin serve "
+              "that file? (the README's demo creates data.csv in the folder it serves)",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
