@@ -246,6 +246,10 @@ pub struct RawConfig {
     /// Statement timeout. [default: 5s]
     #[arg(long, env = "EGRESSGATE_DB_STATEMENT_TIMEOUT")]
     pub db_statement_timeout: Option<String>,
+    /// Log line format on stderr: `text`, or `json` (one object a line, for log shippers).
+    /// [default: text]
+    #[arg(long, env = "EGRESSGATE_LOG_FORMAT")]
+    pub log_format: Option<String>,
 }
 
 /// Settings only a database needs: what `migrate` and `admin` show in `--help`.

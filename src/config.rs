@@ -70,8 +70,19 @@ pub enum Database {
     Url(String),
 }
 
+/// How log lines are written on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (ANSI colours only on a terminal).
+    Text,
+    /// One JSON object per line with the event's fields flattened, for log shippers.
+    Json,
+}
+
 /// The validated configuration.
 pub struct Config {
+    /// Log line format.
+    pub log_format: LogFormat,
     /// Data directory (SQLite, blobs, generated tokens).
     pub data_dir: PathBuf,
     /// The store.
@@ -211,6 +222,11 @@ fn host(what: &str, s: &str) -> Result<Host> {
 /// Validates the merged raw configuration.
 pub fn validate(raw: &RawConfig) -> Result<Config> {
     let l = |key: &str| raw.sources.label(key);
+    let log_format = match raw.log_format.as_deref() {
+        None | Some("text") => LogFormat::Text,
+        Some("json") => LogFormat::Json,
+        Some(other) => bail!("{} {other:?}: expected text or json", l("log-format")),
+    };
     let data_dir = raw
         .data_dir
         .clone()
@@ -387,6 +403,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         ..p
     };
     Ok(Config {
+        log_format,
         data_dir,
         database,
         pool,

@@ -39,15 +39,23 @@ fn load(raw: RawConfig) -> Result<Config> {
     config::validate(&config::merge(raw)?)
 }
 
-fn init_logging() {
+fn init_logging(format: config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EGRESSGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
     use std::io::IsTerminal as _;
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        config::LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        config::LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+    };
 }
 
 /// Whether opening the embedded database may create it: only `serve`, `proxy`, `control` and
@@ -123,7 +131,7 @@ async fn bind(what: &str, addr: SocketAddr) -> Result<TcpListener> {
 
 async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<()> {
     let mut cfg = load(raw)?;
-    init_logging();
+    init_logging(cfg.log_format);
     if with_control && !with_proxy && !cfg.proxy_public_url_given {
         bail!("`egressgate control` needs --proxy-public-url (the proxy address turns should use)");
     }

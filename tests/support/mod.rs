@@ -614,11 +614,15 @@ impl GateBuilder {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .unwrap_or_else(|_| panic!("gate did not start; log: {:?}", log.lock().unwrap()));
-            let addr = line
-                .split("addr=")
-                .nth(1)
-                .and_then(|a| a.split_whitespace().next())
-                .and_then(|a| a.parse().ok());
+            let addr = match serde_json::from_str::<serde_json::Value>(&line) {
+                // `--log-format json`: one object a line, the event's fields flattened.
+                Ok(v) => v["addr"].as_str().and_then(|a| a.parse().ok()),
+                Err(_) => line
+                    .split("addr=")
+                    .nth(1)
+                    .and_then(|a| a.split_whitespace().next())
+                    .and_then(|a| a.parse().ok()),
+            };
             if line.contains("proxy listening") {
                 proxy = addr;
             } else if line.contains("control plane listening") {
