@@ -60,6 +60,13 @@ async fn dangerous_patterns_are_422_and_not_stored() {
         ("*.co.uk", "public suffix"),
         ("com", "internal"),
         ("co.uk", "public suffix"),
+        // Wildcards above private public-suffix rules: every tenant's storage.
+        ("*.amazonaws.com", "public suffix"),
+        ("*.s3.amazonaws.com", "public suffix"),
+        ("*.core.windows.net", "public suffix"),
+        ("*.windows.net", "public suffix"),
+        ("s3.amazonaws.com", "public suffix"),
+        ("github.io", "public suffix"),
         ("1.2.3.4", "IP literal"),
         ("[::1]", "IP literal"),
         ("2130706433", "IP literal"),

@@ -121,6 +121,21 @@ async fn bad_launch_lists_are_422_naming_the_entry_and_nothing_is_written() {
             "public suffix",
         ),
         (json!({"sites": ["*.co.uk"]}), "sites[0]", "public suffix"),
+        (
+            json!({"sites": ["files.example.com", "*.amazonaws.com"]}),
+            "sites[1]",
+            "public suffix",
+        ),
+        (
+            json!({"sites": ["*.core.windows.net"]}),
+            "sites[0]",
+            "public suffix",
+        ),
+        (
+            json!({"sites": ["s3.amazonaws.com"]}),
+            "sites[0]",
+            "public suffix",
+        ),
         (json!({"sites": ["*"]}), "sites[0]", "public suffix"),
         (json!({"sites": ["10.0.0.1"]}), "sites[0]", "IP literal"),
         (json!({"sites": ["0x7f.1"]}), "sites[0]", "IP literal"),
@@ -559,4 +574,43 @@ async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
     app.expire_turn(&t.turn_id).await;
     let (s, b) = app.turn_get(&t.turn_id, "policy").await;
     assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"));
+}
+
+#[tokio::test]
+async fn wildcards_stored_before_the_suffix_rule_tightened_allow_nothing() {
+    // Rows an older release accepted: an admin pattern and a chat approval above the private
+    // rule `s3.amazonaws.com`. Neither may open a bucket, nor appear in the policy.
+    let app = TestApp::new().await;
+    app.exec_sql(
+        "INSERT INTO admin_sites (pattern, note, created_at) VALUES ('*.amazonaws.com', NULL, 0)",
+    )
+    .await;
+    app.insert_approval(
+        "u",
+        "c",
+        "site",
+        "*.core.windows.net",
+        Duration::from_secs(3600),
+    )
+    .await;
+    let t = app.open_turn("u", "c", true).await;
+    let (s, b) = app.turn_get(&t.turn_id, "policy").await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["sites"], json!([]));
+    let (user, chat) = (
+        egressgate_store::UserId::parse("u").unwrap(),
+        egressgate_store::ChatId::parse("c").unwrap(),
+    );
+    for h in [
+        "attacker-bucket.s3.amazonaws.com",
+        "x.blob.core.windows.net",
+    ] {
+        let host = egressgate_store::Host::parse(h).unwrap();
+        let allowed = app
+            .store
+            .site_allowed(&user, &chat, &host, egressgate_store::Timestamp::now())
+            .await
+            .unwrap();
+        assert!(!allowed, "{h}");
+    }
 }

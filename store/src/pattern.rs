@@ -3,6 +3,8 @@
 
 use crate::host::{Host, HostError};
 
+mod suffixes;
+
 /// Why a pattern cannot be stored. Each variant is a 422 wherever patterns are accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
@@ -15,8 +17,9 @@ pub enum PatternError {
     /// Internal-looking names are never approvable.
     #[error("internal-looking names cannot be approved")]
     Internal,
-    /// `*`, `*.com`, `*.co.uk`, `*.github.io`, or a public suffix itself: would open a whole
-    /// registry to everyone.
+    /// `*`, `*.com`, `*.co.uk`, `*.github.io`, a wildcard above a private rule
+    /// (`*.amazonaws.com`, above `s3.amazonaws.com`), or a public suffix itself: would open a
+    /// whole registry, or every tenant of a shared host, to everyone.
     #[error("pattern would match a whole public suffix")]
     PublicSuffix,
     /// A `*` anywhere but as the whole first label.
@@ -59,7 +62,7 @@ impl SitePattern {
         if host.has_internal_suffix(extra_internal) {
             return Err(PatternError::Internal);
         }
-        if wild && is_public_suffix(&host) {
+        if wild && !wildcard_allowed(&host) {
             return Err(PatternError::PublicSuffix);
         }
         if host.is_internal(extra_internal) {
@@ -75,14 +78,16 @@ impl SitePattern {
         })
     }
 
-    /// Rebuilds a pattern stored by [`SitePattern::parse`]; `None` if the row is not one we wrote.
+    /// Rebuilds a pattern stored by [`SitePattern::parse`]; `None` if the row is not one we
+    /// wrote, or a wildcard that [`SitePattern::parse`] now refuses (stored before a rule
+    /// tightened): such a row never widens anything.
     pub fn from_db(s: &str) -> Option<Self> {
         let (wild, rest) = match s.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, s),
         };
         let host = Host::parse(rest).ok()?;
-        if host.as_str() != rest {
+        if host.as_str() != rest || (wild && !wildcard_allowed(&host)) {
             return None;
         }
         Some(if wild {
@@ -96,7 +101,9 @@ impl SitePattern {
     pub fn matches(&self, host: &Host) -> bool {
         match self {
             Self::Exact(h) => h == host,
-            Self::Subdomains(suffix) => host.is_strictly_within(suffix.as_str()),
+            Self::Subdomains(suffix) => {
+                host.is_strictly_within(suffix.as_str()) && wildcard_allowed(suffix)
+            }
         }
     }
 
@@ -108,11 +115,17 @@ impl SitePattern {
         }
     }
 
-    /// Every stored key that would match `host`: the host itself and `*.parent` for each parent.
-    /// Lets the store answer "is this host allowed" with one indexed `IN (...)` query.
+    /// Every stored key that would match `host`: the host itself and `*.parent` for each parent
+    /// a wildcard may stand on. Lets the store answer "is this host allowed" with one indexed
+    /// `IN (...)` query; a wildcard row [`SitePattern::parse`] would refuse (`*.amazonaws.com`,
+    /// stored before that rule) is never a candidate, so it cannot allow anything.
     pub fn candidate_keys(host: &Host) -> Vec<String> {
         std::iter::once(host.as_str().to_owned())
-            .chain(host.parents().map(|p| format!("*.{p}")))
+            .chain(
+                host.parents()
+                    .filter(|p| wildcard_allowed_str(p))
+                    .map(|p| format!("*.{p}")),
+            )
             .collect()
     }
 }
@@ -124,6 +137,19 @@ impl std::fmt::Display for SitePattern {
             Self::Subdomains(h) => write!(f, "*.{h}"),
         }
     }
+}
+
+/// True when `*.host` may be stored: no public-suffix rule (ICANN or private) lies at or
+/// below `host`, and `psl` does not call it a suffix either (its default rule makes every
+/// unknown TLD one). `*.amazonaws.com` fails because `s3.amazonaws.com` is a rule, exactly
+/// like `*.s3.amazonaws.com`.
+fn wildcard_allowed(host: &Host) -> bool {
+    wildcard_allowed_str(host.as_str())
+}
+
+/// [`wildcard_allowed`] on a normalised name.
+fn wildcard_allowed_str(name: &str) -> bool {
+    !suffixes::rule_at_or_below(name) && psl::suffix_str(name).is_some_and(|s| s != name)
 }
 
 /// True when the name is itself a public suffix (ICANN or private section of the PSL,
@@ -156,6 +182,16 @@ mod tests {
             ("*.CO.UK.", PatternError::PublicSuffix),
             ("co.uk", PatternError::PublicSuffix),
             ("*.github.io", PatternError::PublicSuffix),
+            // Wildcards above private rules: every tenant's bucket or blob store.
+            ("*.amazonaws.com", PatternError::PublicSuffix),
+            ("*.s3.amazonaws.com", PatternError::PublicSuffix),
+            ("*.core.windows.net", PatternError::PublicSuffix),
+            ("*.windows.net", PatternError::PublicSuffix),
+            ("*.blogspot.com", PatternError::PublicSuffix),
+            // An exact public suffix is refused too: such a host serves every tenant
+            // (`s3.amazonaws.com/<bucket>`), so it is the same hole by another spelling.
+            ("s3.amazonaws.com", PatternError::PublicSuffix),
+            ("github.io", PatternError::PublicSuffix),
             ("*.1.2.3.4", PatternError::IpLiteral),
             ("10.0.0.1", PatternError::IpLiteral),
             ("[::1]", PatternError::IpLiteral),
@@ -172,6 +208,33 @@ mod tests {
         // when the stored pattern is read back.
         assert!(p("＊.com").is_err());
         assert!(p("＊.example.com").is_err());
+    }
+
+    #[test]
+    fn names_below_the_rules_stay_approvable() -> Result<(), PatternError> {
+        for s in [
+            "amazonaws.com",
+            "bucket.s3.amazonaws.com",
+            "*.bucket.s3.amazonaws.com",
+            "*.example.com",
+            "*.github.com",
+            "files.example.co.uk",
+            "*.pages.example.github.io",
+        ] {
+            p(s)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn stored_wildcards_above_a_rule_never_match() {
+        // A row written before the rule tightened is not read back, is not a lookup key and
+        // matches nothing even when built by hand.
+        assert_eq!(SitePattern::from_db("*.amazonaws.com"), None);
+        let keys = SitePattern::candidate_keys(&host("evil.s3.amazonaws.com"));
+        assert_eq!(keys, ["evil.s3.amazonaws.com"]);
+        let by_hand = SitePattern::Subdomains(host("amazonaws.com"));
+        assert!(!by_hand.matches(&host("evil.s3.amazonaws.com")));
     }
 
     #[test]
@@ -192,12 +255,7 @@ mod tests {
     fn candidate_keys_cover_exact_and_wildcards() {
         assert_eq!(
             SitePattern::candidate_keys(&host("a.b.example.com")),
-            [
-                "a.b.example.com",
-                "*.b.example.com",
-                "*.example.com",
-                "*.com"
-            ]
+            ["a.b.example.com", "*.b.example.com", "*.example.com"]
         );
     }
 
