@@ -251,6 +251,15 @@ async fn strict_bodies_write_nothing() {
         ("/v1/admin/sites", "{"),
         ("/v1/admin/packages", r#"{"pattern": "requests"}"#),
         ("/v1/admin/packages", r#"{"name": "requests", "note": 1}"#),
+        // A key named twice is ambiguous, whichever copy a parser would keep.
+        (
+            "/v1/admin/sites",
+            r#"{"pattern": "files.example.com", "pattern": "*.example.com"}"#,
+        ),
+        (
+            "/v1/admin/packages",
+            r#"{"name": "requests", "note": "a", "note": "b"}"#,
+        ),
     ] {
         let (s, b) = app.post_raw(path, app.admin(), None, raw).await;
         assert_eq!(

@@ -633,3 +633,40 @@ async fn an_audit_failure_leaves_the_card_unclaimed() {
     assert_eq!(app.count(pending).await, 1);
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
 }
+
+#[tokio::test]
+async fn a_key_named_twice_is_a_400_and_claims_nothing() {
+    let app = TestApp::new().await;
+    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let path = format!("/v1/interrupts/{}/resume", r.id);
+    let (id, secret) = (&r.id, &r.secret);
+    for raw in [
+        // Last-wins would approve this one.
+        format!(
+            r#"{{"secret":"{secret}","resume":[{{"interruptId":"{id}","status":"resolved","payload":{{"approved":false,"approved":true}}}}]}}"#
+        ),
+        format!(
+            r#"{{"secret":"{secret}","resume":[{{"interruptId":"{id}","status":"cancelled","status":"resolved","payload":{{"approved":true}}}}]}}"#
+        ),
+        format!(
+            r#"{{"secret":"nope","secret":"{secret}","resume":[{{"interruptId":"{id}","status":"resolved","payload":{{"approved":true}}}}]}}"#
+        ),
+        format!(
+            r#"{{"secret":"{secret}","resume":[{{"interruptId":"{id}","status":"resolved","payload":{{"approved":true,"packages":[],"packages":["x"]}},"metadata":{{"a":1,"a":2}}}}]}}"#
+        ),
+    ] {
+        let (status, body) = app.post_raw(&path, None, None, &raw).await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::BAD_REQUEST, "INVALID_BODY"),
+            "{raw}: {body}"
+        );
+    }
+    let untouched = format!(
+        "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{id}' AND state = 'pending' AND claim_count = 0"
+    );
+    assert_eq!(app.count(&untouched).await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
+    // The person's real, unambiguous answer still works.
+    cards::approve(&app, &r).await;
+}

@@ -178,6 +178,8 @@ async fn malformed_bodies_are_400_invalid_body_and_nothing_is_written() {
         r#"{"user_id": "u", "chat_id": "c", "can_ask_human": "yes"}"#,
         r#"{"user_id": 5, "chat_id": "c", "can_ask_human": true}"#,
         r#"{"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 1.5}"#,
+        r#"{"user_id": "u", "chat_id": "c", "can_ask_human": false, "can_ask_human": true}"#,
+        r#"{"user_id": "u", "user_id": "v", "chat_id": "c", "can_ask_human": true}"#,
         "",
     ] {
         let (s, b) = app.post_raw("/v1/turns", app.runtime(), None, raw).await;

@@ -122,8 +122,7 @@ pub(crate) async fn register(
     let bytes = axum::body::to_bytes(body, body_limit(&state))
         .await
         .map_err(|_| bulk::snapshot_failed("the snapshot is larger than snapshot-max-bytes"))?;
-    let body: RegisterBody = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::invalid_body(format!("invalid JSON body: {e}")))?;
+    let body: RegisterBody = crate::body::parse(&bytes)?;
     let now = Timestamp::now();
     let draft_id = DraftId::parse(&body.draft_id).ok_or_else(draft_not_found)?;
     let draft = state
