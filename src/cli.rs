@@ -216,6 +216,15 @@ pub struct RawConfig {
     /// Card cap: packages. [default: 50]
     #[arg(long, env = "EGRESSGATE_CARD_MAX_PACKAGES")]
     pub card_max_packages: Option<usize>,
+    /// Failed resume attempts per client address per `resume-failure-window`. [default: 30]
+    #[arg(long, env = "EGRESSGATE_RESUME_FAILURES_PER_CLIENT")]
+    pub resume_failures_per_client: Option<u32>,
+    /// Failed resume attempts per card per `resume-failure-window`. [default: 10]
+    #[arg(long, env = "EGRESSGATE_RESUME_FAILURES_PER_CARD")]
+    pub resume_failures_per_card: Option<u32>,
+    /// Window over which the resume failure limits refill. [default: 1m]
+    #[arg(long, env = "EGRESSGATE_RESUME_FAILURE_WINDOW")]
+    pub resume_failure_window: Option<String>,
     /// Time allowed for a request head. [default: 10s]
     #[arg(long, env = "EGRESSGATE_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Option<String>,

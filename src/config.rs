@@ -391,6 +391,18 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
         card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
         internal_suffixes,
+        resume_failures_per_client: raw
+            .resume_failures_per_client
+            .unwrap_or(c.resume_failures_per_client),
+        resume_failures_per_card: raw
+            .resume_failures_per_card
+            .unwrap_or(c.resume_failures_per_card),
+        resume_failure_window: duration(
+            "resume-failure-window",
+            &raw.resume_failure_window,
+            c.resume_failure_window,
+        )?,
+        ..c
     };
     let p = PoolOptions::default();
     let pool = PoolOptions {

@@ -197,6 +197,8 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         let app = egressgate_control::app(state).merge(metrics_router(registry.clone()));
         tracing::info!(addr = %listener.local_addr()?, "control plane listening");
         let stop = stopped(stop_rx.clone());
+        // The peer address keys the resume attempt limits.
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
         tasks.spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(stop)

@@ -14,6 +14,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// Human-readable explanation.
     pub message: String,
+    /// Seconds for a `Retry-After` header (rate limits).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -23,7 +25,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error with `Retry-After: secs`.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// `400 INVALID_BODY`: malformed JSON or an unknown field.
@@ -78,6 +87,11 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, axum::Json(body)).into_response()
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }

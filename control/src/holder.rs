@@ -11,6 +11,22 @@ use crate::AppState;
 use crate::auth::{RuntimeAuth, USER_HEADER};
 use crate::error::ApiError;
 
+/// The client's address, when the server recorded it (`ConnectInfo`); resume limits key on it.
+/// It is the TCP peer: behind a load balancer that is the balancer, so set the limits for it.
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        Ok(Self(peer))
+    }
+}
+
 /// The user the runtime names, if it sent its token and the user header.
 pub struct SecretHolder(pub Option<UserId>);
 

@@ -14,6 +14,7 @@ mod bulk;
 mod decision;
 mod grants;
 mod holder;
+mod resume_guard;
 mod routes;
 mod turn_access;
 mod validate;

@@ -6,6 +6,7 @@ use axum::routing::{delete, get, post, put};
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::resume_guard::ResumeGuard;
 
 mod admin;
 mod approval;
@@ -60,6 +61,9 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::Extension(std::sync::Arc::new(ResumeGuard::new(
+            &state.settings,
+        ))))
         .with_state(state)
 }
 

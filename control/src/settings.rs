@@ -41,6 +41,18 @@ pub struct Settings {
     pub card_max_packages: usize,
     /// Operator-configured internal suffixes (in addition to the built-in ones).
     pub internal_suffixes: Vec<Host>,
+    /// Failed resume attempts (unknown id, wrong secret, another user) one client address
+    /// may make per `resume_failure_window`, then `429 TOO_MANY_ATTEMPTS`.
+    pub resume_failures_per_client: u32,
+    /// Failed resume attempts on one card per `resume_failure_window`; past it only the
+    /// card's right secret is still checked.
+    pub resume_failures_per_card: u32,
+    /// The window over which those limits refill.
+    pub resume_failure_window: Duration,
+    /// How long a card's rejected answers are counted in memory before they are written.
+    pub rejection_flush_after: Duration,
+    /// A card's rejected answers that are written at once, without waiting.
+    pub rejection_flush_at: u32,
 }
 
 impl Default for Settings {
@@ -64,6 +76,11 @@ impl Default for Settings {
             card_max_urls: 20,
             card_max_packages: 50,
             internal_suffixes: Vec::new(),
+            resume_failures_per_client: 30,
+            resume_failures_per_card: 10,
+            resume_failure_window: Duration::from_secs(60),
+            rejection_flush_after: Duration::from_secs(5),
+            rejection_flush_at: 100,
         }
     }
 }

@@ -227,6 +227,7 @@ pub(crate) async fn register(
 pub(crate) async fn reissue(
     ChatUser(user): ChatUser,
     State(state): State<AppState>,
+    axum::Extension(guard): axum::Extension<std::sync::Arc<crate::resume_guard::ResumeGuard>>,
     Path(chat_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let chat = ChatId::parse(&chat_id).ok_or_else(interrupt_not_found)?;
@@ -236,6 +237,8 @@ pub(crate) async fn reissue(
         .reissue_secret(&user, &chat, &secret.hash(), Timestamp::now())
         .await?
         .ok_or_else(interrupt_not_found)?;
+    // The resume limits keep the old secret's hash beside the card's bucket.
+    guard.forget_card(&p.id);
     Ok(Json(issued(&p, &secret)))
 }
 

@@ -2,9 +2,11 @@
 //! pointer (replay when done) → stale chat → resume slot → right to approve → claim. Nothing
 //! before the claim takes ownership; a failed check refuses or expires the request.
 
-use axum::Json;
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
@@ -18,7 +20,8 @@ use crate::body::StrictJson;
 use crate::bulk;
 use crate::decision::{ResumeStatus, decide};
 use crate::error::ApiError;
-use crate::holder::SecretHolder;
+use crate::holder::{ClientAddr, SecretHolder};
+use crate::resume_guard::{ClientKey, Failure, ResumeGuard};
 
 /// The resume body. A missing `resume` list is zero entries, so step 1 answers it with
 /// `422 INCOMPLETE_RESUME` like any other count but one.
@@ -66,55 +69,56 @@ fn dummy_hash() -> SecretHash {
     SecretHash::of(b"egressgate: no such interrupt")
 }
 
-/// Counts a rejected answer on its card without changing the caller's answer.
-async fn note_rejection(state: &AppState, id: &InterruptId, reason: &str) {
-    if let Err(e) = state
-        .store
-        .record_rejected_decision(id, reason, Timestamp::now())
-        .await
-    {
-        tracing::warn!(error = %e, interrupt_id = %id, "could not record a rejected decision");
-    }
-}
-
-/// The same, off the request path: a wrong secret must answer as fast as an unknown id.
-fn note_rejection_later(state: &AppState, id: &InterruptId, reason: &'static str) {
-    let (state, id) = (state.clone(), id.clone());
-    tokio::spawn(async move { note_rejection(&state, &id, reason).await });
+/// The caller and the process's resume limits, for step 2.
+struct Attempt<'a> {
+    guard: &'a ResumeGuard,
+    client: ClientKey,
+    holder: &'a SecretHolder,
 }
 
 /// Step 2: the pointer, if the id exists, the secret matches and the caller may act for its
-/// user; otherwise the identical 404.
+/// user; otherwise the identical 404. A client or card past its failure limit is refused
+/// before the database is asked; a failure is charged and tallied, never written on its own.
 async fn authenticate(
     state: &AppState,
     id: &str,
     secret: &Secret,
-    holder: &SecretHolder,
+    who: &Attempt<'_>,
     now: Timestamp,
 ) -> Result<Pointer, ApiError> {
-    let found = match InterruptId::parse(id) {
-        Some(id) => state.store.interrupt(&id, now).await?,
+    let id = InterruptId::parse(id);
+    who.guard.admit(who.client, id.as_ref(), secret)?;
+    let found = match &id {
+        Some(id) => state.store.interrupt(id, now).await?,
         None => None,
     };
     let Some(p) = found else {
         let _ = dummy_hash().matches(secret);
+        who.guard.failed(&state.store, who.client, Failure::Unknown);
         return Err(interrupt_not_found());
     };
-    if !p.secret_hash.matches(secret) {
-        note_rejection_later(state, &p.id, "wrong secret");
-        return Err(interrupt_not_found());
-    }
-    if !holder.may_act_for(&p.user) {
-        note_rejection_later(state, &p.id, "another user");
-        return Err(interrupt_not_found());
-    }
-    Ok(p)
+    let reason = if !p.secret_hash.matches(secret) {
+        "wrong secret"
+    } else if !who.holder.may_act_for(&p.user) {
+        "another user"
+    } else {
+        return Ok(p);
+    };
+    let failure = Failure::Card {
+        id: &p.id,
+        secret_hash: &p.secret_hash,
+        reason,
+    };
+    who.guard.failed(&state.store, who.client, failure);
+    Err(interrupt_not_found())
 }
 
 /// `POST /v1/interrupts/{id}/resume`.
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Extension(guard): Extension<Arc<ResumeGuard>>,
+    client: ClientAddr,
     holder: SecretHolder,
     StrictJson(body): StrictJson<ResumeBody>,
 ) -> Result<Json<Value>, ApiError> {
@@ -131,11 +135,16 @@ pub(crate) async fn resume(
         }
     };
     // 2. The pointer, by id and secret.
+    let who = Attempt {
+        guard: &guard,
+        client: ClientKey::of(client.0),
+        holder: &holder,
+    };
     let p = authenticate(
         &state,
         &id,
         &Secret::from_presented(&body.secret),
-        &holder,
+        &who,
         now,
     )
     .await?;
@@ -155,7 +164,7 @@ pub(crate) async fn resume(
     let decision = match decide(&p.card, status, entry.payload.as_ref()) {
         Ok(d) => d,
         Err(e) => {
-            note_rejection(&state, &p.id, "invalid decision").await;
+            guard.tally(&state.store, &p.id, "invalid decision");
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "INVALID_DECISION",
@@ -164,7 +173,7 @@ pub(crate) async fn resume(
         }
     };
     if p.decision.as_ref().is_some_and(|first| *first != decision) {
-        note_rejection(&state, &p.id, "decision conflict").await;
+        guard.tally(&state.store, &p.id, "decision conflict");
         return Err(ApiError::conflict(
             "DECISION_CONFLICT",
             "this request was already answered differently",

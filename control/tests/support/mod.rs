@@ -143,6 +143,13 @@ impl TestApp {
             None => req.body(Body::empty()),
         }
         .expect("build request");
+        let (status, _, value) = self.send(req).await;
+        (status, value)
+    }
+
+    /// Sends a request built by the test; returns the status, the headers and the body (as
+    /// [`TestApp::request`] reads it).
+    pub async fn send(&self, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
         let resp = self
             .router
             .clone()
@@ -150,6 +157,7 @@ impl TestApp {
             .await
             .expect("router is infallible");
         let status = resp.status();
+        let headers = resp.headers().clone();
         let bytes = resp
             .into_body()
             .collect()
@@ -162,7 +170,7 @@ impl TestApp {
             serde_json::from_slice(&bytes)
                 .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
-        (status, value)
+        (status, headers, value)
     }
 
     /// Sends a JSON value with `method`.

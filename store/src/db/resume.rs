@@ -297,27 +297,30 @@ impl Store {
         Ok(true)
     }
 
-    /// Counts a rejected decision against its card. Audit rows are append-only, so the
-    /// aggregate is kept in the pointer (`rejected_count`) and only the card's first
-    /// rejection writes a `decision_rejected` row; the final count is recorded with the
-    /// card's `approval_resolved` row.
-    pub async fn record_rejected_decision(
+    /// Counts `count` rejected decisions against their card in one write (the control plane
+    /// tallies them in memory first). Audit rows are append-only, so the aggregate is kept in
+    /// the pointer (`rejected_count`) and only the write that starts the card's count adds a
+    /// `decision_rejected` row; the final count is recorded with the card's
+    /// `approval_resolved` row.
+    pub async fn record_rejected_decisions(
         &self,
         id: &InterruptId,
         reason: &str,
+        count: i64,
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         let row = sqlx::query(
-            "UPDATE interrupts SET rejected_count = rejected_count + 1 WHERE interrupt_id = $1 \
+            "UPDATE interrupts SET rejected_count = rejected_count + $2 WHERE interrupt_id = $1 \
              RETURNING rejected_count, user_id, chat_id",
         )
         .bind(id.as_str())
+        .bind(count)
         .fetch_optional(&mut *tx)
         .await?;
         let Some(r) = row else { return Ok(()) };
-        let count: i64 = r.try_get(0)?;
-        if count == 1 {
+        let total: i64 = r.try_get(0)?;
+        if total == count {
             let user = UserId::from_db(r.try_get(1)?);
             let chat = ChatId::from_db(r.try_get(2)?);
             let detail =
