@@ -110,6 +110,7 @@ mod tests {
             urls: vec![],
             packages: vec!["numpy".into(), "requests".into()],
             reason: "r".into(),
+            sites_not_shown: 0,
         }
     }
 

@@ -17,6 +17,14 @@ pub struct Card {
     pub packages: Vec<String>,
     /// The agent's one-sentence reason.
     pub reason: String,
+    /// Blocked hosts that did not fit on the card (`card-max-sites`); the card does not
+    /// approve them, and says so. Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sites_not_shown: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Card {
@@ -39,7 +47,14 @@ impl Card {
             urls,
             packages,
             reason,
+            sites_not_shown: 0,
         }
+    }
+
+    /// The same card, saying that `n` more blocked hosts were left out.
+    pub fn with_sites_not_shown(mut self, n: usize) -> Self {
+        self.sites_not_shown = n;
+        self
     }
 
     /// The consequence in words, for the AG-UI interrupt `message`: "Allow connections
@@ -60,7 +75,15 @@ impl Card {
             };
             parts.push(format!("{verb} {}", join_words(&self.packages)));
         }
-        format!("{} for the rest of this chat?", parts.join(" "))
+        let mut message = format!("{} for the rest of this chat?", parts.join(" "));
+        if self.sites_not_shown > 0 {
+            let n = self.sites_not_shown;
+            let s = if n == 1 { "site" } else { "sites" };
+            message.push_str(&format!(
+                " ({n} more blocked {s} not shown and not included: ask for them separately.)"
+            ));
+        }
+        message
     }
 }
 
@@ -84,6 +107,7 @@ mod tests {
             urls: vec![],
             packages: vec![],
             reason: "r".into(),
+            sites_not_shown: 0,
         };
         assert_eq!(
             c.message(),
@@ -98,5 +122,21 @@ mod tests {
             c.message(),
             "Allow installing requests for the rest of this chat?"
         );
+        let c = Card {
+            sites: vec!["a.example.com".into()],
+            packages: vec![],
+            ..c
+        }
+        .with_sites_not_shown(3);
+        assert_eq!(
+            c.message(),
+            "Allow connections (downloads and uploads) to a.example.com for the rest of this chat? \
+             (3 more blocked sites not shown and not included: ask for them separately.)"
+        );
+        let json = serde_json::to_value(&c).unwrap_or_default();
+        assert_eq!(json["sites_not_shown"], 3);
+        let plain = Card::new(vec![], vec![], vec![], "r".into());
+        let json = serde_json::to_value(&plain).unwrap_or_default();
+        assert!(json.get("sites_not_shown").is_none(), "absent when zero");
     }
 }

@@ -1,8 +1,10 @@
 //! Steps 2–5 of the approval tool, pure: merge the named hosts with the hosts the proxy
 //! refused this turn as `not_approved`, refuse an empty call, refuse named hosts that were
 //! refused for a reason no approval fixes, and drop what the turn's grants already cover.
+//! Named and merged hosts are kept apart, so the card can always list the named ones first
+//! (see `fit`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use egressgate_store::db::refusals::RefusalRow;
 use egressgate_store::{Host, Package, RefusalReason, SanitizedUrl, SitePattern};
@@ -13,8 +15,11 @@ use crate::grants::Grants;
 /// What a card could ask for, before and after dropping granted items.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Wanted {
-    /// Hosts, sorted.
-    pub(crate) sites: BTreeSet<Host>,
+    /// Hosts the agent named in `urls`, sorted.
+    pub(crate) named: BTreeSet<Host>,
+    /// Other hosts refused this turn as `not_approved`, most recently refused first (then
+    /// most often, then by name): the order in which they fill a card's free places.
+    pub(crate) refused: Vec<Host>,
     /// Named URLs whose host is still wanted.
     pub(crate) urls: Vec<SanitizedUrl>,
     /// Packages, sorted.
@@ -24,8 +29,36 @@ pub(crate) struct Wanted {
 impl Wanted {
     /// Nothing at all.
     pub(crate) fn is_empty(&self) -> bool {
-        self.sites.is_empty() && self.packages.is_empty()
+        self.named.is_empty() && self.refused.is_empty() && self.packages.is_empty()
     }
+}
+
+/// The approvable hosts refused this turn and not named, in [`Wanted::refused`]'s order. A
+/// host refused on several ports counts once, with its latest time and its total count.
+fn refused_not_named(
+    refusals: &[RefusalRow],
+    named: &BTreeSet<Host>,
+    extra_internal: &[Host],
+) -> Vec<Host> {
+    let mut seen: BTreeMap<Host, (i64, i64)> = BTreeMap::new();
+    for r in refusals
+        .iter()
+        .filter(|r| r.reason == RefusalReason::NotApproved)
+    {
+        let Some(h) = approvable_host(&r.host, extra_internal) else {
+            continue;
+        };
+        if named.contains(&h) {
+            continue;
+        }
+        let e = seen.entry(h).or_insert((i64::MIN, 0));
+        e.0 = e.0.max(r.last_seen.millis());
+        e.1 = e.1.saturating_add(r.count);
+    }
+    let mut order: Vec<(Host, (i64, i64))> = seen.into_iter().collect();
+    // Stable sort over name order: ties on time and count stay sorted by name.
+    order.sort_by_key(|(_, (last, count))| std::cmp::Reverse((*last, *count)));
+    order.into_iter().map(|(h, _)| h).collect()
 }
 
 /// The early answers of steps 3 and 4.
@@ -54,14 +87,8 @@ pub(crate) fn merge(
     extra_internal: &[Host],
 ) -> Result<Wanted, Early> {
     let named = req.named_hosts();
-    let mut sites = named.clone();
-    sites.extend(
-        refusals
-            .iter()
-            .filter(|r| r.reason == RefusalReason::NotApproved)
-            .filter_map(|r| approvable_host(&r.host, extra_internal)),
-    );
-    if sites.is_empty() && req.packages.is_empty() {
+    let refused = refused_not_named(refusals, &named, extra_internal);
+    if named.is_empty() && refused.is_empty() && req.packages.is_empty() {
         return Err(Early::NothingToApprove);
     }
     let blocked: BTreeSet<(Host, RefusalReason)> = refusals
@@ -78,7 +105,8 @@ pub(crate) fn merge(
         return Err(Early::NotApprovable(blocked.into_iter().collect()));
     }
     Ok(Wanted {
-        sites,
+        named,
+        refused,
         urls: req.urls.clone(),
         packages: req.packages.clone(),
     })
@@ -86,15 +114,20 @@ pub(crate) fn merge(
 
 /// Step 5: drops sites and packages the grants already cover, and the URLs of dropped hosts.
 pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
-    let sites: BTreeSet<Host> = wanted
-        .sites
+    let named: BTreeSet<Host> = wanted
+        .named
+        .into_iter()
+        .filter(|h| !grants.allows_site(h))
+        .collect();
+    let refused = wanted
+        .refused
         .into_iter()
         .filter(|h| !grants.allows_site(h))
         .collect();
     let urls = wanted
         .urls
         .into_iter()
-        .filter(|u| sites.contains(&u.host))
+        .filter(|u| named.contains(&u.host))
         .collect();
     let packages = wanted
         .packages
@@ -102,7 +135,8 @@ pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
         .filter(|p| !grants.allows_package(p))
         .collect();
     Wanted {
-        sites,
+        named,
+        refused,
         urls,
         packages,
     }
@@ -133,16 +167,48 @@ mod tests {
     }
 
     fn refusal(h: &str, reason: RefusalReason) -> RefusalRow {
+        seen(h, reason, 0, 1)
+    }
+
+    fn seen(h: &str, reason: RefusalReason, last_seen: i64, count: i64) -> RefusalRow {
         RefusalRow {
             host: h.into(),
             port: 443,
             reason,
             approvable: reason.approvable(),
             url: None,
-            count: 1,
+            count,
             first_seen: Timestamp::from_millis(0),
-            last_seen: Timestamp::from_millis(0),
+            last_seen: Timestamp::from_millis(last_seen),
         }
+    }
+
+    #[test]
+    fn refused_hosts_come_most_recent_then_most_frequent_first() {
+        use RefusalReason::NotApproved as N;
+        let refusals = [
+            seen("old.example.com", N, 10, 50),
+            seen("b.example.com", N, 30, 1),
+            seen("a.example.com", N, 30, 1),
+            seen("busy.example.com", N, 30, 7),
+            // The same host on another port: one entry, latest time, summed count.
+            seen("old.example.com", N, 5, 1),
+            seen("new.example.com", N, 40, 1),
+            seen("named.example.com", N, 99, 1),
+        ];
+        let w = merge(&req(&["https://named.example.com/"], &[]), &refusals, &[])
+            .unwrap_or_else(|e| unreachable!("{e:?}"));
+        let order: Vec<&str> = w.refused.iter().map(Host::as_str).collect();
+        assert_eq!(
+            order,
+            [
+                "new.example.com",
+                "busy.example.com",
+                "a.example.com",
+                "b.example.com",
+                "old.example.com"
+            ]
+        );
     }
 
     #[test]
@@ -153,12 +219,13 @@ mod tests {
             refusal("not a host", RefusalReason::NotApproved),
             refusal("github.io", RefusalReason::NotApproved),
         ];
-        let w = merge(&req(&["https://files.example.com/a"], &[]), &refusals, &[]);
-        let sites: Vec<&str> = w
-            .as_ref()
-            .map(|w| w.sites.iter().map(Host::as_str).collect())
-            .unwrap_or_default();
-        assert_eq!(sites, ["files.example.com", "pypi.org"]);
+        let w = merge(&req(&["https://files.example.com/a"], &[]), &refusals, &[])
+            .unwrap_or_else(|e| unreachable!("{e:?}"));
+        assert_eq!(
+            w.named.iter().map(Host::as_str).collect::<Vec<_>>(),
+            ["files.example.com"]
+        );
+        assert_eq!(w.refused, [host("pypi.org")]);
     }
 
     #[test]
@@ -208,7 +275,7 @@ mod tests {
         .unwrap_or_else(|e| unreachable!("{e:?}"));
         let left = drop_granted(w, &grants);
         assert_eq!(
-            left.sites.iter().map(Host::as_str).collect::<Vec<_>>(),
+            left.named.iter().map(Host::as_str).collect::<Vec<_>>(),
             ["pypi.org"]
         );
         assert_eq!(

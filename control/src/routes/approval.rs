@@ -9,6 +9,7 @@ use egressgate_store::{Card, Timestamp};
 use serde_json::{Value, json};
 
 use crate::AppState;
+use crate::approval::fit;
 use crate::approval::input::{self, ApprovalRequestBody};
 use crate::approval::merge::{self, Early};
 use crate::approval::text::{self, NoAnswer};
@@ -67,13 +68,17 @@ pub(crate) async fn request(
             json!({"outcome": "already_approved", "message": text::ALREADY_APPROVED}),
         ));
     }
+    // At most card-max-sites hosts: every named one, then the latest refused ones.
+    let fitted = fit::fit(&left, settings.card_max_sites);
     let card = Card::new(
-        left.sites.into_iter().collect(),
+        fitted.sites.into_iter().collect(),
         left.urls.into_iter().map(|u| u.text).collect(),
         left.packages.into_iter().collect(),
         req.reason,
-    );
-    // The card also carries hosts refused this turn, so the caps are checked again on it.
+    )
+    .with_sites_not_shown(fitted.not_shown);
+    // What was named passed the caps in step 1 and the fit bounds the rest; checked again so
+    // no card a person cannot read is ever stored.
     input::check_caps(
         settings,
         card.sites.len(),
