@@ -4,10 +4,10 @@
 //! every turn endpoint answers these cases alike.
 
 use axum::extract::{FromRequestParts, Path};
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Store, Timestamp, TurnId};
+use egressgate_store::{Secret, SecretHash, Store, Timestamp, TurnId};
 
 use crate::AppState;
 use crate::auth::{RuntimeAuth, USER_HEADER};
@@ -57,5 +57,67 @@ impl FromRequestParts<AppState> for PathTurn {
         find_turn(&state.store, &turn_id, &parts.headers, Timestamp::now())
             .await
             .map(Self)
+    }
+}
+
+/// The live turn of a `/v1/turns/{turn_id}/policy` path, for a caller holding either the
+/// runtime token or that turn's own proxy credential (`Authorization: Basic
+/// base64(turn_id:secret)`, the secret of its `proxy_url`), so a package installer in the
+/// sandbox never needs the runtime token. The credential is checked like the proxy checks
+/// it (hash compared in constant time, expiry) and reads its own turn only: another turn's
+/// path is `404` as if it did not exist.
+pub(crate) struct PolicyTurn(pub(crate) Turn);
+
+fn bad_credential() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "UNAUTHORIZED",
+        "unknown, wrong or expired turn credential",
+    )
+}
+
+/// The turn a Basic credential proves, or `401`.
+async fn credential_turn(store: &Store, header: &[u8]) -> Result<Turn, ApiError> {
+    let (id, secret) =
+        egressgate_store::credential::parse_basic(header).ok_or_else(bad_credential)?;
+    let secret = Secret::from_presented(&secret);
+    let found = match TurnId::parse(&id) {
+        Some(id) => store.turn(&id).await?,
+        None => None,
+    };
+    let Some(turn) = found else {
+        // The same work as a wrong secret, so timing does not say which ids exist.
+        let _ = SecretHash::of(b"egressgate: no such turn").matches(&secret);
+        return Err(bad_credential());
+    };
+    if !turn.secret_hash.matches(&secret) || turn.expires_at.has_passed(Timestamp::now()) {
+        return Err(bad_credential());
+    }
+    Ok(turn)
+}
+
+impl FromRequestParts<AppState> for PolicyTurn {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let basic = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes())
+            .filter(|v| v.len() > 6 && v[..6].eq_ignore_ascii_case(b"basic "))
+            .map(<[u8]>::to_vec);
+        let Some(header) = basic else {
+            return PathTurn::from_request_parts(parts, state)
+                .await
+                .map(|PathTurn(t)| Self(t));
+        };
+        let turn = credential_turn(&state.store, &header).await?;
+        let Path(turn_id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| not_found())?;
+        if turn_id != turn.id.as_str() {
+            return Err(not_found());
+        }
+        Ok(Self(turn))
     }
 }

@@ -616,3 +616,121 @@ async fn wildcards_stored_before_the_suffix_rule_tightened_allow_nothing() {
         assert!(!allowed, "{h}");
     }
 }
+
+/// `Authorization: Basic base64(turn_id:secret)` from a turn's `proxy_url`.
+fn turn_credential(proxy_url: &str) -> String {
+    use base64::Engine as _;
+    let userinfo = proxy_url
+        .split_once("://")
+        .unwrap()
+        .1
+        .rsplit_once('@')
+        .unwrap()
+        .0;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(userinfo)
+    )
+}
+
+async fn get_with(
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    authorization: &str,
+) -> (StatusCode, serde_json::Value) {
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", authorization)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(if method == "GET" {
+            ""
+        } else {
+            "{}"
+        }))
+        .unwrap();
+    let (s, _, b) = app.send(req).await;
+    (s, b)
+}
+
+#[tokio::test]
+async fn the_turn_credential_reads_its_own_policy_and_nothing_else() {
+    let app = TestApp::new().await;
+    app.admin_site("*.pythonhosted.org").await;
+    let t = app
+        .open_turn_with("u", "c", true, json!({"packages": ["numpy"]}))
+        .await;
+    let other = app.open_turn("u", "c2", true).await;
+    let cred = turn_credential(&t.proxy_url);
+    let path = format!("/v1/turns/{}/policy", t.turn_id);
+
+    let (s, by_credential) = get_with(&app, "GET", &path, &cred).await;
+    assert_eq!(s, StatusCode::OK, "{by_credential}");
+    let (_, by_runtime) = app.turn_get(&t.turn_id, "policy").await;
+    assert_eq!(by_credential, by_runtime);
+
+    // Another turn's policy, and a turn that does not exist, look the same.
+    let (s1, b1) = get_with(
+        &app,
+        "GET",
+        &format!("/v1/turns/{}/policy", other.turn_id),
+        &cred,
+    )
+    .await;
+    let (s2, b2) = get_with(
+        &app,
+        "GET",
+        "/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy",
+        &cred,
+    )
+    .await;
+    assert_eq!((s1, code(&b1)), (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"));
+    assert_eq!((s1, &b1), (s2, &b2));
+
+    // Every other endpoint refuses the credential as it refuses no token at all.
+    for (method, p) in [
+        ("GET", format!("/v1/turns/{}/refusals", t.turn_id)),
+        ("GET", format!("/v1/turns/{}/egress", t.turn_id)),
+        ("POST", format!("/v1/turns/{}/approval-requests", t.turn_id)),
+        ("POST", "/v1/turns".to_owned()),
+        ("POST", "/v1/interrupts".to_owned()),
+        (
+            "GET",
+            "/v1/interrupts/int_AAAAAAAAAAAAAAAAAAAAAA/outcome".to_owned(),
+        ),
+        ("GET", "/v1/chats/c/approvals".to_owned()),
+        ("POST", "/v1/chats/c/interrupt/reissue".to_owned()),
+        ("GET", "/v1/admin/sites".to_owned()),
+        ("GET", "/v1/admin/audit".to_owned()),
+        ("POST", "/v1/batches/decide".to_owned()),
+    ] {
+        let (s, b) = get_with(&app, method, &p, &cred).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            "{method} {p}: {b}"
+        );
+    }
+
+    // Wrong secret, unknown turn, malformed value: 401, like the proxy's 407.
+    let wrong = turn_credential(&format!("http://{}:not-the-secret@x", t.turn_id));
+    let unknown = turn_credential("http://t_AAAAAAAAAAAAAAAAAAAAAA:s@x");
+    for bad in [wrong.as_str(), unknown.as_str(), "Basic !!!", "Basic "] {
+        let (s, b) = get_with(&app, "GET", &path, bad).await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            "{bad}: {b}"
+        );
+    }
+
+    // An expired turn's credential no longer reads anything.
+    app.expire_turn(&t.turn_id).await;
+    let (s, b) = get_with(&app, "GET", &path, &cred).await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+        "{b}"
+    );
+}

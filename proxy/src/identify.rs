@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::turns::Turn;
 use egressgate_store::{Host, Secret, Store, StoreError, Timestamp, TurnId};
 use subtle::ConstantTimeEq as _;
@@ -223,32 +221,7 @@ impl TurnCache {
     }
 }
 
-/// `Basic base64(id:secret)` → (id, secret).
+/// `Basic base64(id:secret)` → (id, secret), by the parser the control plane shares.
 fn parse_basic(value: &[u8]) -> Result<(String, String), AuthError> {
-    let value = std::str::from_utf8(value).map_err(|_| AuthError::Missing)?;
-    let (scheme, b64) = value.trim().split_once(' ').ok_or(AuthError::Missing)?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return Err(AuthError::Missing);
-    }
-    let raw = STANDARD
-        .decode(b64.trim())
-        .map_err(|_| AuthError::Missing)?;
-    let raw = String::from_utf8(raw).map_err(|_| AuthError::Missing)?;
-    let (id, secret) = raw.split_once(':').ok_or(AuthError::Missing)?;
-    Ok((id.to_owned(), secret.to_owned()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn basic_parsing() {
-        let h = format!("Basic {}", STANDARD.encode("t_x:s3cret"));
-        let (id, s) = parse_basic(h.as_bytes()).unwrap_or_default();
-        assert_eq!((id.as_str(), s.as_str()), ("t_x", "s3cret"));
-        assert!(parse_basic(b"Bearer abc").is_err());
-        assert!(parse_basic(b"Basic !!!").is_err());
-        assert!(parse_basic(format!("Basic {}", STANDARD.encode("nocolon")).as_bytes()).is_err());
-    }
+    egressgate_store::credential::parse_basic(value).ok_or(AuthError::Missing)
 }

@@ -5,6 +5,7 @@
 
 pub mod blob;
 pub mod card;
+pub mod credential;
 pub mod db;
 pub mod host;
 pub mod ids;

@@ -17,7 +17,7 @@ use crate::auth::{RuntimeAuth, USER_HEADER};
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
-use crate::turn_access::PathTurn;
+use crate::turn_access::{PathTurn, PolicyTurn};
 use crate::validate;
 
 /// Longest credential lifetime a caller may ask for: a turn is one agent run, not a session.
@@ -150,7 +150,7 @@ pub(crate) async fn egress(
 /// installer in the sandbox enforces.
 pub(crate) async fn policy(
     State(state): State<AppState>,
-    PathTurn(turn): PathTurn,
+    PolicyTurn(turn): PolicyTurn,
 ) -> Result<Json<Value>, ApiError> {
     let grants = Grants::load(&state.store, &turn, Timestamp::now()).await?;
     Ok(Json(json!({
