@@ -1,15 +1,23 @@
 //! API authentication: bearer tokens compared against stored SHA-256 hashes in constant time,
-//! two roles, and the runtime's `X-Egressgate-User` naming the person on chat-scoped calls.
+//! each holding scopes, and the runtime's `X-Egressgate-User` naming the person on
+//! chat-scoped calls.
+//!
+//! Two kinds of token: the env tokens (`EGRESSGATE_RUNTIME_TOKEN` holds every scope but
+//! `admin`, `EGRESSGATE_ADMIN_TOKEN` holds `admin`), kept in memory; and named tokens with
+//! chosen scopes and an optional expiry, managed through `/v1/admin/tokens` and read from the
+//! database on every request, so a new one works and a removed one stops at once. Missing,
+//! unknown or expired → `401`; a token without the endpoint's scope → `403`.
 
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use egressgate_store::{Secret, SecretHash, UserId};
+use egressgate_store::db::tokens::{Scope, Scopes};
+use egressgate_store::{Secret, SecretHash, Timestamp, UserId};
 
 use crate::AppState;
 use crate::error::ApiError;
 
-/// The hashes of the two API tokens.
+/// The hashes of the two env API tokens.
 #[derive(Clone, Debug)]
 pub struct Tokens {
     /// Administrator token hash.
@@ -18,17 +26,8 @@ pub struct Tokens {
     pub runtime: SecretHash,
 }
 
-/// Which role a presented token has, if any. Both hashes are always compared so timing does
-/// not say which role a guess was close to.
-fn role_of(tokens: &Tokens, presented: &Secret) -> Option<egressgate_store::db::admin::Role> {
-    use egressgate_store::db::admin::Role;
-    let admin = tokens.admin.matches(presented);
-    let runtime = tokens.runtime.matches(presented);
-    match (admin, runtime) {
-        (true, _) => Some(Role::Admin),
-        (false, true) => Some(Role::Runtime),
-        _ => None,
-    }
+fn unauthorized(why: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", why)
 }
 
 fn bearer(parts: &Parts) -> Option<Secret> {
@@ -43,79 +42,130 @@ fn bearer(parts: &Parts) -> Option<Secret> {
     Some(Secret::from_presented(token.trim()))
 }
 
-fn authenticate(
-    parts: &Parts,
-    state: &AppState,
-    want: egressgate_store::db::admin::Role,
-) -> Result<(), ApiError> {
-    let presented = bearer(parts).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "missing bearer token",
-        )
-    })?;
-    match role_of(&state.tokens, &presented) {
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "unknown bearer token",
-        )),
-        Some(role) if role == want => Ok(()),
-        Some(_) => Err(ApiError::new(
+/// The scopes a presented token holds: the env tokens first (both hashes always compared, so
+/// timing does not say which one a guess was close to), then the named tokens.
+async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiError> {
+    let hash = presented.hash();
+    let admin = state.tokens.admin.matches_hash(&hash);
+    let runtime = state.tokens.runtime.matches_hash(&hash);
+    if admin || runtime {
+        let mut scopes = Vec::new();
+        if admin {
+            scopes.extend(Scopes::ADMIN.iter());
+        }
+        if runtime {
+            scopes.extend(Scopes::RUNTIME.iter());
+        }
+        return Ok(Scopes::of(scopes));
+    }
+    let named = state
+        .store
+        .token_by_hash(&hash)
+        .await?
+        .ok_or_else(|| unauthorized("unknown bearer token"))?;
+    if named
+        .expires_at
+        .is_some_and(|at| at.has_passed(Timestamp::now()))
+    {
+        return Err(unauthorized("this bearer token has expired"));
+    }
+    Ok(named.scopes)
+}
+
+/// Checks that the request's bearer token holds `need`.
+async fn authenticate(parts: &Parts, state: &AppState, need: Scope) -> Result<(), ApiError> {
+    let presented = bearer(parts).ok_or_else(|| unauthorized("missing bearer token"))?;
+    if scopes_of(state, &presented).await?.contains(need) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "FORBIDDEN",
-            format!("this endpoint needs the {} token", want.as_str()),
-        )),
+            format!(
+                "this endpoint needs a token with the {} scope",
+                need.as_str()
+            ),
+        ))
     }
 }
 
-/// Proof that the request carried the runtime token.
-pub struct RuntimeAuth;
+macro_rules! scoped_auth {
+    ($(#[$doc:meta])* $name:ident, $scope:expr) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl FromRequestParts<AppState> for RuntimeAuth {
-    type Rejection = ApiError;
+        impl FromRequestParts<AppState> for $name {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        authenticate(parts, state, egressgate_store::db::admin::Role::Runtime).map(|()| Self)
-    }
+            async fn from_request_parts(
+                parts: &mut Parts,
+                state: &AppState,
+            ) -> Result<Self, ApiError> {
+                authenticate(parts, state, $scope).await.map(|()| Self)
+            }
+        }
+    };
 }
 
-/// Proof that the request carried the admin token.
-pub struct AdminAuth;
-
-impl FromRequestParts<AppState> for AdminAuth {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        authenticate(parts, state, egressgate_store::db::admin::Role::Admin).map(|()| Self)
-    }
-}
-
-/// The runtime token plus the person it speaks for (`X-Egressgate-User`), for chat-scoped
-/// endpoints.
-pub struct ChatUser(pub UserId);
+scoped_auth!(
+    /// Proof of the `turns` scope: open turns, read their refusals, egress and policy.
+    TurnsAuth,
+    Scope::Turns
+);
+scoped_auth!(
+    /// Proof of the `approvals` scope: the approval tool, interrupts, claims, batches.
+    ApprovalsAuth,
+    Scope::Approvals
+);
+scoped_auth!(
+    /// Proof of the `cards:read` scope: read cards' outcomes.
+    CardsReadAuth,
+    Scope::CardsRead
+);
+scoped_auth!(
+    /// Proof of the `admin` scope.
+    AdminAuth,
+    Scope::Admin
+);
 
 /// The header naming the person on chat-scoped endpoints.
 pub const USER_HEADER: &str = "x-egressgate-user";
+
+/// The user `X-Egressgate-User` names, after `need` was checked.
+async fn named_user(parts: &Parts, state: &AppState, need: Scope) -> Result<UserId, ApiError> {
+    authenticate(parts, state, need).await?;
+    parts
+        .headers
+        .get(USER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(UserId::parse)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "MISSING_USER",
+                "chat-scoped endpoints need the X-Egressgate-User header",
+            )
+        })
+}
+
+/// A `chats` token plus the person it speaks for, for a chat's approvals and hiding it.
+pub struct ChatUser(pub UserId);
 
 impl FromRequestParts<AppState> for ChatUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        authenticate(parts, state, egressgate_store::db::admin::Role::Runtime)?;
-        let user = parts
-            .headers
-            .get(USER_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(UserId::parse)
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "MISSING_USER",
-                    "chat-scoped endpoints need the X-Egressgate-User header",
-                )
-            })?;
-        Ok(Self(user))
+        named_user(parts, state, Scope::Chats).await.map(Self)
+    }
+}
+
+/// An `approvals` token plus the person it speaks for (reissuing a chat's card secret).
+pub struct ApprovalsUser(pub UserId);
+
+impl FromRequestParts<AppState> for ApprovalsUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        named_user(parts, state, Scope::Approvals).await.map(Self)
     }
 }

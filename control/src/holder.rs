@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use egressgate_store::UserId;
 
 use crate::AppState;
-use crate::auth::{RuntimeAuth, USER_HEADER};
+use crate::auth::{ApprovalsAuth, USER_HEADER};
 use crate::error::ApiError;
 
 /// The client's address, when the server recorded it (`ConnectInfo`); resume limits key on it.
@@ -55,7 +55,7 @@ impl FromRequestParts<AppState> for SecretHolder {
         {
             return Ok(Self(None));
         }
-        RuntimeAuth::from_request_parts(parts, state).await?;
+        ApprovalsAuth::from_request_parts(parts, state).await?;
         Ok(Self(user_header(&parts.headers)))
     }
 }

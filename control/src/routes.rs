@@ -17,6 +17,7 @@ mod claims;
 mod health;
 mod interrupts;
 mod resume;
+mod tokens;
 mod turns;
 
 pub(crate) fn router(state: AppState) -> Router {
@@ -43,6 +44,8 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .route("/v1/admin/packages/{name}", delete(admin::remove_package))
         .route("/v1/admin/users/{user_id}", put(admin::set_user))
+        .route("/v1/admin/tokens", get(tokens::list).post(tokens::add))
+        .route("/v1/admin/tokens/{name}", delete(tokens::remove))
         .route("/v1/admin/audit", get(audit::list))
         .route("/v1/interrupts", post(interrupts::register))
         .route("/v1/interrupts/{id}/outcome", get(interrupts::outcome))

@@ -10,7 +10,7 @@ use egressgate_store::db::turns::Turn;
 use egressgate_store::{Secret, SecretHash, Store, Timestamp, TurnId};
 
 use crate::AppState;
-use crate::auth::{RuntimeAuth, USER_HEADER};
+use crate::auth::{TurnsAuth, USER_HEADER};
 use crate::error::ApiError;
 
 fn not_found() -> ApiError {
@@ -41,8 +41,8 @@ pub(crate) async fn find_turn(
     Ok(turn)
 }
 
-/// The live turn a `/v1/turns/{turn_id}/…` path names, for a caller holding the runtime token:
-/// the runtime token is checked first, then [`find_turn`]. For endpoints without a body (with
+/// The live turn a `/v1/turns/{turn_id}/…` path names, for a caller whose token holds `turns`:
+/// the token is checked first, then [`find_turn`]. For endpoints without a body (with
 /// one, the handler calls [`find_turn`] itself after the body is parsed).
 pub(crate) struct PathTurn(pub(crate) Turn);
 
@@ -50,7 +50,7 @@ impl FromRequestParts<AppState> for PathTurn {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        RuntimeAuth::from_request_parts(parts, state).await?;
+        TurnsAuth::from_request_parts(parts, state).await?;
         let Path(turn_id) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| not_found())?;

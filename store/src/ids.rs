@@ -150,7 +150,12 @@ impl SecretHash {
 
     /// Constant-time equality, so response timing says nothing about how much matched.
     pub fn matches(&self, presented: &Secret) -> bool {
-        let other = presented.hash();
+        self.matches_hash(&presented.hash())
+    }
+
+    /// Constant-time equality with another hash (one already computed from a presented
+    /// secret).
+    pub fn matches_hash(&self, other: &SecretHash) -> bool {
         bool::from(self.0.as_bytes().ct_eq(other.0.as_bytes()))
     }
 }

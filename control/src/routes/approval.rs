@@ -13,7 +13,7 @@ use crate::approval::fit;
 use crate::approval::input::{self, ApprovalRequestBody};
 use crate::approval::merge::{self, Early};
 use crate::approval::text::{self, NoAnswer};
-use crate::auth::RuntimeAuth;
+use crate::auth::ApprovalsAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
@@ -26,7 +26,7 @@ fn denied(code: &str, message: String) -> Json<Value> {
 /// The handler. Identity and the "can a human answer" flag come from the turn, never from
 /// the model-written body.
 pub(crate) async fn request(
-    _auth: RuntimeAuth,
+    _auth: ApprovalsAuth,
     State(state): State<AppState>,
     Path(turn_id): Path<String>,
     headers: HeaderMap,

@@ -5,7 +5,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::auth::RuntimeAuth;
+use crate::auth::ApprovalsAuth;
 use crate::batch::{self, ToolUse};
 use crate::body::StrictJson;
 use crate::error::ApiError;
@@ -21,7 +21,7 @@ pub(crate) struct DecideBody {
 
 /// → `200 {"cancel": {toolUseId: text}}`.
 pub(crate) async fn decide(
-    _auth: RuntimeAuth,
+    _auth: ApprovalsAuth,
     StrictJson(body): StrictJson<DecideBody>,
 ) -> Result<Json<Value>, ApiError> {
     if body.approval_tool.is_empty() {

@@ -15,7 +15,7 @@ use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::auth::{ChatUser, RuntimeAuth};
+use crate::auth::{ApprovalsAuth, ApprovalsUser, CardsReadAuth};
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::user_header;
@@ -114,7 +114,7 @@ fn clamped_ttl(state: &AppState) -> Duration {
 
 /// `POST /v1/interrupts`.
 pub(crate) async fn register(
-    _: RuntimeAuth,
+    _: ApprovalsAuth,
     State(state): State<AppState>,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -225,7 +225,7 @@ pub(crate) async fn register(
 
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
 pub(crate) async fn reissue(
-    ChatUser(user): ChatUser,
+    ApprovalsUser(user): ApprovalsUser,
     State(state): State<AppState>,
     axum::Extension(guard): axum::Extension<std::sync::Arc<crate::resume_guard::ResumeGuard>>,
     Path(chat_id): Path<String>,
@@ -244,7 +244,7 @@ pub(crate) async fn reissue(
 
 /// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.
 pub(crate) async fn outcome(
-    _: RuntimeAuth,
+    _: CardsReadAuth,
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,

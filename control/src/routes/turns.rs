@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::auth::{RuntimeAuth, USER_HEADER};
+use crate::auth::{TurnsAuth, USER_HEADER};
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
@@ -94,7 +94,7 @@ fn proxy_url(public: &str, turn: &TurnId, secret: &Secret) -> String {
 
 /// `POST /v1/turns` → `201 {"turn_id", "proxy_url", "expires_at"}`.
 pub(crate) async fn open(
-    _auth: RuntimeAuth,
+    _auth: TurnsAuth,
     State(state): State<AppState>,
     headers: HeaderMap,
     StrictJson(body): StrictJson<OpenTurnBody>,

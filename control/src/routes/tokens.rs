@@ -1,0 +1,173 @@
+//! `GET|POST /v1/admin/tokens`, `DELETE /v1/admin/tokens/{name}`: named API tokens with
+//! scopes and an optional expiry. The secret is returned once, by the `POST` that creates it;
+//! only its SHA-256 is stored, and listings never show it.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use egressgate_store::db::tokens::{NewToken, Scope, Scopes, TokenInfo};
+use egressgate_store::{Secret, Timestamp};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::AppState;
+use crate::auth::AdminAuth;
+use crate::body::StrictJson;
+use crate::error::ApiError;
+use crate::validate;
+
+/// Who the audit log names for changes made with an admin token.
+const ACTOR: &str = "admin";
+
+/// Longest token name.
+const NAME_MAX: usize = 64;
+
+/// Longest lifetime a token may be given (ten years).
+const TTL_MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
+/// `POST /v1/admin/tokens` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TokenBody {
+    name: String,
+    scopes: Vec<String>,
+    #[serde(default)]
+    ttl_seconds: Option<u64>,
+}
+
+/// A token name: 1–64 of `A-Z a-z 0-9 . _ -`, so it is safe in a path, a log and the CLI.
+pub(crate) fn valid_name(name: &str) -> bool {
+    (1..=NAME_MAX).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn token_json(t: &TokenInfo) -> Value {
+    let scopes: Vec<&str> = t.scopes.iter().map(Scope::as_str).collect();
+    json!({"name": t.name, "scopes": scopes, "created_at": t.created_at, "expires_at": t.expires_at})
+}
+
+/// The scopes a body names: at least one, each known.
+fn scopes(names: &[String]) -> Result<Scopes, ApiError> {
+    let mut set = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let s = Scope::parse(n).ok_or_else(|| {
+            let known: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::invalid_input(format!(
+                "scopes[{i}] ({}): unknown scope; known: {}",
+                validate::quote(n),
+                known.join(", ")
+            ))
+        })?;
+        set.push(s);
+    }
+    let set = Scopes::of(set);
+    if set.is_empty() {
+        return Err(ApiError::invalid_input(
+            "scopes must name at least one scope",
+        ));
+    }
+    Ok(set)
+}
+
+/// `GET /v1/admin/tokens` → `{"tokens": [{"name", "scopes", "created_at", "expires_at"}]}`.
+pub(crate) async fn list(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+) -> Result<Json<Value>, ApiError> {
+    let tokens: Vec<Value> = state
+        .store
+        .list_tokens()
+        .await?
+        .iter()
+        .map(token_json)
+        .collect();
+    Ok(Json(json!({"tokens": tokens})))
+}
+
+/// `POST /v1/admin/tokens` → `201` with the token's fields and `"token"` (the secret, shown
+/// this once); `409 TOKEN_EXISTS` when the name is taken.
+pub(crate) async fn add(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    StrictJson(body): StrictJson<TokenBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if !valid_name(&body.name) {
+        return Err(ApiError::invalid_input(format!(
+            "name must be 1 to {NAME_MAX} letters, digits, '.', '_' or '-'"
+        )));
+    }
+    let scopes = scopes(&body.scopes)?;
+    let now = Timestamp::now();
+    let expires_at = match body.ttl_seconds {
+        None => None,
+        Some(s) if (1..=TTL_MAX_SECONDS).contains(&s) => {
+            Some(now.plus(std::time::Duration::from_secs(s)))
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_input(format!(
+                "ttl_seconds must be between 1 and {TTL_MAX_SECONDS}"
+            )));
+        }
+    };
+    let secret = Secret::generate();
+    let hash = secret.hash();
+    let new = NewToken {
+        name: &body.name,
+        hash: &hash,
+        scopes,
+        expires_at,
+    };
+    if !state.store.add_token(&new, ACTOR, now).await? {
+        return Err(ApiError::conflict(
+            "TOKEN_EXISTS",
+            format!(
+                "a token named {} exists; remove it first",
+                validate::quote(&body.name)
+            ),
+        ));
+    }
+    let mut out = token_json(&TokenInfo {
+        name: body.name,
+        scopes,
+        created_at: now,
+        expires_at,
+    });
+    out["token"] = json!(secret.expose());
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+/// `DELETE /v1/admin/tokens/{name}` → `204`; `404 TOKEN_NOT_FOUND`. The token stops working
+/// on the next request.
+pub(crate) async fn remove(
+    _auth: AdminAuth,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if state
+        .store
+        .remove_token(&name, ACTOR, Timestamp::now())
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(
+            "TOKEN_NOT_FOUND",
+            format!("no token named {}", validate::quote(&name)),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_plain() {
+        assert!(valid_name("ci-runner_2.prod"));
+        for bad in ["", "a b", "a/b", "ü", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}
