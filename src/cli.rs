@@ -29,7 +29,7 @@ pub enum Command {
     Control(RawConfig),
     /// Apply database migrations and exit.
     Migrate(RawConfig),
-    /// Keep the pre-approved site and package lists.
+    /// Keep the pre-approved site and package lists and the named API tokens.
     Admin {
         /// Which list and what to do.
         #[command(subcommand)]
@@ -57,6 +57,45 @@ pub enum AdminListCmd {
         /// Operation.
         #[command(subcommand)]
         op: AdminOp,
+    },
+    /// Named API tokens with scopes (`turns`, `approvals`, `cards:read`, `chats`, `admin`).
+    Tokens {
+        /// Operation.
+        #[command(subcommand)]
+        op: TokenOp,
+    },
+}
+
+/// `admin tokens add|list|remove`.
+#[derive(Subcommand, Debug)]
+pub enum TokenOp {
+    /// Add a token; its secret is printed once on stdout (only its SHA-256 is kept).
+    Add {
+        /// The token's name.
+        name: String,
+        /// A scope it holds (repeatable).
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        /// Lifetime (`30d`, `12h`); without it the token does not expire.
+        #[arg(long)]
+        ttl: Option<String>,
+        /// Database settings.
+        #[command(flatten)]
+        db: RawConfig,
+    },
+    /// List tokens (names, scopes, expiry; never secrets).
+    List {
+        /// Database settings.
+        #[command(flatten)]
+        db: RawConfig,
+    },
+    /// Remove a token; it stops working on the next request.
+    Remove {
+        /// The token's name.
+        name: String,
+        /// Database settings.
+        #[command(flatten)]
+        db: RawConfig,
     },
 }
 

@@ -173,7 +173,8 @@ fn cli_with(v: serde_json::Value, config: Option<PathBuf>, sources: Sources) -> 
     })
 }
 
-fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Duration> {
+/// A duration setting: plain seconds or humantime (`30s`, `15m`, `1h`, `7d`).
+pub(crate) fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Duration> {
     match v {
         None => Ok(default),
         Some(s) => {

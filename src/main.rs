@@ -1,6 +1,7 @@
 //! The `egressgate` binary: command-line wiring only. `sandbox run` is dispatched before any
 //! runtime exists (namespaces need a single-threaded process); everything else runs on tokio.
 
+mod admin_tokens;
 mod cli;
 mod config;
 mod run;

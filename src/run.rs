@@ -15,7 +15,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::cli::{AdminListCmd, AdminOp, Command, RawConfig};
+use crate::cli::{AdminListCmd, AdminOp, Command, RawConfig, TokenOp};
 use crate::config::{self, Config, Database};
 
 /// Runs a non-sandbox subcommand to completion.
@@ -341,6 +341,17 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
     let (list, op) = match cmd {
         AdminListCmd::Sites { op } => (AdminList::Sites, op),
         AdminListCmd::Packages { op } => (AdminList::Packages, op),
+        AdminListCmd::Tokens { op } => {
+            let raw = match &op {
+                TokenOp::Add { db, .. } | TokenOp::List { db } | TokenOp::Remove { db, .. } => {
+                    db.clone()
+                }
+            };
+            let cfg = load(raw)?;
+            let store = open(&cfg).await?;
+            store.migrate().await.context("migration failed")?;
+            return crate::admin_tokens::run(&store, op).await;
+        }
     };
     let raw = match &op {
         AdminOp::Add { db, .. } | AdminOp::List { db } | AdminOp::Remove { db, .. } => db.clone(),

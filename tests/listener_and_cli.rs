@@ -217,3 +217,62 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
     assert_eq!(o.requests().len(), 1);
 }
+
+#[test]
+fn admin_cli_manages_named_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = admin(
+        &[
+            "tokens",
+            "add",
+            "ci",
+            "--scope",
+            "turns",
+            "--scope",
+            "cards:read",
+            "--ttl",
+            "30d",
+        ],
+        &data,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let secret = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(secret.len() >= 43, "the secret alone on stdout: {secret:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("added token ci (turns,cards:read), expires 20"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&secret));
+    let out = admin(&["tokens", "add", "ci", "--scope", "admin"], &data);
+    assert!(!out.status.success(), "a taken name is refused");
+    for bad in [
+        &["tokens", "add", "x", "--scope", "root"][..],
+        &["tokens", "add", "a b", "--scope", "turns"][..],
+        &["tokens", "add", "x"][..],
+        &["tokens", "add", "x", "--scope", "turns", "--ttl", "soon"][..],
+    ] {
+        let out = admin(bad, &data);
+        assert!(!out.status.success(), "{bad:?} accepted");
+    }
+    let out = admin(&["tokens", "list"], &data);
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        listed.starts_with("ci\tturns,cards:read\texpires 20"),
+        "{listed}"
+    );
+    assert_eq!(listed.lines().count(), 1);
+    assert!(!listed.contains(&secret));
+    let out = admin(&["tokens", "remove", "ci"], &data);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "removed ci\n");
+    assert!(!admin(&["tokens", "remove", "ci"], &data).status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&admin(&["tokens", "list"], &data).stdout),
+        ""
+    );
+}

@@ -53,6 +53,20 @@ impl Scope {
     }
 }
 
+/// Longest token name.
+pub const NAME_MAX: usize = 64;
+
+/// Longest lifetime a token may be given (ten years).
+pub const TTL_MAX: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// A token name: 1–64 of `A-Z a-z 0-9 . _ -`, so it is safe in a path, a log and the CLI.
+pub fn valid_name(name: &str) -> bool {
+    (1..=NAME_MAX).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// A set of scopes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Scopes(u8);
@@ -233,5 +247,13 @@ mod tests {
         assert_eq!(Scopes::RUNTIME.iter().count(), 4);
         assert_eq!(Scopes::ADMIN.iter().collect::<Vec<_>>(), [Scope::Admin]);
         assert!(Scopes::default().is_empty());
+    }
+
+    #[test]
+    fn names_are_plain() {
+        assert!(valid_name("ci-runner_2.prod"));
+        for bad in ["", "a b", "a/b", "ü", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
     }
 }
