@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};
 
 use crate::AppState;
+use crate::auth::USER_HEADER;
 use crate::error::ApiError;
 use crate::resume_guard::ResumeGuard;
 
@@ -64,10 +65,31 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(one_credential_each))
         .layer(axum::Extension(std::sync::Arc::new(ResumeGuard::new(
             &state.settings,
         ))))
         .with_state(state)
+}
+
+/// A request that sends `Authorization` or `X-Egressgate-User` twice is ambiguous (which one
+/// would a check read?), so it is `400 INVALID_HEADER` before any handler runs.
+async fn one_credential_each(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    for name in [axum::http::header::AUTHORIZATION.as_str(), USER_HEADER] {
+        if req.headers().get_all(name).iter().nth(1).is_some() {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "INVALID_HEADER",
+                format!("send the {name} header once"),
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// Unknown paths answer in the API's error shape too.

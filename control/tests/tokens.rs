@@ -263,3 +263,50 @@ async fn bad_token_requests_are_refused_and_write_nothing() {
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn a_credential_or_user_sent_twice_is_400_and_changes_nothing() {
+    let app = TestApp::new().await;
+    let body = json!({"user_id": "u", "chat_id": "c", "can_ask_human": true}).to_string();
+    for headers in [
+        [
+            ("authorization", format!("Bearer {}", support::ADMIN_TOKEN)),
+            (
+                "authorization",
+                format!("Bearer {}", support::RUNTIME_TOKEN),
+            ),
+        ],
+        [
+            (
+                "authorization",
+                format!("Bearer {}", support::RUNTIME_TOKEN),
+            ),
+            ("authorization", "Bearer not-a-token".to_owned()),
+        ],
+        [
+            ("x-egressgate-user", "u".to_owned()),
+            ("x-egressgate-user", "mallory".to_owned()),
+        ],
+    ] {
+        let mut req =
+            axum::http::Request::post("/v1/turns").header("content-type", "application/json");
+        if headers[0].0 != "authorization" {
+            req = req.header(
+                "authorization",
+                format!("Bearer {}", support::RUNTIME_TOKEN),
+            );
+        }
+        for (k, v) in &headers {
+            req = req.header(*k, v);
+        }
+        let (s, _, b) = app
+            .send(req.body(axum::body::Body::from(body.clone())).unwrap())
+            .await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::BAD_REQUEST, "INVALID_HEADER"),
+            "{headers:?}"
+        );
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
+}
