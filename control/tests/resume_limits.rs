@@ -76,7 +76,7 @@ async fn count_rejection_writes(app: &TestApp) {
     }
 }
 
-const REJECTED: &str = "SELECT COALESCE(SUM(rejected_count), 0) FROM interrupts";
+const REJECTED: &str = "SELECT CAST(COALESCE(SUM(rejected_count), 0) AS BIGINT) FROM interrupts";
 
 #[tokio::test]
 async fn wrong_secrets_are_written_in_batches_not_one_by_one() {
