@@ -72,25 +72,28 @@ async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiEr
     Ok(named.scopes)
 }
 
-/// Checks that the request's bearer token holds `need`.
-async fn authenticate(parts: &Parts, state: &AppState, need: Scope) -> Result<(), ApiError> {
+/// Checks that the request's bearer token holds one of `any` (the first is named in the
+/// refusal).
+async fn authenticate(parts: &Parts, state: &AppState, any: &[Scope]) -> Result<(), ApiError> {
     let presented = bearer(parts).ok_or_else(|| unauthorized("missing bearer token"))?;
-    if scopes_of(state, &presented).await?.contains(need) {
+    let held = scopes_of(state, &presented).await?;
+    if any.iter().any(|s| held.contains(*s)) {
         Ok(())
     } else {
+        let names: Vec<&str> = any.iter().map(|s| s.as_str()).collect();
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "FORBIDDEN",
             format!(
                 "this endpoint needs a token with the {} scope",
-                need.as_str()
+                names.join(" or ")
             ),
         ))
     }
 }
 
 macro_rules! scoped_auth {
-    ($(#[$doc:meta])* $name:ident, $scope:expr) => {
+    ($(#[$doc:meta])* $name:ident, $($scope:expr),+) => {
         $(#[$doc])*
         pub struct $name;
 
@@ -101,7 +104,7 @@ macro_rules! scoped_auth {
                 parts: &mut Parts,
                 state: &AppState,
             ) -> Result<Self, ApiError> {
-                authenticate(parts, state, $scope).await.map(|()| Self)
+                authenticate(parts, state, &[$($scope),+]).await.map(|()| Self)
             }
         }
     };
@@ -118,9 +121,11 @@ scoped_auth!(
     Scope::Approvals
 );
 scoped_auth!(
-    /// Proof of the `cards:read` scope: read cards' outcomes.
+    /// Proof of the `cards:read` or the `approvals` scope: read cards' outcomes (the approval
+    /// tool's resume branch reads them too).
     CardsReadAuth,
-    Scope::CardsRead
+    Scope::CardsRead,
+    Scope::Approvals
 );
 scoped_auth!(
     /// Proof of the `admin` scope.
@@ -133,7 +138,7 @@ pub const USER_HEADER: &str = "x-egressgate-user";
 
 /// The user `X-Egressgate-User` names, after `need` was checked.
 async fn named_user(parts: &Parts, state: &AppState, need: Scope) -> Result<UserId, ApiError> {
-    authenticate(parts, state, need).await?;
+    authenticate(parts, state, &[need]).await?;
     parts
         .headers
         .get(USER_HEADER)

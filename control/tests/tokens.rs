@@ -73,7 +73,8 @@ async fn each_scope_opens_its_endpoints_only() {
     for scope in ["turns", "approvals", "cards:read", "chats", "admin"] {
         let token = create(&app, &format!("only-{}", scope.replace(':', "-")), &[scope]).await;
         for (needs, status) in reach(&app, &token).await {
-            if needs == scope {
+            // Outcomes are read by the approval tool's resume branch as well.
+            if needs == scope || (needs == "cards:read" && scope == "approvals") {
                 assert!(
                     allowed(status),
                     "{scope} token on a {needs} endpoint: {status}"
