@@ -468,6 +468,11 @@ impl Command {
                         Some(db)
                     }
                 },
+                AdminListCmd::Tokens { op } => match op {
+                    TokenOp::Add { db, .. } | TokenOp::List { db } | TokenOp::Remove { db, .. } => {
+                        Some(db)
+                    }
+                },
             },
             Command::Sandbox { .. } => None,
         }

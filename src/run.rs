@@ -348,7 +348,7 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
                 }
             };
             let cfg = load(raw)?;
-            let store = open(&cfg).await?;
+            let store = open(&cfg, Create::No).await?;
             store.migrate().await.context("migration failed")?;
             return crate::admin_tokens::run(&store, op).await;
         }

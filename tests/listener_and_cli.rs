@@ -84,13 +84,11 @@ fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn admin_cli_keeps_the_lists_like_the_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// `egressgate migrate` on a fresh data dir: it creates the database `admin` then keeps.
+fn migrated(data: &std::path::Path) {
     let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
         .args(["migrate", "--data-dir"])
-        .arg(&data)
+        .arg(data)
         .env_remove("DATABASE_URL")
         .status()
         .unwrap();
@@ -98,6 +96,13 @@ fn admin_cli_keeps_the_lists_like_the_api() {
         migrated.success(),
         "migrate creates the database admin then keeps"
     );
+}
+
+#[test]
+fn admin_cli_keeps_the_lists_like_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    migrated(&data);
     let out = admin(
         &["sites", "add", "*.Example.COM.", "--note", "docs mirror"],
         &data,
@@ -222,6 +227,7 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
 fn admin_cli_manages_named_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    migrated(&data);
     let out = admin(
         &[
             "tokens",
