@@ -188,3 +188,53 @@ async fn cached_allow_never_outlives_a_revocation_or_its_turn() {
     let next = api.turn("carol", "c1", &[]).await;
     assert_eq!(proxy_get(g.proxy(), &next, &url).await.status, 403);
 }
+
+/// A resume sent from `source`, a loopback address of the test's choosing, so two callers
+/// can be told apart by address.
+async fn resume_from(api: &Api, source: &str, id: &str, secret: &str) -> Resp {
+    use tokio::io::AsyncWriteExt as _;
+    let body = json!({"secret": secret, "resume": [
+        {"interruptId": id, "status": "resolved", "payload": {"approved": true}}]})
+    .to_string();
+    let req = format!(
+        "POST /v1/interrupts/{id}/resume HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        api.addr,
+        body.len()
+    );
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let mut s = sock.connect(api.addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    read_response(&mut s).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_guessing_address_is_429_while_the_holder_elsewhere_answers() {
+    let g = gate()
+        .args(&[
+            "--resume-failures-per-client",
+            "3",
+            "--resume-failure-window",
+            "1h",
+        ])
+        .start();
+    let api = g.api();
+    let turn = api.turn("alice", "c1", &[]).await;
+    let (id, secret) = ask(&api, &turn, &["https://files.example.com/data.csv"]).await;
+    for i in 0..3 {
+        let r = resume_from(&api, "127.0.0.1", &id, &format!("guess-{i}")).await;
+        assert_eq!(r.status, 404, "{}", r.text());
+    }
+    let r = resume_from(&api, "127.0.0.1", &id, &secret).await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "TOO_MANY_ATTEMPTS");
+    assert!(
+        r.header("retry-after")
+            .is_some_and(|s| s.parse::<u64>().is_ok_and(|n| n >= 1))
+    );
+    // The limit is the guessing address's, not the card's holder's.
+    let r = resume_from(&api, "127.0.0.2", &id, &secret).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["decision"]["outcome"], "approved");
+}
