@@ -173,10 +173,18 @@ impl Store {
             seq: r.try_get(3)?,
             secret_hash: SecretHash::from_db(r.try_get(4)?),
             can_ask_human: r.try_get::<i64, _>(5)? != 0,
+            // A launch pattern an older release stored but the rules now refuse
+            // (`*.amazonaws.com`) grants nothing; the turn itself stays usable.
             sites: sites
                 .iter()
-                .map(|s| SitePattern::from_db(s).ok_or(StoreError::Corrupt("turns.sites")))
-                .collect::<Result<_, _>>()?,
+                .filter_map(|s| {
+                    let p = SitePattern::from_db(s);
+                    if p.is_none() {
+                        tracing::warn!(value = %s, "stored launch site does not parse; ignored");
+                    }
+                    p
+                })
+                .collect(),
             packages: packages.into_iter().map(Package::from_db).collect(),
             created_at: Timestamp::from_millis(r.try_get(8)?),
             expires_at: Timestamp::from_millis(r.try_get(9)?),
