@@ -79,8 +79,9 @@ fn large_bodies_cross_the_relays_intact_both_ways() {
     );
 }
 
+/// With capture off (with it on, `tests/capture.rs` shows where such connections go).
 #[test]
-fn a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
+fn without_capture_a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
     let proxy = FakeProxy::start();
     let origin = Origin::start();
     let script = format!(
@@ -90,7 +91,11 @@ fn a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
          echo routes=$(tail -n +2 /proc/self/net/route | wc -l)",
         url = origin.url()
     );
-    let output = run(launcher(&proxy.url("t:s"), &["sh", "-c", &script]));
+    let output = run(launcher_with(
+        &proxy.url("t:s"),
+        &["--capture", "off"],
+        &["sh", "-c", &script],
+    ));
     let out = stdout(&output);
     assert_eq!(code(&output), 0, "{output:?}");
     // curl 7: could not connect (refused on the namespace's own loopback / no route).
@@ -109,12 +114,14 @@ fn a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
     );
 }
 
+/// With capture off (with it on, the sandbox's own resolver answers: `tests/capture.rs`).
 #[test]
-fn no_dns_inside_and_the_lookup_fails_fast() {
+fn without_capture_no_dns_inside_and_the_lookup_fails_fast() {
     let proxy = FakeProxy::start();
     let started = Instant::now();
-    let output = run(launcher(
+    let output = run(launcher_with(
         &proxy.url("t:s"),
+        &["--capture", "off"],
         &[
             "sh",
             "-c",
@@ -205,11 +212,13 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     let launcher_copy = dir.path().join("egressgate-sandbox-run");
     std::fs::copy(env!("CARGO_BIN_EXE_egressgate-sandbox-run"), &launcher_copy).unwrap();
     std::fs::set_permissions(&launcher_copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Capture needs root; `auto` says so in one line and goes on without it.
     let as_nobody = || {
         let mut cmd = std::process::Command::new("setpriv");
         cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(&launcher_copy)
             .args(["--proxy-url", &proxy.url("turn-7:s3cr%40t")])
+            .args(["--capture", "auto"])
             .args(["--", "sh", "-c", &script])
             .env("EGRESSGATE_SECRET", &secret)
             .env("TMPDIR", "/tmp")
@@ -230,6 +239,13 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     let out = stdout(&output);
     let lines: Vec<_> = out.lines().collect();
     assert_eq!(lines, ["65534", "lo", "403", "found=0"], "{output:?}");
+    let err = stderr(&output);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--capture auto: running without capture"),
+        "{err}"
+    );
+    assert!(err.contains("root"), "{err}");
     let seen = proxy.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].proxy_authorization.as_deref(), Some(BASIC_TURN_7));

@@ -1,0 +1,130 @@
+//! Transparent capture with a fake proxy: a client that reads no proxy settings still ends at
+//! the proxy, as `CONNECT name:port` with the turn's credential (or the IP literal it dialled),
+//! and a command that removes the capture is left with no network at all.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use support::*;
+
+/// `base64("turn-7:s3cr@t")`: what the capture sends for `turn-7:s3cr%40t@`.
+const BASIC_TURN_7: &str = "Basic dHVybi03OnMzY3JAdA==";
+
+/// Python, reading no proxy settings: connects to each `host port` argument pair and says
+/// how the connection ended.
+const PROBE: &str = r#"
+import socket, sys
+args = sys.argv[1:]
+for host, port in zip(args[::2], args[1::2]):
+    try:
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.settimeout(10)
+        print(host, "eof" if s.recv(1) == b"" else "data")
+    except ConnectionResetError:
+        print(host, "reset")
+    except OSError as e:
+        print(host, type(e).__name__)
+"#;
+
+#[test]
+fn a_client_that_ignores_the_proxy_settings_reaches_the_proxy_as_connect() {
+    let proxy = FakeProxy::start();
+    let script = format!(
+        "getent hosts files.example.com; getent ahostsv4 files.example.com | head -n 1; \
+         python3 -c '{PROBE}' files.example.com 8080 192.0.2.1 80 2001:db8::1 443; \
+         curl -sS -m 20 -o /dev/null -w 'proxied=%{{http_code}}\\n' http://example.com/"
+    );
+    let output = run(launcher(
+        &proxy.url("turn-7:s3cr%40t"),
+        &["sh", "-c", &script],
+    ));
+    assert_eq!(code(&output), 0, "{output:?}");
+    let out = stdout(&output);
+    let lines: Vec<_> = out.lines().collect();
+    // The sandbox's resolver answers from the pool, IPv6 first for clients that take the
+    // system's order (the capture listens on both families).
+    assert!(
+        lines[0].starts_with("2001:2::2 ") && lines[0].ends_with("files.example.com"),
+        "{out}"
+    );
+    assert!(lines[1].starts_with("198.18.0.2 "), "{out}");
+    // Each connection was accepted, then reset once the proxy refused it.
+    assert_eq!(
+        &lines[2..],
+        [
+            "files.example.com reset",
+            "192.0.2.1 reset",
+            "2001:db8::1 reset",
+            "proxied=403"
+        ],
+        "{output:?}"
+    );
+    let seen = proxy.seen();
+    let requests: Vec<_> = seen.iter().map(|s| s.request_line.as_str()).collect();
+    assert_eq!(
+        requests,
+        [
+            "CONNECT files.example.com:8080 HTTP/1.1",
+            "CONNECT 192.0.2.1:80 HTTP/1.1",
+            "CONNECT [2001:db8::1]:443 HTTP/1.1",
+            "GET http://example.com/ HTTP/1.1",
+        ]
+    );
+    for request in &seen {
+        assert_eq!(request.proxy_authorization.as_deref(), Some(BASIC_TURN_7));
+    }
+}
+
+#[test]
+fn a_root_command_that_removes_the_capture_has_no_network_at_all() {
+    let proxy = FakeProxy::start();
+    let origin = Origin::start();
+    let port = origin.addr.port().to_string();
+    let script = format!(
+        "id -u; nft flush ruleset && echo flushed; nft list ruleset | wc -l; \
+         python3 -c '{PROBE}' files.example.com 80 198.18.0.2 443 192.0.2.1 80 \
+           2001:db8::1 443 127.0.0.1 {port}; \
+         python3 -c 'import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+u.settimeout(3); u.connect((\"8.8.8.8\", 53)); u.send(b\"x\"); u.recv(1)' 2>&1 | tail -n 1; \
+         tail -n +3 /proc/self/net/dev | cut -d: -f1 | tr -d ' '"
+    );
+    let output = run(launcher(&proxy.url("t:s"), &["sh", "-c", &script]));
+    assert_eq!(code(&output), 0, "{output:?}");
+    let out = stdout(&output);
+    let lines: Vec<_> = out.lines().collect();
+    assert_eq!(lines[..3], ["0", "flushed", "0"], "{output:?}");
+    // Nothing answers any more: every address is the namespace's own, and only `lo` exists.
+    assert_eq!(
+        lines[3..8],
+        [
+            "files.example.com ConnectionRefusedError",
+            "198.18.0.2 ConnectionRefusedError",
+            "192.0.2.1 ConnectionRefusedError",
+            "2001:db8::1 ConnectionRefusedError",
+            "127.0.0.1 ConnectionRefusedError",
+        ],
+        "{output:?}"
+    );
+    assert!(lines[8].contains("ConnectionRefusedError"), "{output:?}");
+    assert_eq!(lines[9..], ["lo"], "{output:?}");
+    assert!(proxy.seen().is_empty(), "{:?}", proxy.seen());
+    assert_eq!(origin.connections(), 0, "the origin outside was reached");
+}
+
+#[test]
+fn a_bad_capture_value_is_refused_before_anything_runs() {
+    let proxy = FakeProxy::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let output = run(launcher_with(
+        &proxy.url("t:s"),
+        &["--capture", "sometimes"],
+        &["touch", ran.to_str().unwrap()],
+    ));
+    assert_eq!(code(&output), egressgate_sandbox::EXIT_LAUNCHER_ERROR);
+    let err = stderr(&output);
+    assert!(err.contains("--capture must be on, off or auto"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!ran.exists());
+}
