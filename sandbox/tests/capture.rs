@@ -128,3 +128,41 @@ fn a_bad_capture_value_is_refused_before_anything_runs() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!ran.exists());
 }
+
+#[test]
+fn concurrent_lookups_get_one_address_per_name_and_every_connection_its_connect() {
+    let proxy = FakeProxy::start();
+    let script = r#"
+import collections, socket, threading
+names = ["n%d.example" % i for i in range(8)]
+seen, ends, lock = collections.defaultdict(set), [], threading.Lock()
+def work(name):
+    addr = socket.getaddrinfo(name, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    try:
+        s = socket.create_connection((addr, 80), timeout=20)
+        s.settimeout(20)
+        end = "eof" if s.recv(1) == b"" else "data"
+    except ConnectionResetError:
+        end = "reset"
+    with lock:
+        seen[name].add(addr)
+        ends.append(end)
+threads = [threading.Thread(target=work, args=(n,)) for n in names for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(all(len(seen[n]) == 1 for n in names), len({a for n in names for a in seen[n]}))
+print(sorted(collections.Counter(ends).items()))
+"#;
+    let output = run(launcher(&proxy.url("t:s"), &["python3", "-c", script]));
+    assert_eq!(code(&output), 0, "{output:?}");
+    assert_eq!(stdout(&output), "True 8\n[('reset', 32)]\n", "{output:?}");
+    let mut requests: Vec<_> = proxy.seen().into_iter().map(|s| s.request_line).collect();
+    requests.sort();
+    requests.dedup_by(|a, b| a == b);
+    assert_eq!(requests.len(), 8, "{requests:?}");
+    let connects = proxy.seen().len();
+    assert_eq!(connects, 32, "every connection asks the proxy");
+    assert!(requests.iter().all(|r| r.starts_with("CONNECT n")), "{requests:?}");
+}
