@@ -164,5 +164,8 @@ print(sorted(collections.Counter(ends).items()))
     assert_eq!(requests.len(), 8, "{requests:?}");
     let connects = proxy.seen().len();
     assert_eq!(connects, 32, "every connection asks the proxy");
-    assert!(requests.iter().all(|r| r.starts_with("CONNECT n")), "{requests:?}");
+    assert!(
+        requests.iter().all(|r| r.starts_with("CONNECT n")),
+        "{requests:?}"
+    );
 }
