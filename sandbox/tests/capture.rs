@@ -11,15 +11,18 @@ use support::*;
 /// `base64("turn-7:s3cr@t")`: what the capture sends for `turn-7:s3cr%40t@`.
 const BASIC_TURN_7: &str = "Basic dHVybi03OnMzY3JAdA==";
 
-/// Python, reading no proxy settings: connects to each `host port` argument pair and says
-/// how the connection ended.
+/// Python, reading no proxy settings: connects to the first address of each `host port`
+/// argument pair (no fallback to the next address, so each pair is one connection) and says
+/// how the connection ended. A reset may come before `connect` returns, on a busy machine.
 const PROBE: &str = r#"
 import socket, sys
 args = sys.argv[1:]
 for host, port in zip(args[::2], args[1::2]):
     try:
-        s = socket.create_connection((host, int(port)), timeout=10)
+        family, kind, proto, _, addr = socket.getaddrinfo(host, int(port), 0, socket.SOCK_STREAM)[0]
+        s = socket.socket(family, kind, proto)
         s.settimeout(10)
+        s.connect(addr)
         print(host, "eof" if s.recv(1) == b"" else "data")
     except ConnectionResetError:
         print(host, "reset")
