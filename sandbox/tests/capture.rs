@@ -36,6 +36,8 @@ fn a_client_that_ignores_the_proxy_settings_reaches_the_proxy_as_connect() {
     let script = format!(
         "getent hosts files.example.com; getent ahostsv4 files.example.com | head -n 1; \
          python3 -c '{PROBE}' files.example.com 8080 192.0.2.1 80 2001:db8::1 443; \
+         python3 -c 'import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
+u.connect((\"192.0.2.1\", 443)); u.send(b\"quic?\")' 2>&1 | tail -n 1; \
          curl -sS -m 20 -o /dev/null -w 'proxied=%{{http_code}}\\n' http://example.com/"
     );
     let output = run(launcher(
@@ -59,6 +61,8 @@ fn a_client_that_ignores_the_proxy_settings_reaches_the_proxy_as_connect() {
             "files.example.com reset",
             "192.0.2.1 reset",
             "2001:db8::1 reset",
+            // UDP (QUIC, say) other than DNS is rejected on the spot.
+            "PermissionError: [Errno 1] Operation not permitted",
             "proxied=403"
         ],
         "{output:?}"

@@ -213,18 +213,19 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     std::fs::copy(env!("CARGO_BIN_EXE_egressgate-sandbox-run"), &launcher_copy).unwrap();
     std::fs::set_permissions(&launcher_copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Capture needs root; `auto` says so in one line and goes on without it.
-    let as_nobody = || {
+    let as_nobody_with = |capture: &str| {
         let mut cmd = std::process::Command::new("setpriv");
         cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(&launcher_copy)
             .args(["--proxy-url", &proxy.url("turn-7:s3cr%40t")])
-            .args(["--capture", "auto"])
+            .args(["--capture", capture])
             .args(["--", "sh", "-c", &script])
             .env("EGRESSGATE_SECRET", &secret)
             .env("TMPDIR", "/tmp")
             .current_dir("/");
         run(cmd)
     };
+    let as_nobody = || as_nobody_with("auto");
     // A thread of this test binary forking while the copy's write fd was open makes exec
     // fail with ETXTBSY for a moment; only that is retried.
     let mut output = as_nobody();
@@ -248,6 +249,22 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     assert!(err.contains("root"), "{err}");
     let seen = proxy.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
+    // `on` (the default) never downgrades silently: one line, exit 122, nothing ran.
+    let refused = as_nobody_with("on");
+    assert_eq!(
+        code(&refused),
+        egressgate_sandbox::EXIT_ISOLATION_UNAVAILABLE,
+        "{refused:?}"
+    );
+    let err = stderr(&refused);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot capture") && err.contains("root"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr"), "{err}");
+    assert!(stdout(&refused).is_empty(), "{refused:?}");
+    assert_eq!(proxy.seen().len(), 1);
     assert_eq!(seen[0].proxy_authorization.as_deref(), Some(BASIC_TURN_7));
 }
 

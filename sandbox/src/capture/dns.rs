@@ -141,8 +141,11 @@ async fn serve_tcp_client(mut stream: TcpStream, pool: Arc<Mutex<Pool>>) -> io::
             return Ok(());
         };
         let len = u16::try_from(reply.len()).map_err(|_| io::ErrorKind::InvalidData)?;
-        stream.write_u16(len).await?;
-        stream.write_all(&reply).await?;
+        // One write for prefix and message: some clients expect both in one segment.
+        let mut framed = Vec::with_capacity(reply.len() + 2);
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(&reply);
+        stream.write_all(&framed).await?;
     }
 }
 
