@@ -7,8 +7,11 @@
 //! and port 53 to the resolver and rejects the rest, and `redirect` turns each captured
 //! connection back into a name and asks the proxy for it. Nothing of it opens a way out: the
 //! namespace's only interface is `lo`, so a command that deletes the ruleset (it may, as root
-//! in its user namespace) is left with no network at all.
+//! in its user namespace) is left with no network at all. For an unprivileged launcher,
+//! `ambient` lends the tools the capability they need and takes it back before the command
+//! starts, which then cannot touch the ruleset at all.
 
+mod ambient;
 mod dns;
 mod files;
 mod nft;
@@ -80,13 +83,6 @@ pub(crate) fn say_off(why: &str) {
 
 /// Why capture cannot work here, as far as can be told before the namespaces exist.
 fn impossible(proxy: &ProxyUrl) -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some(
-            "it needs the launcher to run as root (the ruleset is loaded with root's \
-             capabilities inside the sandbox's user namespace)"
-                .into(),
-        );
-    }
     if !proxy.is_plain_http() {
         return Some("it speaks plain HTTP to the proxy, so it needs an http:// proxy URL".into());
     }
@@ -130,9 +126,21 @@ pub(crate) fn set_up(dir: &Path) -> Result<Prepared, Failure> {
         capture_v6: port(&capture_v6).map_err(|e| cannot("reading a port", e.to_string()))?,
         dns: 53,
     };
-    nft::apply(ports).map_err(|e| cannot("loading the nftables ruleset", e))?;
+    let lend = !nix::unistd::geteuid().is_root();
+    if lend {
+        ambient::lend_net_admin()
+            .map_err(|e| cannot("lending CAP_NET_ADMIN to nft and ip", e.to_string()))?;
+    }
+    let loaded = nft::apply(ports).map_err(|e| cannot("loading the nftables ruleset", e));
+    let routed = loaded.and_then(|()| {
+        routes::add().map_err(|e| Failure::Setup(format!("routing the address pool: {e}")))
+    });
+    if lend {
+        ambient::take_back()
+            .map_err(|e| Failure::Setup(format!("taking CAP_NET_ADMIN back: {e}")))?;
+    }
+    routed?;
     let setup = |what: &str, e: String| Failure::Setup(format!("{what}: {e}"));
-    routes::add().map_err(|e| setup("routing the address pool", e))?;
     files::mount_all(dir).map_err(|e| setup("mounting the resolver's files", e))?;
     Ok(Prepared {
         capture_v4,

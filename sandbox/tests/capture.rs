@@ -176,3 +176,48 @@ print(sorted(collections.Counter(ends).items()))
         "{requests:?}"
     );
 }
+
+/// Capture speaks plain HTTP to the proxy: with an `https://` proxy URL, `on` (the default)
+/// refuses to start (122, one line, nothing ran) and `auto` says so and runs without it.
+#[test]
+fn where_capture_is_impossible_on_refuses_and_auto_runs_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let url = "https://t:topsecret@127.0.0.1:1";
+    let refused = run(launcher(url, &["touch", ran.to_str().unwrap()]));
+    assert_eq!(
+        code(&refused),
+        egressgate_sandbox::EXIT_ISOLATION_UNAVAILABLE,
+        "{refused:?}"
+    );
+    let err = stderr(&refused);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot capture") && err.contains("http:// proxy URL"),
+        "{err}"
+    );
+    assert!(!err.contains("topsecret"), "{err}");
+    assert!(!ran.exists(), "the command ran");
+
+    let fell_back = run(launcher_with(
+        url,
+        &["--capture", "auto"],
+        &[
+            "sh",
+            "-c",
+            "touch \"$1\"; getent hosts example.com; echo dns=$?",
+            "sh",
+            ran.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(code(&fell_back), 0, "{fell_back:?}");
+    let err = stderr(&fell_back);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--capture auto: running without capture"),
+        "{err}"
+    );
+    // Without capture there is no resolver inside: the lookup fails.
+    assert_eq!(stdout(&fell_back), "dns=2\n", "{fell_back:?}");
+    assert!(ran.exists(), "the command did not run");
+}
