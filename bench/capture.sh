@@ -77,7 +77,7 @@ PIDS+=("$EG_PID")
 CONTROL=$(wait_addr "$WORK/egressgate.log" "control plane listening" "$EG_PID")
 PROXY_URL=$(curl -sS --fail -X POST "http://$CONTROL/v1/turns" \
     -H "Authorization: Bearer $EGRESSGATE_RUNTIME_TOKEN" -H 'content-type: application/json' \
-    -d "{\"user_id\":\"bench\",\"chat_id\":\"capture\",\"sites\":[\"$HOST\"]}" |
+    -d "{\"user_id\":\"bench\",\"chat_id\":\"capture\",\"can_ask_human\":true,\"sites\":[\"$HOST\"]}" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["proxy_url"])')
 
 cat >"$WORK/client.py" <<'PY'
@@ -100,6 +100,12 @@ def captured():
     s = socket.create_connection((host, port))
     s.sendall(get); read_head(s); s.close()
 
+pool_addr = None
+
+def captured_by_address():
+    s = socket.create_connection((pool_addr, port))
+    s.sendall(get); read_head(s); s.close()
+
 def proxied():
     s = socket.create_connection((proxy.hostname, proxy.port))
     s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode())
@@ -108,7 +114,7 @@ def proxied():
     s.sendall(get); read_head(s); s.close()
 
 def run(kind, threads):
-    fn = captured if kind == "capture" else proxied
+    fn = {"capture": captured, "capture, no lookup": captured_by_address, "proxy-aware": proxied}[kind]
     times, lock = [], threading.Lock()
     def worker(count):
         for _ in range(count):
@@ -124,8 +130,9 @@ def run(kind, threads):
     q = lambda p: times[min(len(times) - 1, int(p * len(times)))] * 1e6
     print(f"| {kind} | {threads} | {len(times)} | {len(times) / wall:.0f} | {q(0.5):.0f} | {q(0.99):.0f} |")
 
+pool_addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
 for threads in (1, 8):
-    for kind in ("proxy-aware", "capture"):
+    for kind in ("proxy-aware", "capture", "capture, no lookup"):
         run(kind, threads)
 PY
 
@@ -137,7 +144,7 @@ mkdir -p "$BENCH/results"
     printf 'Run %s with `bash bench/capture.sh` (N=%s) on %s cores, kernel %s, load average at start %s; egressgate %s (%s).\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$N" "$(nproc)" "$(uname -r)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
         "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$EGRESSGATE"
-    printf 'Each connection: connect, `GET /small`, read the answer, close; one Python client inside the sandbox.\n\n'
+    printf 'Each connection: connect, `GET /small`, read the answer, close; one Python client inside the sandbox. A capture row includes the lookup Python makes for every connection (answered by the sandbox resolver; Python caches nothing), a no-lookup row connects to the pool address looked up once; a proxy-aware row dials the forwarder at 127.0.0.1 and sends its own CONNECT. Both cross one listener inside (forwarder or capture), the Unix socket and the outside relay to the same proxy.\n\n'
     printf '| client | threads | connections | conn/s | p50 µs | p99 µs |\n|---|---|---|---|---|---|\n'
     printf '%s\n' "$ROWS"
 } >"$BENCH/results/capture.md"
