@@ -221,3 +221,17 @@ fn where_capture_is_impossible_on_refuses_and_auto_runs_without_it() {
     assert_eq!(stdout(&fell_back), "dns=2\n", "{fell_back:?}");
     assert!(ran.exists(), "the command did not run");
 }
+
+/// `auto` where capture can be done is `on`, silently.
+#[test]
+fn auto_captures_where_it_can_without_a_word() {
+    let proxy = FakeProxy::start();
+    let output = run(launcher_with(
+        &proxy.url("t:s"),
+        &["--capture", "auto"],
+        &["getent", "ahostsv4", "files.example.com"],
+    ));
+    assert_eq!(code(&output), 0, "{output:?}");
+    assert!(stdout(&output).starts_with("198.18.0.2 "), "{output:?}");
+    assert_eq!(stderr(&output), "", "{output:?}");
+}
