@@ -134,9 +134,18 @@ pub enum AdminOp {
 pub enum SandboxCmd {
     /// Run CMD with the proxy as its only route out.
     Run {
-        /// The turn's proxy URL (`http://TURN_ID:SECRET@host:port`).
+        /// The turn's proxy URL (`http://TURN_ID:SECRET@host:port`). Every local user can
+        /// read a command line: prefer --proxy-url-file or EGRESSGATE_PROXY_URL. Given here,
+        /// the launcher re-executes itself at once with the URL moved into its environment.
+        #[arg(long, conflicts_with = "proxy_url_file")]
+        proxy_url: Option<String>,
+        /// A file whose first line is the turn's proxy URL.
         #[arg(long)]
-        proxy_url: String,
+        proxy_url_file: Option<PathBuf>,
+        /// Capture connections that ignore the proxy settings: on (default), off, or auto
+        /// (off, with one line on stderr, where this machine cannot capture).
+        #[arg(long, default_value = "on")]
+        capture: egressgate_sandbox::Capture,
         /// Only set the proxy variables (no network namespace).
         #[arg(long)]
         no_isolate: bool,

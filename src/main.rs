@@ -18,17 +18,24 @@ fn main() -> ExitCode {
         action:
             SandboxCmd::Run {
                 proxy_url,
+                proxy_url_file,
+                capture,
                 no_isolate,
                 command,
             },
     } = cli.command
     {
-        let opts = egressgate_sandbox::RunOptions {
-            proxy_url,
-            isolate: !no_isolate,
-            command,
-        };
-        return match egressgate_sandbox::run(opts) {
+        let started = egressgate_sandbox::hide_proxy_url_from_argv()
+            .and_then(|()| egressgate_sandbox::proxy_url_from(proxy_url, proxy_url_file.as_deref()))
+            .and_then(|proxy_url| {
+                egressgate_sandbox::run(egressgate_sandbox::RunOptions {
+                    proxy_url,
+                    isolate: !no_isolate,
+                    capture,
+                    command,
+                })
+            });
+        return match started {
             Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)),
             Err(e) => {
                 report(&e);

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::*;
 
 const FILES: &str = "files.example.com";
@@ -26,45 +26,6 @@ async fn setup() -> (Gate, Origin) {
         ])
         .start();
     (g, o)
-}
-
-/// Runs the approval tool and registers the interrupt; returns (interrupt id, resume secret).
-async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
-    let r = api
-        .post(
-            &format!("/v1/turns/{}/approval-requests", turn.id),
-            RUNTIME,
-            json!({"reason": "the analysis needs the data file", "urls": urls}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let v = r.json();
-    assert_eq!(v["outcome"], "ask", "{v}");
-    let r = api
-        .post(
-            "/v1/interrupts",
-            RUNTIME,
-            json!({"draft_id": v["draft_id"]}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let v = r.json();
-    (
-        v["interrupt"]["id"].as_str().unwrap().to_owned(),
-        v["resume_secret"].as_str().unwrap().to_owned(),
-    )
-}
-
-async fn resume(api: &Api, id: &str, secret: &str, status: &str, payload: Value) -> Resp {
-    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]});
-    api.call(
-        "POST",
-        &format!("/v1/interrupts/{id}/resume"),
-        None,
-        None,
-        Some(&body.to_string()),
-    )
-    .await
 }
 
 #[tokio::test]

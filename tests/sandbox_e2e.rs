@@ -78,7 +78,8 @@ async fn scripts_in_the_sandbox_reach_only_what_the_proxy_allows() {
     let rec = api.refusals(&turn).await;
     assert_eq!(rec["refusals"][0]["host"], "evil.example.com");
 
-    // Ignoring the proxy gets nothing: no route to the origin, no DNS, no secrets inside.
+    // Ignoring the proxy gets nothing but the proxy: no route to the origin, names resolve
+    // only to the sandbox's own pool (never the real address), no secrets inside.
     let before = o.connection_count();
     let out = tokio::task::spawn_blocking({
         let p = proxy_url.clone();
@@ -87,7 +88,8 @@ async fn scripts_in_the_sandbox_reach_only_what_the_proxy_allows() {
                 &p,
                 &format!(
                     "curl -s --noproxy '*' --max-time 5 http://127.0.0.1:{port}/ && exit 10; \
-                     getent hosts {FILES} && exit 11; env | grep -q must-not-leak && exit 12; exit 0"
+                     getent ahostsv4 {FILES} | grep -q 127.0.0.1 && exit 11; \
+                     env | grep -q must-not-leak && exit 12; exit 0"
                 ),
             )
         }

@@ -16,6 +16,10 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 /// Messages are one line and never contain the proxy credential.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// No proxy URL, or more than one, among `--proxy-url`, `--proxy-url-file` and
+    /// `EGRESSGATE_PROXY_URL`; or the file could not be read.
+    #[error("{0}")]
+    ProxyUrlSource(String),
     /// `--proxy-url` was rejected before anything ran.
     #[error("invalid --proxy-url: {0}")]
     InvalidProxyUrl(String),
@@ -32,6 +36,12 @@ pub enum SandboxError {
          see sysctl user.max_user_namespaces; --no-isolate runs without isolation)"
     )]
     IsolationUnavailable(String),
+    /// `--capture on` where capture cannot be done; the command did not run.
+    #[error(
+        "cannot capture the command's connections: {0} (--capture auto or off runs without \
+         capture)"
+    )]
+    CaptureUnavailable(String),
     /// Some other step of setting up the sandbox failed; the command did not run.
     #[error("sandbox setup failed: {what}: {source}")]
     Setup {
@@ -50,7 +60,9 @@ impl SandboxError {
     /// [`EXIT_ISOLATION_UNAVAILABLE`] when isolation itself is impossible on this machine.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Self::IsolationUnavailable(_) => EXIT_ISOLATION_UNAVAILABLE,
+            Self::IsolationUnavailable(_) | Self::CaptureUnavailable(_) => {
+                EXIT_ISOLATION_UNAVAILABLE
+            }
             _ => EXIT_LAUNCHER_ERROR,
         }
     }

@@ -21,6 +21,7 @@ use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
+use crate::capture::{self, Capture};
 use crate::command::{self, Started};
 use crate::env::command_env;
 use crate::error::{EXIT_LAUNCHER_ERROR, SandboxError};
@@ -39,6 +40,10 @@ struct Inside<'a> {
     program: &'a OsString,
     args: &'a [OsString],
     socket: &'a Path,
+    /// The private directory (the socket's, and the resolver's files when capturing).
+    dir: &'a Path,
+    /// What [`capture::decide`] settled on.
+    capture: Capture,
     maps: IdMaps,
     signals: &'a Signals,
 }
@@ -48,6 +53,7 @@ pub(crate) fn run(
     proxy: &ProxyUrl,
     program: &OsString,
     args: &[OsString],
+    capture: Capture,
 ) -> Result<i32, SandboxError> {
     namespace::ensure_single_threaded()?;
     let maps = IdMaps::for_current_user().map_err(SandboxError::from)?;
@@ -70,6 +76,8 @@ pub(crate) fn run(
         program,
         args,
         socket: &socket,
+        dir: dir.path(),
+        capture,
         maps,
         signals: &signals,
     };
@@ -119,7 +127,8 @@ fn outside(
 
 /// The keeper: makes the namespaces, then forks init and waits for it.
 fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
-    if let Err(failure) = enter_namespaces(launcher, &inside.maps) {
+    let mounts = inside.capture != Capture::Off;
+    if let Err(failure) = enter_namespaces(launcher, &inside.maps, mounts) {
         report.fail(&failure);
         return EXIT_LAUNCHER_ERROR;
     }
@@ -136,9 +145,9 @@ fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
     }
 }
 
-fn enter_namespaces(launcher: Pid, maps: &IdMaps) -> Result<(), Failure> {
+fn enter_namespaces(launcher: Pid, maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
     let fail = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
-    namespace::enter(maps)?;
+    namespace::enter(maps, mounts)?;
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e))?;
     if getppid() != launcher {
         return Err(Failure::Setup("the launcher exited during setup".into()));
@@ -146,15 +155,43 @@ fn enter_namespaces(launcher: Pid, maps: &IdMaps) -> Result<(), Failure> {
     loopback::bring_up()
 }
 
-/// Init, PID 1 of the new PID namespace: forwarder, command, reaping.
+/// Sets capture up in the new namespaces when it was asked for; `None` when not,
+/// or when `--capture auto` met a kernel that refuses it (after its one line on stderr).
+fn set_up_capture(inside: &Inside) -> Result<Option<capture::Prepared>, Failure> {
+    if inside.capture == Capture::Off {
+        return Ok(None);
+    }
+    match capture::set_up(inside.dir) {
+        Ok(prepared) => Ok(Some(prepared)),
+        Err(Failure::Capture(why)) if inside.capture == Capture::Auto => {
+            capture::say_off(&why);
+            Ok(None)
+        }
+        Err(failure) => Err(failure),
+    }
+}
+
+/// Init, PID 1 of the new PID namespace: capture, forwarder, command, reaping.
+///
+/// Capture is set up here rather than in the keeper because it runs tools (`nft`, `ip`): the
+/// first process forked into a new PID namespace becomes its PID 1, and when that one exits
+/// the namespace is done for.
 fn init(report: Writer, inside: &Inside) -> i32 {
-    let forwarder = match start_forwarder(inside.socket) {
-        Ok(port) => port,
+    let (forwarder, prepared) = match set_up_capture(inside)
+        .and_then(|prepared| Ok((start_forwarder(inside.socket)?, prepared)))
+    {
+        Ok(started) => started,
         Err(failure) => {
             report.fail(&failure);
             return EXIT_LAUNCHER_ERROR;
         }
     };
+    if let Some(prepared) = prepared
+        && let Err(e) = capture::start(prepared, inside.socket.to_owned(), inside.proxy)
+    {
+        report.fail(&Failure::Setup(format!("starting the capture: {e}")));
+        return EXIT_LAUNCHER_ERROR;
+    }
     let proxy_url = inside
         .proxy
         .with_authority(&format!("127.0.0.1:{forwarder}"));

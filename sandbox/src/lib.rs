@@ -7,6 +7,7 @@
 //! Call [`run`] before the process starts any thread (before building a tokio runtime): it
 //! forks, and the kernel only lets a single-threaded process create a user namespace.
 
+mod capture;
 mod command;
 mod direct;
 mod env;
@@ -20,13 +21,16 @@ mod relay;
 mod report;
 mod signals;
 mod supervise;
+mod url_source;
 
 use std::ffi::OsString;
 
+pub use capture::Capture;
 pub use error::{
     EXIT_ISOLATION_UNAVAILABLE, EXIT_LAUNCHER_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND,
     SandboxError,
 };
+pub use url_source::{PROXY_URL_ENV, hide_proxy_url_from_argv, proxy_url_from};
 
 /// Options parsed from `egressgate sandbox run` (the binary builds this with clap).
 #[derive(Clone)]
@@ -36,6 +40,9 @@ pub struct RunOptions {
     /// `false` with `--no-isolate`: only set the proxy variables, for platforms without
     /// namespaces.
     pub isolate: bool,
+    /// `--capture`: whether connections that ignore the proxy settings are captured (only
+    /// when isolated; `--no-isolate` has nothing to capture with).
+    pub capture: Capture,
     /// The command and its arguments (after `--`).
     pub command: Vec<OsString>,
 }
@@ -46,6 +53,7 @@ impl std::fmt::Debug for RunOptions {
         f.debug_struct("RunOptions")
             .field("proxy_url", &"<redacted>")
             .field("isolate", &self.isolate)
+            .field("capture", &self.capture)
             .field("command", &self.command)
             .finish()
     }
@@ -65,7 +73,8 @@ pub fn run(opts: RunOptions) -> Result<i32, SandboxError> {
         return Err(SandboxError::NoCommand);
     };
     if opts.isolate {
-        isolated::run(&proxy, program, args)
+        let capture = capture::decide(opts.capture, &proxy)?;
+        isolated::run(&proxy, program, args, capture)
     } else {
         direct::run(&proxy, program, args)
     }

@@ -61,12 +61,13 @@ impl IdMaps {
 }
 
 /// Unshares the user, network and PID namespaces (the PID one takes effect for the next
-/// child) and has the id maps written.
+/// child), and a mount namespace when `mounts` is set (capture mounts its resolver's files),
+/// and has the id maps written.
 ///
 /// The maps are written by a helper forked beforehand, which stays in the parent user
 /// namespace: only a writer there may map more than its own id (root's identity map), and an
 /// unprivileged one may map its own. Must be called single-threaded.
-pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
+pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
     let setup = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
     // The helper can open our /proc/PID files only while we are dumpable (the launcher made
     // itself non-dumpable before forking us); nothing untrusted runs yet.
@@ -81,7 +82,10 @@ pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
         ForkResult::Parent { child } => child,
     };
     drop(go);
-    let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID;
+    if mounts {
+        flags |= CloneFlags::CLONE_NEWNS;
+    }
     let unshared = unshare(flags);
     // One byte tells the helper to write the maps; closing without it tells it to give up.
     let mut go_writer = File::from(go_writer);
@@ -90,7 +94,8 @@ pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
     let helped = waitpid(helper, None);
     unshared.map_err(|e| {
         Failure::Isolation(format!(
-            "unshare(user, network and PID namespaces) failed: {e}"
+            "unshare(user, network, PID{} namespaces) failed: {e}",
+            if mounts { " and mount" } else { "" }
         ))
     })?;
     match helped {

@@ -73,6 +73,26 @@ impl ProxyUrl {
         }
     }
 
+    /// Whether the proxy is spoken to in plain HTTP (`http://`), as the capture does.
+    pub(crate) fn is_plain_http(&self) -> bool {
+        self.scheme == "http"
+    }
+
+    /// The `Proxy-Authorization` header value for the URL's credential, as a client builds it
+    /// from the same URL: `Basic base64(user:pass)` with the percent-encoding undone.
+    pub(crate) fn basic_authorization(&self) -> Option<String> {
+        use base64::Engine as _;
+        let userinfo = self.userinfo.as_ref()?;
+        let (user, pass) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        let mut plain: Vec<u8> = percent_encoding::percent_decode_str(user).collect();
+        plain.push(b':');
+        plain.extend(percent_encoding::percent_decode_str(pass));
+        Some(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(plain)
+        ))
+    }
+
     /// The proxy URL itself, normalised (what `--no-isolate` hands to the command).
     pub(crate) fn direct(&self) -> String {
         self.with_authority(&self.authority)
@@ -132,6 +152,25 @@ mod tests {
             assert!(!message.contains("topsecret"), "{raw}: {message}");
             assert!(!message.contains('\n'), "{raw}: {message}");
         }
+    }
+
+    #[test]
+    fn basic_authorization_decodes_the_userinfo_as_clients_do() {
+        // base64("turn-7:s3cr@t")
+        assert_eq!(
+            ok("http://turn-7:s3cr%40t@gate:1")
+                .basic_authorization()
+                .as_deref(),
+            Some("Basic dHVybi03OnMzY3JAdA==")
+        );
+        // base64("solo:")
+        assert_eq!(
+            ok("http://solo@gate:1").basic_authorization().as_deref(),
+            Some("Basic c29sbzo=")
+        );
+        assert_eq!(ok("http://gate:1").basic_authorization(), None);
+        assert!(ok("http://gate:1").is_plain_http());
+        assert!(!ok("https://gate:1").is_plain_http());
     }
 
     #[test]

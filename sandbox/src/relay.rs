@@ -106,7 +106,7 @@ where
 
 /// Runs `task` on a fresh current-thread runtime in a new thread; the runtime (and every
 /// relay spawned on it) is dropped when `task` ends.
-fn spawn_runtime_thread<F>(name: &str, task: F) -> io::Result<JoinHandle<()>>
+pub(crate) fn spawn_runtime_thread<F>(name: &str, task: F) -> io::Result<JoinHandle<()>>
 where
     F: Future<Output = io::Result<()>> + Send + 'static,
 {

@@ -15,6 +15,9 @@ use crate::error::SandboxError;
 pub(crate) enum Failure {
     /// A namespace step the kernel refused: isolation is impossible here.
     Isolation(String),
+    /// Capture could not be set up (the kernel refused the ruleset, say); nothing was
+    /// changed yet, so `--capture auto` may go on without it.
+    Capture(String),
     /// Any other setup step.
     Setup(String),
 }
@@ -23,6 +26,7 @@ impl From<Failure> for SandboxError {
     fn from(failure: Failure) -> Self {
         match failure {
             Failure::Isolation(m) => SandboxError::IsolationUnavailable(m),
+            Failure::Capture(m) => SandboxError::CaptureUnavailable(m),
             Failure::Setup(m) => SandboxError::InsideSetup(m),
         }
     }
@@ -49,6 +53,7 @@ impl Writer {
     pub(crate) fn fail(mut self, failure: &Failure) {
         let (tag, message) = match failure {
             Failure::Isolation(m) => ('I', m),
+            Failure::Capture(m) => ('C', m),
             Failure::Setup(m) => ('S', m),
         };
         let _ = write!(self.0, "{tag}{}", message.replace(['\n', '\r'], " "));
@@ -67,6 +72,7 @@ impl Reader {
         match chars.next() {
             None => Ok(()),
             Some('I') => Err(Failure::Isolation(chars.as_str().to_owned())),
+            Some('C') => Err(Failure::Capture(chars.as_str().to_owned())),
             Some(_) => Err(Failure::Setup(chars.as_str().to_owned())),
         }
     }
@@ -88,6 +94,10 @@ mod tests {
             reader.wait(),
             Err(Failure::Isolation("unshare failed: EPERM".into()))
         );
+
+        let (reader, writer) = channel()?;
+        writer.fail(&Failure::Capture("nft refused".into()));
+        assert_eq!(reader.wait(), Err(Failure::Capture("nft refused".into())));
 
         let (reader, writer) = channel()?;
         writer.fail(&Failure::Setup("bind failed".into()));

@@ -79,8 +79,9 @@ fn large_bodies_cross_the_relays_intact_both_ways() {
     );
 }
 
+/// With capture off (with it on, `tests/capture.rs` shows where such connections go).
 #[test]
-fn a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
+fn without_capture_a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
     let proxy = FakeProxy::start();
     let origin = Origin::start();
     let script = format!(
@@ -90,7 +91,11 @@ fn a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
          echo routes=$(tail -n +2 /proc/self/net/route | wc -l)",
         url = origin.url()
     );
-    let output = run(launcher(&proxy.url("t:s"), &["sh", "-c", &script]));
+    let output = run(launcher_with(
+        &proxy.url("t:s"),
+        &["--capture", "off"],
+        &["sh", "-c", &script],
+    ));
     let out = stdout(&output);
     assert_eq!(code(&output), 0, "{output:?}");
     // curl 7: could not connect (refused on the namespace's own loopback / no route).
@@ -109,12 +114,14 @@ fn a_direct_connection_to_a_loopback_origin_outside_fails_and_only_lo_exists() {
     );
 }
 
+/// With capture off (with it on, the sandbox's own resolver answers: `tests/capture.rs`).
 #[test]
-fn no_dns_inside_and_the_lookup_fails_fast() {
+fn without_capture_no_dns_inside_and_the_lookup_fails_fast() {
     let proxy = FakeProxy::start();
     let started = Instant::now();
-    let output = run(launcher(
+    let output = run(launcher_with(
         &proxy.url("t:s"),
+        &["--capture", "off"],
         &[
             "sh",
             "-c",
@@ -197,7 +204,10 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     let script = format!(
         "id -u; cut -d: -f1 /proc/self/net/dev | tail -n +3 | tr -d ' '; \
          curl -sS -m 20 -o /dev/null -w '%{{http_code}}\\n' http://example.com/; \
-         echo found=$(grep -l -a {secret} /proc/[0-9]*/environ 2>/dev/null | wc -l)"
+         echo found=$(grep -l -a {secret} /proc/[0-9]*/environ 2>/dev/null | wc -l); \
+         grep -E '^Cap(Eff|Amb)' /proc/self/status; \
+         nft flush ruleset 2>/dev/null; echo flush=$?; \
+         curl -sS -m 20 --noproxy '*' http://192.0.2.1/ 2>/dev/null; echo literal=$?"
     );
     // A copy of the launcher that `nobody` can execute wherever the checkout lives.
     let dir = tempfile::tempdir().unwrap();
@@ -205,6 +215,9 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     let launcher_copy = dir.path().join("egressgate-sandbox-run");
     std::fs::copy(env!("CARGO_BIN_EXE_egressgate-sandbox-run"), &launcher_copy).unwrap();
     std::fs::set_permissions(&launcher_copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Capture works for it too: its tools borrowed CAP_NET_ADMIN, the command holds no
+    // capability (so it cannot remove the ruleset), and a connection that ignores the proxy
+    // settings reaches the proxy as CONNECT.
     let as_nobody = || {
         let mut cmd = std::process::Command::new("setpriv");
         cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -229,9 +242,38 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     assert_eq!(code(&output), 0, "{output:?}");
     let out = stdout(&output);
     let lines: Vec<_> = out.lines().collect();
-    assert_eq!(lines, ["65534", "lo", "403", "found=0"], "{output:?}");
+    assert_eq!(
+        lines,
+        [
+            "65534",
+            "lo",
+            "403",
+            "found=0",
+            "CapEff:\t0000000000000000",
+            "CapAmb:\t0000000000000000",
+            "flush=1",
+            // Reset by the capture once the proxy refused: curl says 56, or 7 when the
+            // reset beat the end of its non-blocking connect.
+            if out.contains("literal=7") {
+                "literal=7"
+            } else {
+                "literal=56"
+            }
+        ],
+        "{output:?}"
+    );
+    assert_eq!(stderr(&output), "", "{output:?}");
     let seen = proxy.seen();
-    assert_eq!(seen.len(), 1, "{seen:?}");
+    let requests: Vec<_> = seen.iter().map(|s| s.request_line.as_str()).collect();
+    assert_eq!(
+        requests,
+        [
+            "GET http://example.com/ HTTP/1.1",
+            "CONNECT 192.0.2.1:80 HTTP/1.1"
+        ],
+        "{seen:?}"
+    );
+    assert_eq!(seen[1].proxy_authorization.as_deref(), Some(BASIC_TURN_7));
     assert_eq!(seen[0].proxy_authorization.as_deref(), Some(BASIC_TURN_7));
 }
 

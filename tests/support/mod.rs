@@ -789,3 +789,49 @@ pub async fn get_over<S: AsyncRead + AsyncWrite + Unpin>(
             )
         })?
 }
+
+/// Runs the approval tool (the turn's refused hosts are merged in) and registers the interrupt; returns (interrupt id, resume secret).
+pub async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
+    let r = api
+        .post(
+            &format!("/v1/turns/{}/approval-requests", turn.id),
+            RUNTIME,
+            serde_json::json!({"reason": "the analysis needs the data file", "urls": urls}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["outcome"], "ask", "{v}");
+    let r = api
+        .post(
+            "/v1/interrupts",
+            RUNTIME,
+            serde_json::json!({"draft_id": v["draft_id"]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    (
+        v["interrupt"]["id"].as_str().unwrap().to_owned(),
+        v["resume_secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Resumes interrupt `id` with one decision, with the card's secret.
+pub async fn resume(
+    api: &Api,
+    id: &str,
+    secret: &str,
+    status: &str,
+    payload: serde_json::Value,
+) -> Resp {
+    let body = serde_json::json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]});
+    api.call(
+        "POST",
+        &format!("/v1/interrupts/{id}/resume"),
+        None,
+        None,
+        Some(&body.to_string()),
+    )
+    .await
+}

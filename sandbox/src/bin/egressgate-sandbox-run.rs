@@ -1,12 +1,21 @@
-//! A bare command-line front end over `egressgate_sandbox::run`, so tests can drive the
-//! launcher as a real process: `egressgate-sandbox-run --proxy-url URL [--no-isolate] -- CMD`.
+//! A thin command-line front end over `egressgate_sandbox::run`, so tests can drive the
+//! launcher as a real process: `egressgate-sandbox-run [--proxy-url URL | --proxy-url-file
+//! PATH] [--capture on|off|auto] [--no-isolate] -- CMD` (or the URL in
+//! `EGRESSGATE_PROXY_URL`).
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::exit;
 
-use egressgate_sandbox::{EXIT_LAUNCHER_ERROR, RunOptions, run};
+use egressgate_sandbox::{
+    Capture, EXIT_LAUNCHER_ERROR, RunOptions, SandboxError, hide_proxy_url_from_argv,
+    proxy_url_from, run,
+};
 
 fn main() {
+    if let Err(e) = hide_proxy_url_from_argv() {
+        fail(&e);
+    }
     let options = match parse(std::env::args_os().skip(1)) {
         Ok(options) => options,
         Err(message) => {
@@ -16,34 +25,43 @@ fn main() {
     };
     match run(options) {
         Ok(code) => exit(code),
-        Err(e) => {
-            eprintln!("egressgate sandbox: {e}");
-            exit(e.exit_code())
-        }
+        Err(e) => fail(&e),
     }
+}
+
+fn fail(e: &SandboxError) -> ! {
+    eprintln!("egressgate sandbox: {e}");
+    exit(e.exit_code())
 }
 
 fn parse(mut args: impl Iterator<Item = OsString>) -> Result<RunOptions, String> {
     let mut proxy_url = None;
+    let mut proxy_url_file = None;
     let mut isolate = true;
+    let mut capture = Capture::On;
+    let value = |name: &str, v: Option<OsString>| -> Result<String, String> {
+        v.ok_or(format!("{name} needs a value"))?
+            .into_string()
+            .map_err(|_| format!("{name} is not UTF-8"))
+    };
     while let Some(arg) = args.next() {
         match arg.to_str() {
-            Some("--proxy-url") => {
-                let value = args.next().ok_or("--proxy-url needs a value")?;
-                proxy_url = Some(
-                    value
-                        .into_string()
-                        .map_err(|_| "--proxy-url is not UTF-8")?,
-                );
+            Some("--proxy-url") => proxy_url = Some(value("--proxy-url", args.next())?),
+            Some("--proxy-url-file") => {
+                proxy_url_file = Some(PathBuf::from(value("--proxy-url-file", args.next())?));
             }
+            Some("--capture") => capture = value("--capture", args.next())?.parse()?,
             Some("--no-isolate") => isolate = false,
             Some("--") => break,
             _ => return Err(format!("unexpected argument {arg:?}")),
         }
     }
+    let proxy_url =
+        proxy_url_from(proxy_url, proxy_url_file.as_deref()).map_err(|e| e.to_string())?;
     Ok(RunOptions {
-        proxy_url: proxy_url.ok_or("--proxy-url is required")?,
+        proxy_url,
         isolate,
+        capture,
         command: args.collect(),
     })
 }

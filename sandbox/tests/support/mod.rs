@@ -24,6 +24,17 @@ pub fn launcher(proxy_url: &str, command: &[&str]) -> Command {
     cmd
 }
 
+/// The launcher with extra launcher flags (`--capture off`, say) before `--`.
+pub fn launcher_with(proxy_url: &str, flags: &[&str], command: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate-sandbox-run"));
+    cmd.arg("--proxy-url")
+        .arg(proxy_url)
+        .args(flags)
+        .arg("--")
+        .args(command);
+    cmd
+}
+
 /// The launcher with `--no-isolate`.
 pub fn launcher_no_isolate(proxy_url: &str, command: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate-sandbox-run"));

@@ -1,0 +1,209 @@
+//! The capture listener: each redirected connection's original destination becomes
+//! `CONNECT name:port` (or the IP literal, for an address outside the pool) to the proxy,
+//! through the same Unix socket the forwarder uses, with the turn's credential.
+//!
+//! When the proxy answers 200 the two connections are spliced; any other answer (a refusal,
+//! which the proxy records before it answers, or a failure) resets the client's connection,
+//! so the client sees "connection reset" only once the refusal is on the turn's record.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::sys::socket::{getsockopt, sockopt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, copy_bidirectional};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+
+use super::ACCEPT_BACKOFF;
+use super::pool::Pool;
+
+/// How long the proxy may take to answer a `CONNECT` (dial included).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest proxy answer head read before giving up on it.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// What every captured connection needs.
+pub(crate) struct Redirect {
+    /// The names behind the pool addresses.
+    pub(crate) pool: Arc<Mutex<Pool>>,
+    /// The Unix socket to the proxy (through the launcher outside).
+    pub(crate) socket: PathBuf,
+    /// `Proxy-Authorization` value, when the proxy URL carries a credential.
+    pub(crate) authorization: Option<String>,
+}
+
+/// Which original-destination call a listener's connections need.
+#[derive(Clone, Copy)]
+pub(crate) enum Family {
+    /// `SO_ORIGINAL_DST`.
+    V4,
+    /// `IP6T_SO_ORIGINAL_DST`.
+    V6,
+}
+
+/// Accepts until the process ends. A failed accept (out of file descriptors, say) pauses and
+/// tries again: the loop never ends on an error.
+pub(crate) async fn serve(listener: TcpListener, family: Family, redirect: Arc<Redirect>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let redirect = Arc::clone(&redirect);
+                tokio::spawn(async move { carry(stream, family, &redirect).await });
+            }
+            Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
+        }
+    }
+}
+
+/// One captured connection, start to end.
+async fn carry(mut client: TcpStream, family: Family, redirect: &Redirect) {
+    let _ = client.set_nodelay(true);
+    let spliced = match original_destination(&client, family) {
+        Ok(dest) => {
+            let target = target(dest, &redirect.pool);
+            match open_tunnel(&target, redirect).await {
+                Ok((mut proxy, early)) => {
+                    if client.write_all(&early).await.is_ok() {
+                        let _ = copy_bidirectional(&mut client, &mut proxy).await;
+                    }
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+        Err(_) => false,
+    };
+    if !spliced {
+        // Reset, not a clean close: the client must not take the refusal for an empty reply.
+        let _ = client.set_zero_linger();
+    }
+}
+
+/// Where the client meant to connect, before the ruleset's redirect.
+fn original_destination(client: &TcpStream, family: Family) -> io::Result<SocketAddr> {
+    match family {
+        Family::V4 => {
+            let raw = getsockopt(client, sockopt::OriginalDst)?;
+            let ip = std::net::Ipv4Addr::from(u32::from_be(raw.sin_addr.s_addr));
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(raw.sin_port),
+            )))
+        }
+        Family::V6 => {
+            let raw = getsockopt(client, sockopt::Ip6tOriginalDst)?;
+            let ip = std::net::Ipv6Addr::from(raw.sin6_addr.s6_addr);
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(raw.sin6_port),
+                0,
+                0,
+            )))
+        }
+    }
+}
+
+/// The `CONNECT` authority for a destination: the pool name, or the address as a literal
+/// (which the proxy refuses as `ip_literal` and records).
+pub(crate) fn target(dest: SocketAddr, pool: &Mutex<Pool>) -> String {
+    let name = pool
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .name(dest.ip())
+        .map(str::to_owned);
+    match (name, dest.ip()) {
+        (Some(name), _) => format!("{name}:{}", dest.port()),
+        (None, IpAddr::V4(ip)) => format!("{ip}:{}", dest.port()),
+        (None, IpAddr::V6(ip)) => format!("[{ip}]:{}", dest.port()),
+    }
+}
+
+/// Asks the proxy for a tunnel to `target`; on 200 returns the connection and whatever the
+/// proxy sent after its answer's head. Any other answer is an error.
+async fn open_tunnel(target: &str, redirect: &Redirect) -> io::Result<(UnixStream, Vec<u8>)> {
+    let mut proxy = UnixStream::connect(&redirect.socket).await?;
+    let mut request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
+    if let Some(auth) = &redirect.authorization {
+        request.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
+    }
+    request.push_str("\r\n");
+    proxy.write_all(request.as_bytes()).await?;
+    let (status, rest) = tokio::time::timeout(ANSWER_TIMEOUT, read_head(&mut proxy))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    if status == 200 {
+        Ok((proxy, rest))
+    } else {
+        Err(io::Error::other(format!("the proxy answered {status}")))
+    }
+}
+
+/// Reads an HTTP answer head; returns its status code and the bytes after the head.
+async fn read_head(proxy: &mut UnixStream) -> io::Result<(u16, Vec<u8>)> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    loop {
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            let status = status_code(&head[..end]).ok_or(io::ErrorKind::InvalidData)?;
+            return Ok((status, head.split_off(end + 4)));
+        }
+        if head.len() > MAX_HEAD {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+        let n = proxy.read(&mut buf).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The status code of `HTTP/1.x NNN ...`.
+fn status_code(head: &[u8]) -> Option<u16> {
+    let line = head.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut parts = line.split_whitespace();
+    parts.next().filter(|v| v.starts_with("HTTP/1."))?;
+    parts.next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::pool::Family as PoolFamily;
+
+    #[test]
+    fn pool_addresses_become_names_and_others_stay_literals() {
+        let pool = Mutex::new(Pool::default());
+        let addr = pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .address("files.example.com", PoolFamily::V6);
+        let Some(addr) = addr else {
+            return assert!(addr.is_some());
+        };
+        assert_eq!(
+            target(SocketAddr::new(addr, 8443), &pool),
+            "files.example.com:8443"
+        );
+        let v4: SocketAddr = "203.0.113.9:80".parse().unwrap_or(SocketAddr::new(addr, 0));
+        assert_eq!(target(v4, &pool), "203.0.113.9:80");
+        let v6: SocketAddr = "[2001:db8::1]:443"
+            .parse()
+            .unwrap_or(SocketAddr::new(addr, 0));
+        assert_eq!(target(v6, &pool), "[2001:db8::1]:443");
+    }
+
+    #[test]
+    fn reads_the_status_line() {
+        assert_eq!(
+            status_code(b"HTTP/1.1 200 Connection established"),
+            Some(200)
+        );
+        assert_eq!(status_code(b"HTTP/1.0 403 Forbidden\r\nX: y"), Some(403));
+        assert_eq!(status_code(b"SSH-2.0 hello"), None);
+        assert_eq!(status_code(b""), None);
+    }
+}
