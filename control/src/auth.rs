@@ -31,6 +31,11 @@ fn role_of(tokens: &Tokens, presented: &Secret) -> Option<egressgate_store::db::
     }
 }
 
+/// Whether `presented` is the admin token (the console's sign-in).
+pub(crate) fn is_admin_token(state: &AppState, presented: &Secret) -> bool {
+    role_of(&state.tokens, presented) == Some(egressgate_store::db::admin::Role::Admin)
+}
+
 fn bearer(parts: &Parts) -> Option<Secret> {
     let value = parts
         .headers
@@ -81,13 +86,22 @@ impl FromRequestParts<AppState> for RuntimeAuth {
     }
 }
 
-/// Proof that the request carried the admin token.
+/// Proof that the request carried the admin token, or (without an `Authorization` header)
+/// the admin console's session cookie plus, unless it only reads, the session's CSRF token.
 pub struct AdminAuth;
 
 impl FromRequestParts<AppState> for AdminAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if !parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+            && let Some(by_cookie) =
+                crate::ui::session::admin_by_cookie(state, &parts.method, &parts.headers).await
+        {
+            return by_cookie.map(|()| Self);
+        }
         authenticate(parts, state, egressgate_store::db::admin::Role::Admin).map(|()| Self)
     }
 }

@@ -16,6 +16,7 @@ mod grants;
 mod holder;
 mod routes;
 mod turn_access;
+mod ui;
 mod validate;
 
 use std::sync::Arc;
