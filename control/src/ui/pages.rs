@@ -28,6 +28,12 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env
 });
 
+/// An embedded file's URL for a template: our own constant path, not input, so it is
+/// inserted as is (auto-escaping would spell its slashes `&#x2f;`).
+fn asset(name: &str) -> minijinja::Value {
+    minijinja::Value::from_safe_string(assets::url(name))
+}
+
 fn render(name: &str, ctx: minijinja::Value) -> Response {
     let page = TEMPLATES.get_template(name).and_then(|t| t.render(ctx));
     match page {
@@ -54,8 +60,8 @@ pub(crate) async fn card(Path(id): Path<String>) -> Response {
         "card.html",
         context! {
             interrupt_id => id,
-            css => assets::url("ui.css"),
-            js => assets::url("card.js"),
+            css => asset("ui.css"),
+            js => asset("card.js"),
         },
     )
 }
@@ -72,8 +78,8 @@ pub(crate) async fn admin(State(state): State<AppState>, headers: HeaderMap) -> 
         context! {
             signed_in => csrf.is_some(),
             csrf => csrf.unwrap_or_default(),
-            css => assets::url("ui.css"),
-            js => assets::url("admin.js"),
+            css => asset("ui.css"),
+            js => asset("admin.js"),
         },
     )
 }
