@@ -92,7 +92,6 @@ async fn the_card_is_shown_only_for_its_secret() {
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
     let (id, secret) = card(&api, &turn, &["requests"]).await;
     let view = |id: String, body: String, user: Option<&'static str>| {
-        let api = api;
         async move {
             let mut h = vec![];
             if let Some(u) = user {

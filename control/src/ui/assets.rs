@@ -19,7 +19,8 @@ pub(crate) struct Asset {
     content_type: &'static str,
 }
 
-const FILES: [(&str, &str, &str); 3] = [
+const FILES: [(&str, &str, &str); 4] = [
+    ("icon.svg", include_str!("assets/icon.svg"), "image/svg+xml"),
     (
         "ui.css",
         include_str!("assets/ui.css"),

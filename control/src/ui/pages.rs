@@ -61,6 +61,7 @@ pub(crate) async fn card(Path(id): Path<String>) -> Response {
         context! {
             interrupt_id => id,
             css => asset("ui.css"),
+            icon => asset("icon.svg"),
             js => asset("card.js"),
         },
     )
@@ -79,6 +80,7 @@ pub(crate) async fn admin(State(state): State<AppState>, headers: HeaderMap) -> 
             signed_in => csrf.is_some(),
             csrf => csrf.unwrap_or_default(),
             css => asset("ui.css"),
+            icon => asset("icon.svg"),
             js => asset("admin.js"),
         },
     )

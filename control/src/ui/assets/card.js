@@ -138,7 +138,8 @@
     }
     if (r.status === 410) {
       return result("This request can no longer be answered",
-        (message(r) || "It expired.") + " The agent continued without it.", false);
+        "It expired, or the conversation moved on (a newer message was sent, or the chat was closed). " +
+        "The agent continued without it.", false);
     }
     if (code(r) === "BUSY") {
       enable(true);
