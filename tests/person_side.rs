@@ -7,11 +7,10 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
+use support::sse::Events;
 use support::*;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 const FILES: &str = "files.example.com";
@@ -91,22 +90,20 @@ async fn the_card_is_shown_only_for_its_secret() {
     let url = format!("http://{FILES}:{}/data.csv?token=x", o.addr.port());
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
     let (id, secret) = card(&api, &turn, &["requests"]).await;
-    let view = |id: String, body: String, user: Option<&'static str>| {
-        async move {
-            let mut h = vec![];
-            if let Some(u) = user {
-                h.push(("authorization", "Bearer test-runtime-token-0123456789"));
-                h.push(("x-egressgate-user", u));
-            }
-            raw(
-                &api,
-                "POST",
-                &format!("/v1/interrupts/{id}/view"),
-                &h,
-                &body,
-            )
-            .await
+    let view = |id: String, body: String, user: Option<&'static str>| async move {
+        let mut h = vec![];
+        if let Some(u) = user {
+            h.push(("authorization", "Bearer test-runtime-token-0123456789"));
+            h.push(("x-egressgate-user", u));
         }
+        raw(
+            &api,
+            "POST",
+            &format!("/v1/interrupts/{id}/view"),
+            &h,
+            &body,
+        )
+        .await
     };
     let ok = view(id.clone(), json!({"secret": secret}).to_string(), None).await;
     assert_eq!(ok.status, 200, "{}", ok.text());
@@ -301,86 +298,6 @@ async fn pending_cards_are_listed_per_user_without_secrets() {
         .call("GET", "/v1/users/alice/interrupts", None, None, None)
         .await;
     assert_eq!(r.status, 401);
-}
-
-/// A server-sent-events subscription over HTTP/1.0 (no chunking: the stream is the body).
-struct Events {
-    s: TcpStream,
-    buf: String,
-}
-
-impl Events {
-    async fn open(api: &Api, chat: &str, user: &str, last: Option<&str>) -> Self {
-        let mut req = format!(
-            "GET /v1/chats/{chat}/events HTTP/1.0\r\nhost: {}\r\nauthorization: Bearer {RUNTIME}\r\nx-egressgate-user: {user}\r\n",
-            api.addr
-        );
-        if let Some(l) = last {
-            req.push_str(&format!("last-event-id: {l}\r\n"));
-        }
-        req.push_str("\r\n");
-        let mut s = TcpStream::connect(api.addr).await.unwrap();
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut e = Self {
-            s,
-            buf: String::new(),
-        };
-        while !e.buf.contains("\r\n\r\n") {
-            e.fill(5).await;
-        }
-        let (head, rest) = e.buf.split_once("\r\n\r\n").unwrap();
-        assert!(
-            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-            "{head}"
-        );
-        assert!(
-            head.to_ascii_lowercase().contains("text/event-stream"),
-            "{head}"
-        );
-        e.buf = rest.to_owned();
-        e
-    }
-
-    async fn fill(&mut self, secs: u64) {
-        let mut chunk = [0u8; 4096];
-        let n = tokio::time::timeout(Duration::from_secs(secs), self.s.read(&mut chunk))
-            .await
-            .expect("no event in time")
-            .unwrap();
-        assert!(n > 0, "stream closed");
-        self.buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
-    }
-
-    /// The next block (event or comment) as its raw lines.
-    async fn block(&mut self, secs: u64) -> String {
-        loop {
-            if let Some((block, rest)) = self.buf.split_once("\n\n") {
-                let block = block.to_owned();
-                self.buf = rest.to_owned();
-                return block;
-            }
-            self.fill(secs).await;
-        }
-    }
-
-    /// The next event (comments skipped): (id, event, data).
-    async fn next(&mut self) -> (String, String, Value) {
-        loop {
-            let block = self.block(10).await;
-            if block.starts_with(':') {
-                continue;
-            }
-            let field = |name: &str| {
-                block
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&format!("{name}:")))
-                    .map(|v| v.trim().to_owned())
-                    .unwrap_or_default()
-            };
-            let data = serde_json::from_str(&field("data")).unwrap_or(Value::Null);
-            return (field("id"), field("event"), data);
-        }
-    }
 }
 
 #[tokio::test]
@@ -718,4 +635,37 @@ async fn pages_carry_strict_security_headers_and_immutable_assets() {
     // API answers carry the headers too.
     let r = api.get("/v1/admin/sites", ADMIN).await;
     assert_eq!(r.header("x-frame-options"), Some("DENY"));
+}
+
+#[tokio::test]
+async fn a_subscriber_too_far_behind_gets_a_resync_then_live_events() {
+    let (g, o) = setup(&[]).await;
+    let api = g.api();
+    // 300 distinct refusals in one chat (over two turns: a turn keeps at most 256 hosts).
+    let proxy = g.proxy();
+    for t in 0..2 {
+        let turn = api.turn("alice", "lag", &[]).await;
+        let sends = (0..150).map(|i| {
+            let turn = turn.clone();
+            let url = format!("http://h{t}-{i}.example.net/x");
+            async move { proxy_get(proxy, &turn, &url).await.status }
+        });
+        let statuses = futures_util::future::join_all(sends).await;
+        assert!(statuses.iter().all(|s| *s == 403));
+    }
+    let mut ev = Events::open(&api, "lag", "alice", Some("0")).await;
+    let (id, kind, data) = ev.next().await;
+    assert_eq!(kind, "resync");
+    assert_eq!(data["reason"], "lagged");
+    assert_eq!(data["last_event_id"].to_string(), id);
+    // Then it carries on live from there.
+    let turn = api.turn("alice", "lag", &[]).await;
+    let url = format!("http://{FILES}:{}/x", o.addr.port());
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    let (next, kind, data) = ev.next().await;
+    assert_eq!(
+        (kind.as_str(), data["host"].as_str()),
+        ("refusal.recorded", Some(FILES))
+    );
+    assert!(next.parse::<i64>().unwrap() > id.parse::<i64>().unwrap());
 }
