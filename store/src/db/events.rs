@@ -251,3 +251,65 @@ async fn listen(url: String, signal: Arc<EventSignal>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::testing::fresh;
+
+    async fn add(store: &Store, user: &str, chat: &str, kind: EventKind, at: Timestamp) {
+        let mut tx = store.begin().await.unwrap_or_else(|e| unreachable!("{e}"));
+        append(&mut tx, user, chat, kind, &serde_json::json!({"n": 1}), at)
+            .await
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        tx.commit().await.unwrap_or_else(|e| unreachable!("{e}"));
+        store.events_committed();
+    }
+
+    #[tokio::test]
+    async fn a_chat_reads_only_its_own_events_in_id_order() {
+        let db = fresh().await;
+        let s = &db.store;
+        let (alice, c1) = (
+            UserId::from_db("alice".into()),
+            ChatId::from_db("c1".into()),
+        );
+        let wake = s.subscribe_events();
+        let now = Timestamp::now();
+        add(s, "alice", "c1", EventKind::ApprovalRequested, now).await;
+        add(s, "bob", "c1", EventKind::ApprovalRequested, now).await;
+        add(s, "alice", "c1", EventKind::ApprovalResolved, now).await;
+        assert!(wake.has_changed().unwrap_or(false), "subscribers are woken");
+        let all = s.events_after(&alice, &c1, 0, 10).await.unwrap_or_default();
+        let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["approval.requested", "approval.resolved"]);
+        assert!(all[0].id < all[1].id);
+        let after = s
+            .events_after(&alice, &c1, all[0].id, 10)
+            .await
+            .unwrap_or_default();
+        assert_eq!(after.len(), 1);
+        assert_eq!(s.latest_event_id(&alice, &c1).await.ok(), Some(all[1].id));
+        let none = ChatId::from_db("none".into());
+        assert_eq!(s.latest_event_id(&alice, &none).await.ok(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn the_janitor_prunes_events_past_retention_only() {
+        let db = fresh().await;
+        let s = &db.store;
+        let now = Timestamp::now();
+        let old = Timestamp::from_millis(now.millis() - 25 * 3600 * 1000);
+        add(s, "alice", "c1", EventKind::ApprovalRevoked, old).await;
+        add(s, "alice", "c1", EventKind::ApprovalRevoked, now).await;
+        let counts = s.janitor_sweep(now).await.unwrap_or_default();
+        assert_eq!(counts.events, 1);
+        let (alice, c1) = (
+            UserId::from_db("alice".into()),
+            ChatId::from_db("c1".into()),
+        );
+        let left = s.events_after(&alice, &c1, 0, 10).await.unwrap_or_default();
+        assert_eq!(left.len(), 1);
+        assert!(s.oldest_event_id().await.unwrap_or(0) == left[0].id);
+    }
+}
