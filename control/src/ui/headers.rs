@@ -84,3 +84,41 @@ pub(crate) async fn same_origin(req: Request, next: Next) -> Response {
     }
     next.run(req).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn only_browsers_saying_another_site_are_cross_site() {
+        // Runtimes and curl send neither Origin nor Sec-Fetch-Site.
+        assert!(!cross_site(&headers(&[("host", "gate:8080")])));
+        assert!(!cross_site(&headers(&[
+            ("host", "gate:8080"),
+            ("origin", "http://gate:8080")
+        ])));
+        // TLS may end in front of us: the scheme is not compared.
+        assert!(!cross_site(&headers(&[
+            ("host", "Gate:8080"),
+            ("origin", "https://gate:8080")
+        ])));
+        for bad in [
+            &[("host", "gate:8080"), ("origin", "http://evil.example")][..],
+            &[("host", "gate:8080"), ("origin", "http://gate:8081")],
+            &[("host", "gate:8080"), ("origin", "null")],
+            &[("host", "gate:8080"), ("origin", "http://gate:8080.evil")],
+            &[("origin", "http://gate:8080")],
+            &[("host", "gate:8080"), ("sec-fetch-site", "cross-site")],
+        ] {
+            assert!(cross_site(&headers(bad)), "{bad:?}");
+        }
+    }
+}
