@@ -91,7 +91,7 @@ async fn the_card_page_and_the_console_work_in_chromium() {
     let o = origin().await;
     let g1 = start(&o, &[]);
     // Short lease and card lifetime, for the conflict and expiry states.
-    let g2 = start(&o, &["--lease", "1s", "--interrupt-ttl", "6s"]);
+    let g2 = start(&o, &["--lease", "1s", "--interrupt-ttl", "10s"]);
     let work = tempfile::tempdir().unwrap();
     let secrets_out = work.path().join("secrets.json");
     let shots = screenshot_dir();
