@@ -60,15 +60,22 @@ pub(crate) fn cross_site(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return false;
     };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let origin_host = origin.to_str().ok().and_then(|o| {
         o.strip_prefix("http://")
             .or_else(|| o.strip_prefix("https://"))
     });
-    match (origin_host, host) {
-        (Some(o), Some(h)) => !o.eq_ignore_ascii_case(h),
-        _ => true,
-    }
+    let Some(origin_host) = origin_host else {
+        return true;
+    };
+    // A reverse proxy that rewrites `Host` reports the browser's in `X-Forwarded-Host`; a
+    // cross-site page cannot set that header without a CORS preflight, which we never grant.
+    let names = [header::HOST.as_str(), "x-forwarded-host"];
+    !names.iter().any(|name| {
+        headers
+            .get(*name)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|h| h.trim().eq_ignore_ascii_case(origin_host))
+    })
 }
 
 /// Refuses state-changing requests that a browser marks as coming from another site.
@@ -105,6 +112,12 @@ mod tests {
             ("host", "gate:8080"),
             ("origin", "http://gate:8080")
         ])));
+        // Behind a reverse proxy that rewrites Host.
+        assert!(!cross_site(&headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("x-forwarded-host", "gate.example.org"),
+            ("origin", "https://gate.example.org")
+        ])));
         // TLS may end in front of us: the scheme is not compared.
         assert!(!cross_site(&headers(&[
             ("host", "Gate:8080"),
@@ -117,6 +130,10 @@ mod tests {
             &[("host", "gate:8080"), ("origin", "http://gate:8080.evil")],
             &[("origin", "http://gate:8080")],
             &[("host", "gate:8080"), ("sec-fetch-site", "cross-site")],
+            &[
+                ("x-forwarded-host", "evil.example"),
+                ("origin", "http://gate:8080"),
+            ],
         ] {
             assert!(cross_site(&headers(bad)), "{bad:?}");
         }
