@@ -572,6 +572,26 @@ async fn the_dry_run_matches_recent_refusals_with_the_pattern_rules() {
         422
     );
     assert_eq!(api.get("/v1/admin/dry-run", ADMIN).await.status, 422);
+    let both = api
+        .get(
+            "/v1/admin/dry-run?pattern=example.com&package=requests",
+            ADMIN,
+        )
+        .await;
+    assert_eq!(both.status, 422);
+    // A package: the cards that asked for it (names canonicalised as the list stores them).
+    let (id, _) = card(&api, &turn, &["Requests"]).await;
+    let r = api
+        .get("/v1/admin/dry-run?package=requests&days=1", ADMIN)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["package"], "requests");
+    assert_eq!(r.json()["cards"][0]["interrupt_id"], id.as_str());
+    assert_eq!(r.json()["cards"][0]["chat_id"], "c1");
+    let r = api.get("/v1/admin/dry-run?package=numpy", ADMIN).await;
+    assert_eq!(r.json()["cards"], json!([]));
+    let r = api.get("/v1/admin/dry-run?package=gem:rails", ADMIN).await;
+    assert_eq!(r.status, 422);
     assert_eq!(
         api.get("/v1/admin/dry-run?pattern=example.com", RUNTIME)
             .await

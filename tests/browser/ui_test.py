@@ -348,7 +348,8 @@ def main():
         axe(ctx_axe, c.link, "card page")
 
         # 6. The admin console: sign in, add with a note, dry run, remove, users, audit.
-        admin_turn = Card(base, "dave", "admin-dry")  # leaves a refusal of FILES to dry-run
+        # Leaves a refusal of FILES and a card asking for requests, to dry-run against.
+        admin_turn = Card(base, "dave", "admin-dry", packages=["requests"])
         page = browser_page(ctx, "admin-wrong-token")
         page.goto(f"{base}/ui/admin")
         page.fill("#token", "wrong-token-0000000")
@@ -376,6 +377,10 @@ def main():
         check("public datasets" in page.inner_text("#sites"), "note shown")
         check(through_proxy(admin_turn.proxy_url, admin_turn.url) == 200, "pre-approved: next request passes")
         page.fill("#package-name", "Requests")
+        page.click("#package-dry-run")
+        page.wait_for_selector("#dry-run-summary:has-text('would have been pre-approved')")
+        check("requests" in page.inner_text("#dry-run-summary"), page.inner_text("#dry-run-summary"))
+        check("admin-dry" in page.inner_text("#dry-run-list"), "the card that asked for it")
         page.click("#package-form button[type=submit]")
         page.wait_for_selector("#packages:has-text('requests')")
         page.fill("#user-id", "erin")

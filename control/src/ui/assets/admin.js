@@ -66,23 +66,41 @@
     });
   }
 
-  async function dryRun() {
-    const pattern = $("site-pattern").value.trim();
+  function item(list, text) {
+    const li = document.createElement("li");
+    li.textContent = text;
+    list.appendChild(li);
+  }
+
+  // A dry run of a site pattern (refusals it would have allowed) or of a package (cards that
+  // asked for it); nothing is saved either way.
+  async function dryRun(kind) {
+    const value = kind === "pattern" ? $("site-pattern").value.trim() : $("package-name").value.trim();
     const days = $("dry-days").value || "7";
-    const out = await call("GET", "/v1/admin/dry-run?pattern=" + encodeURIComponent(pattern) +
+    const out = await call("GET", "/v1/admin/dry-run?" + kind + "=" + encodeURIComponent(value) +
       "&days=" + encodeURIComponent(days));
     const list = $("dry-run-list");
     list.replaceChildren();
-    for (const r of out.would_allow) {
-      const li = document.createElement("li");
-      li.textContent = r.host + ":" + r.port + " — refused " + r.count + "× for " + r.user_id +
-        " in chat " + r.chat_id + " (last " + r.last_seen + ")";
-      list.appendChild(li);
+    let summary;
+    if (kind === "pattern") {
+      for (const r of out.would_allow) {
+        item(list, r.host + ":" + r.port + " — refused " + r.count + "× for " + r.user_id +
+          " in chat " + r.chat_id + " (last " + r.last_seen + ")");
+      }
+      summary = out.would_allow.length === 0
+        ? "No refusal of the last " + out.days + " days matches " + out.pattern + "."
+        : out.pattern + " would have allowed " + out.would_allow.length + " refused destination(s) in the last " +
+          out.days + " days: " + out.hosts.join(", ") + ".";
+    } else {
+      for (const c of out.cards) {
+        item(list, "card " + c.interrupt_id + " for " + c.user_id + " in chat " + c.chat_id + " (" + c.at + ")");
+      }
+      summary = out.cards.length === 0
+        ? "No card of the last " + out.days + " days asked for " + out.package + "."
+        : out.package + " would have been pre-approved for " + out.cards.length + " card(s) in the last " +
+          out.days + " days.";
     }
-    $("dry-run-summary").textContent = out.would_allow.length === 0
-      ? "No refusal of the last " + out.days + " days matches " + out.pattern + "."
-      : out.pattern + " would have allowed " + out.would_allow.length + " refused destination(s) in the last " +
-        out.days + " days: " + out.hosts.join(", ") + (out.truncated ? " (older ones not scanned)." : ".");
+    $("dry-run-summary").textContent = summary + (out.truncated ? " (Older rows were not scanned.)" : "");
     $("dry-run").hidden = false;
     status("Dry run done; nothing was saved.");
   }
@@ -135,9 +153,11 @@
     $("site-pattern").value = ""; $("site-note").value = "";
     await loadList("sites", "pattern");
   });
-  $("site-dry-run").addEventListener("click", async () => {
-    try { await dryRun(); } catch (err) { status("Dry run failed: " + err.message); }
-  });
+  for (const [button, kind] of [["site-dry-run", "pattern"], ["package-dry-run", "package"]]) {
+    $(button).addEventListener("click", async () => {
+      try { await dryRun(kind); } catch (err) { status("Dry run failed: " + err.message); }
+    });
+  }
   onSubmit("package-form", async () => {
     const name = $("package-name").value.trim();
     const note = $("package-note").value.trim();
