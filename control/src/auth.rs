@@ -127,11 +127,36 @@ scoped_auth!(
     Scope::CardsRead,
     Scope::Approvals
 );
-scoped_auth!(
-    /// Proof of the `admin` scope.
-    AdminAuth,
-    Scope::Admin
-);
+/// Whether `presented` holds the `admin` scope (the admin console's sign-in exchanges it for
+/// a session).
+pub(crate) async fn is_admin_token(state: &AppState, presented: &Secret) -> bool {
+    scopes_of(state, presented)
+        .await
+        .is_ok_and(|s| s.contains(Scope::Admin))
+}
+
+/// Proof of the `admin` scope: a bearer token holding it, or (without an `Authorization`
+/// header) the admin console's session cookie plus, unless it only reads, the session's CSRF
+/// token.
+pub struct AdminAuth;
+
+impl FromRequestParts<AppState> for AdminAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if !parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+            && let Some(by_cookie) =
+                crate::ui::session::admin_by_cookie(state, &parts.method, &parts.headers).await
+        {
+            return by_cookie.map(|()| Self);
+        }
+        authenticate(parts, state, &[Scope::Admin])
+            .await
+            .map(|()| Self)
+    }
+}
 
 /// The header naming the person on chat-scoped endpoints.
 pub const USER_HEADER: &str = "x-egressgate-user";

@@ -34,6 +34,22 @@ fn pointer_size(p: &Pointer) -> usize {
         + decision.map_or(0, |d| d.len())
 }
 
+/// The paused run's snapshot, base64, for whoever holds the claim (resume or takeover).
+pub async fn load_snapshot(state: &AppState, p: &Pointer) -> Result<Option<String>, ApiError> {
+    use base64::Engine as _;
+    let Some(blob) = &p.snapshot else {
+        return Ok(None);
+    };
+    let bytes = state
+        .blobs
+        .get(blob)
+        .await
+        .map_err(|e| unavailable(&e.to_string()))?;
+    Ok(Some(
+        base64::engine::general_purpose::STANDARD.encode(bytes),
+    ))
+}
+
 /// `507 SNAPSHOT_FAILED`: no pointer and no card exist.
 pub fn snapshot_failed(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED", message)

@@ -27,8 +27,16 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
-/// The user the runtime names, if it sent its token and the user header.
-pub struct SecretHolder(pub Option<UserId>);
+/// Who presents a secret: the user the runtime names (if it sent its token and the user
+/// header), and whether the runtime token was sent at all. A claim made without the runtime
+/// token (the card page, any bare secret holder) is a *handoff* claim: the runtime takes it
+/// over to do the resumed work (`POST /v1/interrupts/{id}/takeover`).
+pub struct SecretHolder {
+    /// The person the runtime speaks for.
+    pub user: Option<UserId>,
+    /// Whether the request carried a token with the `approvals` scope.
+    pub runtime: bool,
+}
 
 /// The `X-Egressgate-User` header, if present and well-formed.
 pub fn user_header(headers: &HeaderMap) -> Option<UserId> {
@@ -41,7 +49,7 @@ pub fn user_header(headers: &HeaderMap) -> Option<UserId> {
 impl SecretHolder {
     /// Whether a card of `owner` may be answered by this caller.
     pub fn may_act_for(&self, owner: &UserId) -> bool {
-        self.0.as_ref().is_none_or(|u| u == owner)
+        self.user.as_ref().is_none_or(|u| u == owner)
     }
 }
 
@@ -53,9 +61,15 @@ impl FromRequestParts<AppState> for SecretHolder {
             .headers
             .contains_key(axum::http::header::AUTHORIZATION)
         {
-            return Ok(Self(None));
+            return Ok(Self {
+                user: None,
+                runtime: false,
+            });
         }
         ApprovalsAuth::from_request_parts(parts, state).await?;
-        Ok(Self(user_header(&parts.headers)))
+        Ok(Self {
+            user: user_header(&parts.headers),
+            runtime: true,
+        })
     }
 }

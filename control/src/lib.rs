@@ -17,6 +17,7 @@ mod holder;
 mod resume_guard;
 mod routes;
 mod turn_access;
+mod ui;
 mod validate;
 
 use std::sync::Arc;

@@ -15,11 +15,15 @@ mod audit;
 mod batches;
 mod chats;
 mod claims;
+mod dry_run;
+mod events;
 mod health;
 mod interrupts;
+mod pending;
 mod resume;
 mod tokens;
 mod turns;
+mod view;
 
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
@@ -48,6 +52,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/admin/tokens", get(tokens::list).post(tokens::add))
         .route("/v1/admin/tokens/{name}", delete(tokens::remove))
         .route("/v1/admin/audit", get(audit::list))
+        .route("/v1/admin/dry-run", get(dry_run::dry_run))
+        .route("/v1/users/{user_id}/interrupts", get(pending::list))
+        .route("/v1/interrupts/{id}/view", post(view::view))
+        .route("/v1/interrupts/{id}/takeover", post(claims::takeover))
+        .route("/v1/chats/{chat_id}/events", get(events::stream))
         .route("/v1/interrupts", post(interrupts::register))
         .route("/v1/interrupts/{id}/outcome", get(interrupts::outcome))
         .route("/v1/interrupts/{id}/resume", post(resume::resume))
@@ -63,12 +72,15 @@ pub(crate) fn router(state: AppState) -> Router {
             "/v1/chats/{chat_id}/approvals/{kind}/{value}",
             delete(chats::revoke),
         )
+        .merge(crate::ui::router())
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(one_credential_each))
         .layer(axum::Extension(std::sync::Arc::new(ResumeGuard::new(
             &state.settings,
         ))))
+        .layer(axum::middleware::from_fn(crate::ui::same_origin))
+        .layer(axum::middleware::from_fn(crate::ui::security_headers))
         .with_state(state)
 }
 

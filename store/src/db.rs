@@ -6,6 +6,7 @@ pub mod admin;
 pub mod approvals;
 pub mod audit;
 pub mod drafts;
+pub mod events;
 pub mod interrupts;
 pub mod janitor;
 pub mod policy;
@@ -14,6 +15,7 @@ pub mod register;
 pub mod resume;
 pub mod tokens;
 pub mod turns;
+pub mod ui_sessions;
 
 use std::path::Path;
 use std::str::FromStr as _;
@@ -75,6 +77,7 @@ impl Default for PoolOptions {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    signal: std::sync::Arc<events::EventSignal>,
 }
 
 /// Migrations per dialect: (version, description, SQLite text, PostgreSQL text). Both folders
@@ -97,6 +100,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "scoped tokens",
         include_str!("../../migrations/sqlite/0003_scoped_tokens.sql"),
         include_str!("../../migrations/postgres/0003_scoped_tokens.sql"),
+    ),
+    (
+        14,
+        "events and console sessions",
+        include_str!("../../migrations/sqlite/0014_events.sql"),
+        include_str!("../../migrations/postgres/0014_events.sql"),
     ),
 ];
 
@@ -139,7 +148,12 @@ impl Store {
             })
             .connect_with(connect)
             .await?;
-        Ok(Self { pool, backend })
+        let listen_url = (backend == Backend::Postgres).then(|| url.to_owned());
+        Ok(Self {
+            pool,
+            backend,
+            signal: events::EventSignal::new(listen_url),
+        })
     }
 
     /// Applies this dialect's migrations; safe to run from many processes at once (the

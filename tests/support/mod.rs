@@ -6,6 +6,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod pg;
+pub mod sse;
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};

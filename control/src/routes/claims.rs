@@ -108,3 +108,78 @@ pub(crate) async fn complete(
     }
     Ok(Json(json!({"state": "done"})))
 }
+
+/// The claim a runtime takes over, in the resume answer's shape.
+#[derive(serde::Serialize)]
+pub(crate) struct Takeover {
+    /// Always `claimed`.
+    state: InterruptState,
+    /// The runtime's claim: heartbeat and complete with it.
+    claim: ClaimOut,
+    /// The decision the page's click fixed.
+    decision: Option<egressgate_store::db::interrupts::Decision>,
+    /// The paused run's snapshot, base64.
+    snapshot: Option<String>,
+}
+
+/// A claim as the resume answer shows it.
+#[derive(serde::Serialize)]
+pub(crate) struct ClaimOut {
+    claim_id: String,
+    lease_expires_at: Timestamp,
+    deadline: Timestamp,
+}
+
+/// `POST /v1/interrupts/{id}/takeover` (runtime token + `X-Egressgate-User`): the runtime
+/// takes over a claim that a bare secret holder (the card page) made, gets a fresh claim id
+/// and does the resumed work with it. Exactly one caller wins (a conditional write on the
+/// claim read); the page's own claim id stops working. Nothing to take over — no claim, a
+/// runtime's own claim, or one already taken over — is `409 CLAIM_LOST`.
+pub(crate) async fn takeover(
+    crate::auth::ApprovalsUser(user): crate::auth::ApprovalsUser,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Takeover>, ApiError> {
+    let now = Timestamp::now();
+    let id = InterruptId::parse(&id).ok_or_else(interrupt_not_found)?;
+    let p = state
+        .store
+        .interrupt(&id, now)
+        .await?
+        .ok_or_else(interrupt_not_found)?;
+    if p.user != user {
+        return Err(interrupt_not_found());
+    }
+    if p.state == InterruptState::Claimed && p.deadline.is_some_and(|d| d.has_passed(now)) {
+        return Err(ApiError::gone(
+            "DEADLINE_PASSED",
+            "the resume ran past its deadline; the claim cannot be taken over",
+        ));
+    }
+    if !super::interrupts::awaits_takeover(&p, now) {
+        return Err(claim_lost());
+    }
+    let claim = Secret::generate();
+    let hash = claim.hash();
+    let deadline = p.deadline.unwrap_or(now);
+    let lease = now.plus(state.settings.lease).min(deadline);
+    let worker = super::resume::worker_label("claim", &hash);
+    if !state
+        .store
+        .take_over_claim(&p, &hash, &worker, lease, now)
+        .await?
+    {
+        return Err(claim_lost());
+    }
+    let snapshot = bulk::load_snapshot(&state, &p).await?;
+    Ok(Json(Takeover {
+        state: InterruptState::Claimed,
+        claim: ClaimOut {
+            claim_id: claim.expose().to_owned(),
+            lease_expires_at: lease,
+            deadline,
+        },
+        decision: p.decision,
+        snapshot,
+    }))
+}

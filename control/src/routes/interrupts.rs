@@ -73,7 +73,7 @@ fn response_schema() -> Value {
 }
 
 /// The AG-UI 1.0 `Interrupt` for a pointer.
-fn interrupt_json(p: &Pointer) -> Value {
+pub(crate) fn interrupt_json(p: &Pointer) -> Value {
     let mut v = json!({
         "id": p.id,
         "reason": if p.tool_call_id.is_some() { "tool_call" } else { "egressgate:approval" },
@@ -259,7 +259,20 @@ pub(crate) async fn outcome(
     if user_header(&headers).is_some_and(|u| u != p.user) {
         return Err(interrupt_not_found());
     }
-    Ok(Json(
-        json!({"state": p.effective_state(now), "card": p.card, "decision": p.decision}),
-    ))
+    Ok(Json(json!({
+        "state": p.effective_state(now),
+        "card": p.card,
+        "decision": p.decision,
+        "handoff": awaits_takeover(&p, now),
+    })))
+}
+
+/// Whether the current claim was made by a bare secret holder (the card page) and waits for
+/// the runtime to take it over.
+pub(crate) fn awaits_takeover(p: &Pointer, now: Timestamp) -> bool {
+    p.state == egressgate_store::db::interrupts::InterruptState::Claimed
+        && p.deadline.is_some_and(|d| !d.has_passed(now))
+        && p.worker
+            .as_deref()
+            .is_some_and(|w| w.starts_with(super::resume::HANDOFF))
 }

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
 use egressgate_store::db::resume::ClaimAttempt;
 use egressgate_store::{InterruptId, Secret, SecretHash, Timestamp};
@@ -50,7 +48,7 @@ struct ResumeEntry {
     metadata: Option<Value>,
 }
 
-fn expired(why: &str) -> ApiError {
+pub(crate) fn expired(why: &str) -> ApiError {
     ApiError::gone(
         "INTERRUPT_EXPIRED",
         format!("this approval request expired: {why}"),
@@ -70,16 +68,43 @@ fn dummy_hash() -> SecretHash {
 }
 
 /// The caller and the process's resume limits, for step 2.
-struct Attempt<'a> {
+pub(crate) struct Attempt<'a> {
     guard: &'a ResumeGuard,
     client: ClientKey,
     holder: &'a SecretHolder,
 }
 
+impl<'a> Attempt<'a> {
+    /// Who presents a secret, from where, under which limits: every endpoint that checks a
+    /// resume secret (resume, the card page's view) counts failures the same way.
+    pub(crate) fn new(
+        guard: &'a ResumeGuard,
+        client: &ClientAddr,
+        holder: &'a SecretHolder,
+    ) -> Self {
+        Self {
+            guard,
+            client: ClientKey::of(client.0),
+            holder,
+        }
+    }
+}
+
+/// Label prefix of a claim made without the runtime token, which the runtime takes over.
+pub(crate) const HANDOFF: &str = "handoff";
+
+/// A claim's worker label: its kind and a prefix of its hash (never the claim id itself).
+pub(crate) fn worker_label(kind: &str, claim_hash: &SecretHash) -> String {
+    format!(
+        "{kind}-{}",
+        claim_hash.as_str().get(..12).unwrap_or_default()
+    )
+}
+
 /// Step 2: the pointer, if the id exists, the secret matches and the caller may act for its
 /// user; otherwise the identical 404. A client or card past its failure limit is refused
 /// before the database is asked; a failure is charged and tallied, never written on its own.
-async fn authenticate(
+pub(crate) async fn authenticate(
     state: &AppState,
     id: &str,
     secret: &Secret,
@@ -135,11 +160,7 @@ pub(crate) async fn resume(
         }
     };
     // 2. The pointer, by id and secret.
-    let who = Attempt {
-        guard: &guard,
-        client: ClientKey::of(client.0),
-        holder: &holder,
-    };
+    let who = Attempt::new(&guard, &client, &holder);
     let p = authenticate(
         &state,
         &id,
@@ -213,7 +234,7 @@ pub(crate) async fn resume(
     }
     // 6. The claim (or, past the cap, denial and expiry).
     let actor = holder
-        .0
+        .user
         .as_ref()
         .map_or_else(|| "resume-secret".to_owned(), |u| format!("user:{u}"));
     if p.claim_count >= i64::from(s.claim_cap) {
@@ -229,10 +250,7 @@ pub(crate) async fn resume(
     let lease = now.plus(s.lease).min(deadline);
     let attempt = ClaimAttempt {
         read: &p,
-        worker: format!(
-            "claim-{}",
-            claim_hash.as_str().get(..12).unwrap_or_default()
-        ),
+        worker: worker_label(if holder.runtime { "claim" } else { HANDOFF }, &claim_hash),
         claim_hash,
         lease_expires_at: lease,
         deadline,
@@ -243,18 +261,7 @@ pub(crate) async fn resume(
     if !state.store.claim_interrupt(&attempt, now).await? {
         return Err(in_progress());
     }
-    let snapshot = match &p.snapshot {
-        Some(blob) => Some(
-            STANDARD.encode(
-                state
-                    .blobs
-                    .get(blob)
-                    .await
-                    .map_err(|e| bulk::unavailable(&e.to_string()))?,
-            ),
-        ),
-        None => None,
-    };
+    let snapshot = bulk::load_snapshot(&state, &p).await?;
     Ok(Json(json!({
         "state": "claimed",
         "claim": {"claim_id": claim.expose(), "lease_expires_at": lease, "deadline": deadline},

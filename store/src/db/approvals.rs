@@ -92,6 +92,7 @@ impl Store {
         let entry = AuditEntry::chat(AuditKind::ApprovalRevoked, "runtime", user, chat, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(true)
     }
 
@@ -144,6 +145,7 @@ impl Store {
         let entry = AuditEntry::chat(AuditKind::ChatHidden, "runtime", user, chat, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(true)
     }
 }

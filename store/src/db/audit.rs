@@ -3,6 +3,7 @@
 
 use sqlx::{Any, Row as _, Transaction};
 
+use super::events::EventKind;
 use super::interrupts::Pointer;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
@@ -175,7 +176,33 @@ pub async fn write(
     .execute(&mut **tx)
     .await
     .map_err(StoreError::Audit)?;
+    if let (Some(kind), Some(user), Some(chat)) =
+        (event_of(entry.kind), entry.user_id, entry.chat_id)
+    {
+        let mut data = entry.detail;
+        if let Some(obj) = data.as_object_mut() {
+            obj.insert("chat_id".into(), chat.into());
+            obj.insert("audit_kind".into(), entry.kind.as_str().into());
+            if let Some(id) = entry.interrupt_id {
+                obj.insert("interrupt_id".into(), id.into());
+            }
+        }
+        super::events::append(tx, user, chat, kind, &data, now).await?;
+    }
     Ok(())
+}
+
+/// The chat event an audited change publishes, if any: the audit row and the event are
+/// written together, so a stream never reports a change that did not commit.
+fn event_of(kind: AuditKind) -> Option<EventKind> {
+    match kind {
+        AuditKind::ApprovalRequested => Some(EventKind::ApprovalRequested),
+        AuditKind::ApprovalResolved | AuditKind::ClaimCapExpired => {
+            Some(EventKind::ApprovalResolved)
+        }
+        AuditKind::ApprovalRevoked | AuditKind::ChatHidden => Some(EventKind::ApprovalRevoked),
+        AuditKind::TurnOpened | AuditKind::DecisionRejected | AuditKind::AdminChange => None,
+    }
 }
 
 impl Store {

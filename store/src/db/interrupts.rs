@@ -266,6 +266,26 @@ impl Store {
         .await
     }
 
+    /// The user's cards still waiting for an answer, across chats, oldest first: what a
+    /// runtime shows as a badge and re-renders after a reload (after reissuing a secret).
+    pub async fn pending_interrupts(
+        &self,
+        user: &UserId,
+        now: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<Pointer>, StoreError> {
+        let rows = sqlx::query(select_pointer!(
+            "user_id = $1 AND state = 'pending' AND expires_at > $2 AND purge_at > $2 \
+             ORDER BY created_at, interrupt_id LIMIT $3"
+        ))
+        .bind(user.as_str())
+        .bind(now.millis())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(pointer_from_row).collect()
+    }
+
     /// Gives the chat's open request a fresh resume secret (the old one stops working) and
     /// returns it; `None` when the chat has no open request.
     pub async fn reissue_secret(

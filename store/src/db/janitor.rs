@@ -25,6 +25,10 @@ pub struct SweepCounts {
     pub approvals: u64,
     /// Blobs deleted.
     pub blobs: u64,
+    /// Chat events older than [`super::events::RETENTION`].
+    pub events: u64,
+    /// Admin console sessions past their expiry.
+    pub ui_sessions: u64,
 }
 
 impl Store {
@@ -49,6 +53,10 @@ impl Store {
                 "DELETE FROM approvals WHERE expires_at <= $1",
                 &mut counts.approvals,
             ),
+            (
+                "DELETE FROM ui_sessions WHERE expires_at <= $1",
+                &mut counts.ui_sessions,
+            ),
         ] {
             *slot = sqlx::query(sql)
                 .bind(now.millis())
@@ -56,6 +64,14 @@ impl Store {
                 .await?
                 .rows_affected();
         }
+        let horizon = now
+            .millis()
+            .saturating_sub(i64::try_from(super::events::RETENTION.as_millis()).unwrap_or(0));
+        counts.events = sqlx::query("DELETE FROM events WHERE at <= $1")
+            .bind(horizon)
+            .execute(self.pool())
+            .await?
+            .rows_affected();
         Ok(counts)
     }
 

@@ -122,7 +122,50 @@ fn coalesce<'a>(events: &[&'a RefusalEvent]) -> Vec<(&'a RefusalEvent, i64)> {
     out
 }
 
+/// A refusal row with the chat it belongs to: what an admin dry run matches a pattern against.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecentRefusal {
+    /// The turn refused.
+    pub turn_id: String,
+    /// Its user.
+    pub user_id: String,
+    /// Its chat.
+    pub chat_id: String,
+    /// The refusal itself.
+    #[serde(flatten)]
+    pub row: RefusalRow,
+}
+
 impl Store {
+    /// Refusals last seen at or after `since`, newest first, at most `limit`: the admin dry
+    /// run matches a candidate pattern against them in Rust, with the same pattern code the
+    /// proxy uses (never a SQL `LIKE`).
+    pub async fn recent_refusals(
+        &self,
+        since: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<RecentRefusal>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.host, r.port, r.reason, r.url, r.count, r.first_seen, r.last_seen, \
+             r.turn_id, t.user_id, t.chat_id FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
+             WHERE r.last_seen >= $1 ORDER BY r.last_seen DESC LIMIT $2",
+        )
+        .bind(since.millis())
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(RecentRefusal {
+                    row: refusal_from_row(r)?,
+                    turn_id: r.try_get(7)?,
+                    user_id: r.try_get(8)?,
+                    chat_id: r.try_get(9)?,
+                })
+            })
+            .collect()
+    }
+
     /// Records refusals in one transaction (the proxy batches concurrent refusals so each
     /// commit serves many requests). Per turn at most `max_hosts` distinct hosts are kept;
     /// past that the turn's overflow counter grows. Returns only after commit, so a caller
@@ -133,8 +176,11 @@ impl Store {
         max_hosts: i64,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        insert_refusals(&mut tx, events.iter(), max_hosts).await?;
+        let appended = insert_refusals(&mut tx, events.iter(), max_hosts).await?;
         tx.commit().await?;
+        if appended {
+            self.events_committed();
+        }
         Ok(())
     }
 
@@ -174,8 +220,11 @@ impl Store {
             .zip(&verdicts)
             .filter(|(_, allowed)| !**allowed)
             .map(|(c, _)| &c.event);
-        insert_refusals(&mut tx, refusals.iter().chain(refused), max_hosts).await?;
+        let appended = insert_refusals(&mut tx, refusals.iter().chain(refused), max_hosts).await?;
         tx.commit().await?;
+        if appended {
+            self.events_committed();
+        }
         Ok(verdicts)
     }
 
@@ -189,22 +238,8 @@ impl Store {
         .fetch_all(self.pool())
         .await?;
         let refusals = rows
-            .into_iter()
-            .map(|r| {
-                let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
-                    .ok_or(StoreError::Corrupt("refusals.reason"))?;
-                Ok(RefusalRow {
-                    host: r.try_get(0)?,
-                    port: u16::try_from(r.try_get::<i64, _>(1)?)
-                        .map_err(|_| StoreError::Corrupt("refusals.port"))?,
-                    reason,
-                    approvable: reason.approvable(),
-                    url: r.try_get(3)?,
-                    count: r.try_get(4)?,
-                    first_seen: Timestamp::from_millis(r.try_get(5)?),
-                    last_seen: Timestamp::from_millis(r.try_get(6)?),
-                })
-            })
+            .iter()
+            .map(refusal_from_row)
             .collect::<Result<Vec<_>, StoreError>>()?;
         let overflow: Option<i64> =
             sqlx::query("SELECT refusal_overflow FROM turns WHERE turn_id = $1")
@@ -265,14 +300,35 @@ impl Store {
             .collect()
     }
 }
+/// Parses the first seven columns `host, port, reason, url, count, first_seen, last_seen`.
+fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
+    let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
+        .ok_or(StoreError::Corrupt("refusals.reason"))?;
+    Ok(RefusalRow {
+        host: r.try_get(0)?,
+        port: u16::try_from(r.try_get::<i64, _>(1)?)
+            .map_err(|_| StoreError::Corrupt("refusals.port"))?,
+        reason,
+        approvable: reason.approvable(),
+        url: r.try_get(3)?,
+        count: r.try_get(4)?,
+        first_seen: Timestamp::from_millis(r.try_get(5)?),
+        last_seen: Timestamp::from_millis(r.try_get(6)?),
+    })
+}
+
 /// Writes refusals (coalesced) inside `tx`, keeping at most `max_hosts` distinct hosts per
-/// turn and counting the rest in the turn's overflow.
+/// turn and counting the rest in the turn's overflow. Each *new* (turn, host, port, reason)
+/// row also appends one `refusal.recorded` event; repeats only grow the row's count (a retry
+/// storm must not flood the chat's stream — the count is in the refusal record). Returns
+/// whether any event was appended.
 async fn insert_refusals<'a>(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     events: impl Iterator<Item = &'a RefusalEvent>,
     max_hosts: i64,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let events: Vec<&RefusalEvent> = events.collect();
+    let mut fresh: Vec<&RefusalEvent> = Vec::new();
     for (e, n) in coalesce(&events) {
         let updated = sqlx::query(
             "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url) \
@@ -316,7 +372,23 @@ async fn insert_refusals<'a>(
             .bind(n)
             .execute(&mut **tx)
             .await?;
+        } else {
+            fresh.push(e);
         }
     }
-    Ok(())
+    // Last in the transaction: on PostgreSQL the append holds the ordering lock to commit.
+    for e in &fresh {
+        let mut data = serde_json::json!({
+            "turn_id": e.turn.as_str(),
+            "host": e.host,
+            "port": e.port,
+            "reason": e.reason,
+            "approvable": e.reason.approvable(),
+        });
+        if let (Some(obj), Some(url)) = (data.as_object_mut(), &e.url) {
+            obj.insert("url".into(), url.clone().into());
+        }
+        super::events::append_for_turn(tx, e.turn.as_str(), &data, e.at).await?;
+    }
+    Ok(!fresh.is_empty())
 }

@@ -227,6 +227,7 @@ impl Store {
         let entry = AuditEntry::card(AuditKind::ApprovalRequested, "runtime", &pointer, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await.map_err(StoreError::from)?;
+        self.events_committed();
         Ok(pointer)
     }
 }

@@ -192,6 +192,7 @@ impl Store {
         let entry = AuditEntry::card(AuditKind::ApprovalResolved, attempt.actor, p, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(true)
     }
 
@@ -229,6 +230,7 @@ impl Store {
         let entry = AuditEntry::card(AuditKind::ClaimCapExpired, actor, read, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
+        self.events_committed();
         Ok(true)
     }
 
@@ -264,6 +266,47 @@ impl Store {
         .bind(read.id.as_str())
         .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Hands a claim made by a bare secret holder (the card page) over to the runtime: one
+    /// conditional write that succeeds only while the claim read is still the current one —
+    /// same claim hash, same worker label, still claimed, before its deadline — so of many
+    /// runtime workers exactly one takes it over. The new holder gets a fresh lease and the
+    /// user's slot follows it. `false` when the claim changed first.
+    pub async fn take_over_claim(
+        &self,
+        read: &Pointer,
+        claim_hash: &SecretHash,
+        worker: &str,
+        lease_expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let (Some(old_hash), Some(old_worker)) = (&read.claim_hash, &read.worker) else {
+            return Ok(false);
+        };
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(
+            "UPDATE interrupts SET claim_hash = $1, worker = $2, lease_expires_at = $3 \
+             WHERE interrupt_id = $4 AND claim_hash = $5 AND worker = $6 AND state = 'claimed' \
+             AND deadline > $7 AND claim_count = $8",
+        )
+        .bind(claim_hash.as_str())
+        .bind(worker)
+        .bind(lease_expires_at.millis())
+        .bind(read.id.as_str())
+        .bind(old_hash.as_str())
+        .bind(old_worker)
+        .bind(now.millis())
+        .bind(read.claim_count)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Ok(false);
+        }
+        hold_slot(&mut tx, &read.user, &read.id, lease_expires_at).await?;
         tx.commit().await?;
         Ok(true)
     }

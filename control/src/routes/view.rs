@@ -1,0 +1,81 @@
+//! `POST /v1/interrupts/{id}/view`: the card for whoever holds its resume secret — what the
+//! card page shows. The secret is checked exactly as resume step 2 does (hashed, constant
+//! time, a dummy comparison for unknown ids, one identical 404 for unknown ids, wrong secrets
+//! and other users); an expired card is `410 INTERRUPT_EXPIRED`. POST, so the secret travels
+//! in a body and never in a URL or an access log.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use egressgate_store::card::Card;
+use egressgate_store::db::interrupts::{Decision, InterruptState};
+use egressgate_store::{Secret, Timestamp};
+use serde_json::Value;
+
+use super::interrupts::interrupt_json;
+use super::resume::{Attempt, authenticate, expired};
+use crate::AppState;
+use crate::body::StrictJson;
+use crate::error::ApiError;
+use crate::holder::{ClientAddr, SecretHolder};
+use crate::resume_guard::ResumeGuard;
+
+/// The page's request: only the secret from the link's fragment.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ViewBody {
+    secret: String,
+}
+
+/// What a secret holder may see of a card.
+#[derive(serde::Serialize)]
+pub(crate) struct CardView {
+    /// The card's (interrupt's) id.
+    interrupt_id: String,
+    /// pending, claimed or done (expired cards answer 410 instead).
+    state: InterruptState,
+    /// The consequence sentence.
+    message: String,
+    /// Sites, sample URLs, packages and the agent's reason.
+    card: Card,
+    /// When the card stops being answerable.
+    expires_at: Timestamp,
+    /// The decision, once a resume claimed the card.
+    decision: Option<Decision>,
+    /// The AG-UI interrupt, as the runtime got it.
+    interrupt: Value,
+}
+
+/// `POST /v1/interrupts/{id}/view`.
+pub(crate) async fn view(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Extension(guard): Extension<Arc<ResumeGuard>>,
+    client: ClientAddr,
+    holder: SecretHolder,
+    StrictJson(body): StrictJson<ViewBody>,
+) -> Result<Json<CardView>, ApiError> {
+    let now = Timestamp::now();
+    let p = authenticate(
+        &state,
+        &id,
+        &Secret::from_presented(&body.secret),
+        &Attempt::new(&guard, &client, &holder),
+        now,
+    )
+    .await?;
+    let shown = p.effective_state(now);
+    if shown == InterruptState::Expired {
+        return Err(expired("it is no longer answerable"));
+    }
+    Ok(Json(CardView {
+        interrupt_id: p.id.as_str().to_owned(),
+        state: shown,
+        message: p.card.message(),
+        interrupt: interrupt_json(&p),
+        card: p.card,
+        expires_at: p.expires_at,
+        decision: p.decision,
+    }))
+}

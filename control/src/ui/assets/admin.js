@@ -1,0 +1,180 @@
+// The admin console: signs in once with the admin token (exchanged for an HttpOnly session
+// cookie), then drives the admin API with that cookie and the page's CSRF token.
+"use strict";
+(function () {
+  const $ = (x) => document.getElementById(x);
+  const csrfInput = $("csrf");
+  const csrf = csrfInput ? csrfInput.value : "";
+  function status(text) { $("status").textContent = text; }
+
+  async function call(method, path, body) {
+    const headers = { "x-egressgate-csrf": csrf };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const res = await fetch(path, {
+      method: method, headers: headers, credentials: "same-origin", cache: "no-store",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let json = null;
+    try { json = await res.json(); } catch (_) { json = null; }
+    if (!res.ok) {
+      const msg = json && json.error ? json.error.message : "error " + res.status;
+      if (res.status === 401) { location.reload(); }
+      throw new Error(msg);
+    }
+    return json;
+  }
+
+  function cell(tr, text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text == null ? "" : String(text);
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+    return td;
+  }
+
+  async function loadList(kind, key) {
+    const data = await call("GET", "/v1/admin/" + kind);
+    const body = $(kind);
+    body.replaceChildren();
+    for (const e of data[kind]) {
+      const tr = document.createElement("tr");
+      cell(tr, e[key]);
+      cell(tr, e.note);
+      cell(tr, e.created_at);
+      const td = cell(tr, "");
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "secondary";
+      b.textContent = "Remove";
+      b.setAttribute("aria-label", "Remove " + e[key]);
+      b.addEventListener("click", async () => {
+        try {
+          await call("DELETE", "/v1/admin/" + kind + "/" + encodeURIComponent(e[key]));
+          status("Removed " + e[key] + ".");
+          await loadList(kind, key);
+        } catch (err) { status("Could not remove " + e[key] + ": " + err.message); }
+      });
+      td.appendChild(b);
+      body.appendChild(tr);
+    }
+  }
+
+  function onSubmit(form, fn) {
+    $(form).addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try { await fn(); } catch (err) { status(err.message); }
+    });
+  }
+
+  function item(list, text) {
+    const li = document.createElement("li");
+    li.textContent = text;
+    list.appendChild(li);
+  }
+
+  // A dry run of a site pattern (refusals it would have allowed) or of a package (cards that
+  // asked for it); nothing is saved either way.
+  async function dryRun(kind) {
+    const value = kind === "pattern" ? $("site-pattern").value.trim() : $("package-name").value.trim();
+    const days = $("dry-days").value || "7";
+    const out = await call("GET", "/v1/admin/dry-run?" + kind + "=" + encodeURIComponent(value) +
+      "&days=" + encodeURIComponent(days));
+    const list = $("dry-run-list");
+    list.replaceChildren();
+    let summary;
+    if (kind === "pattern") {
+      for (const r of out.would_allow) {
+        item(list, r.host + ":" + r.port + " — refused " + r.count + "× for " + r.user_id +
+          " in chat " + r.chat_id + " (last " + r.last_seen + ")");
+      }
+      summary = out.would_allow.length === 0
+        ? "No refusal of the last " + out.days + " days matches " + out.pattern + "."
+        : out.pattern + " would have allowed " + out.would_allow.length + " refused destination(s) in the last " +
+          out.days + " days: " + out.hosts.join(", ") + ".";
+    } else {
+      for (const c of out.cards) {
+        item(list, "card " + c.interrupt_id + " for " + c.user_id + " in chat " + c.chat_id + " (" + c.at + ")");
+      }
+      summary = out.cards.length === 0
+        ? "No card of the last " + out.days + " days asked for " + out.package + "."
+        : out.package + " would have been pre-approved for " + out.cards.length + " card(s) in the last " +
+          out.days + " days.";
+    }
+    $("dry-run-summary").textContent = summary + (out.truncated ? " (Older rows were not scanned.)" : "");
+    $("dry-run").hidden = false;
+    status("Dry run done; nothing was saved.");
+  }
+
+  async function audit() {
+    const q = new URLSearchParams();
+    const kind = $("audit-kind").value;
+    if (kind) q.set("kind", kind);
+    const since = $("audit-since").value;
+    if (since) q.set("since", new Date(since).toISOString());
+    q.set("limit", $("audit-limit").value || "100");
+    const out = await call("GET", "/v1/admin/audit?" + q.toString());
+    const body = $("audit");
+    body.replaceChildren();
+    for (const a of out.audit) {
+      const tr = document.createElement("tr");
+      cell(tr, a.at);
+      cell(tr, a.kind);
+      cell(tr, a.actor);
+      cell(tr, a.chat_id ? (a.user_id || "") + " / " + a.chat_id : "");
+      cell(tr, JSON.stringify(a.detail), "detail");
+      body.appendChild(tr);
+    }
+    status(out.audit.length + " audit row(s).");
+  }
+
+  if ($("signin-form")) {
+    onSubmit("signin-form", async () => {
+      const res = await fetch("/ui/admin/session", {
+        method: "POST", headers: { "content-type": "application/json" }, credentials: "same-origin",
+        body: JSON.stringify({ token: $("token").value }),
+      });
+      $("token").value = "";
+      if (res.status === 204) { location.reload(); return; }
+      status("Sign-in failed: that is not the admin token.");
+      $("token").focus();
+    });
+    return;
+  }
+
+  onSubmit("signout-form", async () => {
+    await call("POST", "/ui/admin/signout");
+    location.reload();
+  });
+  onSubmit("site-form", async () => {
+    const pattern = $("site-pattern").value.trim();
+    const note = $("site-note").value.trim();
+    await call("POST", "/v1/admin/sites", note ? { pattern: pattern, note: note } : { pattern: pattern });
+    status("Added " + pattern + ".");
+    $("site-pattern").value = ""; $("site-note").value = "";
+    await loadList("sites", "pattern");
+  });
+  for (const [button, kind] of [["site-dry-run", "pattern"], ["package-dry-run", "package"]]) {
+    $(button).addEventListener("click", async () => {
+      try { await dryRun(kind); } catch (err) { status("Dry run failed: " + err.message); }
+    });
+  }
+  onSubmit("package-form", async () => {
+    const name = $("package-name").value.trim();
+    const note = $("package-note").value.trim();
+    await call("POST", "/v1/admin/packages", note ? { name: name, note: note } : { name: name });
+    status("Added " + name + ".");
+    $("package-name").value = ""; $("package-note").value = "";
+    await loadList("packages", "name");
+  });
+  onSubmit("user-form", async () => {
+    const user = $("user-id").value.trim();
+    const can = $("user-can").value === "true";
+    await call("PUT", "/v1/admin/users/" + encodeURIComponent(user), { can_approve: can });
+    status(user + (can ? " may approve." : " may not approve."));
+  });
+  onSubmit("audit-form", audit);
+
+  Promise.all([loadList("sites", "pattern"), loadList("packages", "name"), audit()])
+    .then(() => status("Signed in."))
+    .catch((err) => status("Could not load: " + err.message));
+})();

@@ -1,0 +1,87 @@
+//! The server-rendered page shells (minijinja templates compiled into the binary, HTML
+//! auto-escaped). Pages carry no data a link alone must not reveal: the card page's script
+//! fetches the card with the secret from the URL fragment, and the console shows its lists
+//! only to a signed-in session.
+
+use std::sync::LazyLock;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use egressgate_store::InterruptId;
+use minijinja::{Environment, context};
+
+use super::assets;
+use super::session;
+use crate::AppState;
+
+static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    for (name, text) in [
+        ("card.html", include_str!("templates/card.html")),
+        ("admin.html", include_str!("templates/admin.html")),
+    ] {
+        if let Err(e) = env.add_template(name, text) {
+            tracing::error!(error = %e, template = name, "template does not compile");
+        }
+    }
+    env
+});
+
+/// An embedded file's URL for a template: our own constant path, not input, so it is
+/// inserted as is (auto-escaping would spell its slashes `&#x2f;`).
+fn asset(name: &str) -> minijinja::Value {
+    minijinja::Value::from_safe_string(assets::url(name))
+}
+
+fn render(name: &str, ctx: minijinja::Value) -> Response {
+    let page = TEMPLATES.get_template(name).and_then(|t| t.render(ctx));
+    match page {
+        Ok(html) => ([(header::CACHE_CONTROL, "no-store")], Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, template = name, "page could not be rendered");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the page could not be rendered",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// `GET /ui/cards/{interrupt_id}`: the card page's shell. The secret stays in the fragment
+/// (`#secret=…`), which browsers never send; an id that cannot exist renders the same shell,
+/// whose script then says the link is not valid.
+pub(crate) async fn card(Path(id): Path<String>) -> Response {
+    let id = InterruptId::parse(&id)
+        .map(|i| i.as_str().to_owned())
+        .unwrap_or_default();
+    render(
+        "card.html",
+        context! {
+            interrupt_id => id,
+            css => asset("ui.css"),
+            icon => asset("icon.svg"),
+            js => asset("card.js"),
+        },
+    )
+}
+
+/// `GET /ui/admin`: the console for a signed-in session (with its CSRF token in the page),
+/// otherwise the sign-in form.
+pub(crate) async fn admin(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let csrf = match session::current(&state, &headers).await {
+        Ok(s) => s.map(|s| s.csrf),
+        Err(e) => return e.into_response(),
+    };
+    render(
+        "admin.html",
+        context! {
+            signed_in => csrf.is_some(),
+            csrf => csrf.unwrap_or_default(),
+            css => asset("ui.css"),
+            icon => asset("icon.svg"),
+            js => asset("admin.js"),
+        },
+    )
+}

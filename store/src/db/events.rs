@@ -1,0 +1,315 @@
+//! A chat's event log (`refusal.recorded`, `approval.requested`, `approval.resolved`,
+//! `approval.revoked`): appended inside the transaction of the change it reports, read back as
+//! "everything after id N", and signalled to subscribers — in-process by a watch channel, across
+//! processes on PostgreSQL by `NOTIFY` (delivered on commit) — with polling as the fallback.
+//!
+//! Ordering: subscribers advance a cursor over ids, so an id must never become visible after a
+//! larger one of the same chat. SQLite has one writer at a time; on PostgreSQL an append takes
+//! a transaction-scoped advisory lock held until commit, so event-writing transactions commit
+//! in id order. Appends come last in their transactions to keep that lock short.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sqlx::{Acquire as _, Any, Row as _, Transaction};
+use tokio::sync::watch;
+
+use super::{Backend, Store, StoreError};
+use crate::ids::{ChatId, UserId};
+use crate::time::Timestamp;
+
+/// The PostgreSQL channel that carries "new events were committed".
+const CHANNEL: &str = "egressgate_events";
+
+/// Advisory lock key that orders event-writing transactions on PostgreSQL.
+const APPEND_LOCK: i64 = 0x6567_6576; // "egev"
+
+/// How long events are kept (a subscriber further behind than this gets a resync).
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The closed set of event kinds a chat's stream carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A new (host, port, reason) was refused for one of the chat's turns.
+    RefusalRecorded,
+    /// A card was registered (a person can answer it now).
+    ApprovalRequested,
+    /// A card was claimed with a decision (approved, declined, cancelled, or denied at the
+    /// claim cap).
+    ApprovalResolved,
+    /// Approvals were taken back (one revoked, or all with the chat hidden).
+    ApprovalRevoked,
+}
+
+impl EventKind {
+    /// The SSE `event:` name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RefusalRecorded => "refusal.recorded",
+            Self::ApprovalRequested => "approval.requested",
+            Self::ApprovalResolved => "approval.resolved",
+            Self::ApprovalRevoked => "approval.revoked",
+        }
+    }
+}
+
+/// One stored event.
+#[derive(Clone, Debug)]
+pub struct ChatEvent {
+    /// Monotonic id (the SSE `id:` line).
+    pub id: i64,
+    /// When it was written.
+    pub at: Timestamp,
+    /// The stored kind spelling (an [`EventKind::as_str`]).
+    pub kind: String,
+    /// JSON object text (never a secret).
+    pub data: String,
+}
+
+/// Wakes subscribers when events were committed; shared by every clone of a [`Store`].
+#[derive(Debug)]
+pub(crate) struct EventSignal {
+    tx: watch::Sender<u64>,
+    listening: AtomicBool,
+    url: Option<String>,
+}
+
+impl EventSignal {
+    pub(crate) fn new(url: Option<String>) -> Arc<Self> {
+        Arc::new(Self {
+            tx: watch::Sender::new(0),
+            listening: AtomicBool::new(false),
+            url,
+        })
+    }
+
+    fn bump(&self) {
+        self.tx.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Appends one event inside `tx` (call it last, just before commit).
+pub(crate) async fn append(
+    tx: &mut Transaction<'static, Any>,
+    user: &str,
+    chat: &str,
+    kind: EventKind,
+    data: &serde_json::Value,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    order_appends(tx).await?;
+    sqlx::query(
+        "INSERT INTO events (at, user_id, chat_id, kind, data) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(now.millis())
+    .bind(user)
+    .bind(chat)
+    .bind(kind.as_str())
+    .bind(data.to_string())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Appends a `refusal.recorded` event for the chat that owns `turn`.
+pub(crate) async fn append_for_turn(
+    tx: &mut Transaction<'static, Any>,
+    turn: &str,
+    data: &serde_json::Value,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    order_appends(tx).await?;
+    sqlx::query(
+        "INSERT INTO events (at, user_id, chat_id, kind, data) \
+         SELECT $1, user_id, chat_id, $2, $3 FROM turns WHERE turn_id = $4",
+    )
+    .bind(now.millis())
+    .bind(EventKind::RefusalRecorded.as_str())
+    .bind(data.to_string())
+    .bind(turn)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// On PostgreSQL: hold the append lock until commit and queue the notification (delivered
+/// only if the transaction commits). A no-op on SQLite, whose writers are serialised.
+async fn order_appends(tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
+    let conn = tx.acquire().await?;
+    if conn.backend_name() != "PostgreSQL" {
+        return Ok(());
+    }
+    sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock($1)) AS l")
+        .bind(APPEND_LOCK)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("SELECT 1 FROM (SELECT pg_notify($1, '')) AS n")
+        .bind(CHANNEL)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Tells this process's subscribers that events may have been committed. Called after
+    /// each commit of a transaction that can append; other processes learn by `NOTIFY` or by
+    /// polling.
+    pub(crate) fn events_committed(&self) {
+        self.signal.bump();
+    }
+
+    /// A receiver that changes whenever events may have been committed (in this process, or
+    /// in any process on PostgreSQL). Subscribers still poll as a fallback.
+    pub fn subscribe_events(&self) -> watch::Receiver<u64> {
+        if self.backend == Backend::Postgres
+            && !self.signal.listening.swap(true, Ordering::SeqCst)
+            && let Some(url) = self.signal.url.clone()
+        {
+            tokio::spawn(listen(url, self.signal.clone()));
+        }
+        self.signal.tx.subscribe()
+    }
+
+    /// The chat's events after `after`, oldest first, at most `limit`.
+    pub async fn events_after(
+        &self,
+        user: &UserId,
+        chat: &ChatId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<ChatEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, at, kind, data FROM events WHERE user_id = $1 AND chat_id = $2 \
+             AND id > $3 ORDER BY id LIMIT $4",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(ChatEvent {
+                    id: r.try_get(0)?,
+                    at: Timestamp::from_millis(r.try_get(1)?),
+                    kind: r.try_get(2)?,
+                    data: r.try_get(3)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The largest event id of the chat (0 when none): where a fresh subscriber starts, and
+    /// where a lagging one resumes after a resync.
+    pub async fn latest_event_id(&self, user: &UserId, chat: &ChatId) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT COALESCE(MAX(id), 0) FROM events WHERE user_id = $1 AND chat_id = $2",
+        )
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .fetch_one(self.pool())
+        .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// The smallest event id still kept across all chats (0 when none): a `Last-Event-ID`
+    /// below it may have missed pruned events.
+    pub async fn oldest_event_id(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COALESCE(MIN(id), 0) FROM events")
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+}
+
+/// Forwards PostgreSQL notifications to the in-process signal, reconnecting on failure.
+/// Missed notifications only delay delivery until the subscribers' next poll.
+async fn listen(url: String, signal: Arc<EventSignal>) {
+    loop {
+        match sqlx::postgres::PgListener::connect(&url).await {
+            Ok(mut l) => {
+                if let Err(e) = l.listen(CHANNEL).await {
+                    tracing::warn!(error = %e, "event LISTEN failed; polling meanwhile");
+                } else {
+                    loop {
+                        match l.recv().await {
+                            Ok(_) => signal.bump(),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "event listener lost; reconnecting");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "event listener cannot connect; polling"),
+        }
+        // Whatever was committed while we were away is found by the next read.
+        signal.bump();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::testing::fresh;
+
+    async fn add(store: &Store, user: &str, chat: &str, kind: EventKind, at: Timestamp) {
+        let mut tx = store.begin().await.unwrap_or_else(|e| unreachable!("{e}"));
+        append(&mut tx, user, chat, kind, &serde_json::json!({"n": 1}), at)
+            .await
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        tx.commit().await.unwrap_or_else(|e| unreachable!("{e}"));
+        store.events_committed();
+    }
+
+    #[tokio::test]
+    async fn a_chat_reads_only_its_own_events_in_id_order() {
+        let db = fresh().await;
+        let s = &db.store;
+        let (alice, c1) = (
+            UserId::from_db("alice".into()),
+            ChatId::from_db("c1".into()),
+        );
+        let wake = s.subscribe_events();
+        let now = Timestamp::now();
+        add(s, "alice", "c1", EventKind::ApprovalRequested, now).await;
+        add(s, "bob", "c1", EventKind::ApprovalRequested, now).await;
+        add(s, "alice", "c1", EventKind::ApprovalResolved, now).await;
+        assert!(wake.has_changed().unwrap_or(false), "subscribers are woken");
+        let all = s.events_after(&alice, &c1, 0, 10).await.unwrap_or_default();
+        let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["approval.requested", "approval.resolved"]);
+        assert!(all[0].id < all[1].id);
+        let after = s
+            .events_after(&alice, &c1, all[0].id, 10)
+            .await
+            .unwrap_or_default();
+        assert_eq!(after.len(), 1);
+        assert_eq!(s.latest_event_id(&alice, &c1).await.ok(), Some(all[1].id));
+        let none = ChatId::from_db("none".into());
+        assert_eq!(s.latest_event_id(&alice, &none).await.ok(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn the_janitor_prunes_events_past_retention_only() {
+        let db = fresh().await;
+        let s = &db.store;
+        let now = Timestamp::now();
+        let old = Timestamp::from_millis(now.millis() - 25 * 3600 * 1000);
+        add(s, "alice", "c1", EventKind::ApprovalRevoked, old).await;
+        add(s, "alice", "c1", EventKind::ApprovalRevoked, now).await;
+        let counts = s.janitor_sweep(now).await.unwrap_or_default();
+        assert_eq!(counts.events, 1);
+        let (alice, c1) = (
+            UserId::from_db("alice".into()),
+            ChatId::from_db("c1".into()),
+        );
+        let left = s.events_after(&alice, &c1, 0, 10).await.unwrap_or_default();
+        assert_eq!(left.len(), 1);
+        assert!(s.oldest_event_id().await.unwrap_or(0) == left[0].id);
+    }
+}

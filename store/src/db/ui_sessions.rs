@@ -1,0 +1,64 @@
+//! Admin console sessions: a row per signed-in browser holding only the SHA-256 of the session
+//! cookie and of its CSRF token, with an expiry. Signing out deletes the row.
+
+use sqlx::Row as _;
+
+use super::{Store, StoreError};
+use crate::ids::SecretHash;
+use crate::time::Timestamp;
+
+impl Store {
+    /// Stores a new session (both values already hashed).
+    pub async fn create_ui_session(
+        &self,
+        session: &SecretHash,
+        csrf: &SecretHash,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO ui_sessions (session_hash, csrf_hash, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(session.as_str())
+        .bind(csrf.as_str())
+        .bind(now.millis())
+        .bind(expires_at.millis())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The CSRF hash and expiry of a live session; `None` when unknown or expired.
+    pub async fn ui_session(
+        &self,
+        session: &SecretHash,
+        now: Timestamp,
+    ) -> Result<Option<(SecretHash, Timestamp)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT csrf_hash, expires_at FROM ui_sessions WHERE session_hash = $1 \
+             AND expires_at > $2",
+        )
+        .bind(session.as_str())
+        .bind(now.millis())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok((
+                SecretHash::from_db(r.try_get(0)?),
+                Timestamp::from_millis(r.try_get(1)?),
+            ))
+        })
+        .transpose()
+    }
+
+    /// Ends a session (sign out); `false` when there was none.
+    pub async fn delete_ui_session(&self, session: &SecretHash) -> Result<bool, StoreError> {
+        let n = sqlx::query("DELETE FROM ui_sessions WHERE session_hash = $1")
+            .bind(session.as_str())
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+        Ok(n > 0)
+    }
+}

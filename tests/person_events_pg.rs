@@ -1,0 +1,103 @@
+//! The chat event stream across processes on PostgreSQL: a proxy process records refusals,
+//! one control process registers and resumes the card, and a subscriber on *another* control
+//! process sees every event in order (woken by `NOTIFY`, with polling as the fallback), then
+//! resumes from its `Last-Event-ID` on the first process without a gap.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::pg::PgCluster;
+use support::sse::Events;
+use support::*;
+
+const FILES: &str = "files.example.com";
+
+#[tokio::test]
+async fn a_subscriber_on_one_control_process_sees_changes_made_through_others() {
+    let pg = PgCluster::start();
+    let o = origin().await;
+    let port = o.addr.port().to_string();
+    let proxy = gate()
+        .subcommand("proxy")
+        .database(&pg.url())
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
+        .start();
+    let public = proxy.proxy().to_string();
+    let control = || {
+        gate()
+            .subcommand("control")
+            .database(&pg.url())
+            .args(&["--proxy-public-url", &public])
+            .start()
+    };
+    let (a, b) = (control(), control());
+    let (api_a, api_b) = (a.api(), b.api());
+    let mut ev = Events::open(&api_b, "c1", "alice", None).await;
+    let turn = api_a.turn("alice", "c1", &[]).await;
+    let url = format!("http://{FILES}:{port}/data.csv");
+    let t0 = Instant::now();
+    assert_eq!(proxy_get(proxy.proxy(), &turn, &url).await.status, 403);
+    let (first, kind, data) = ev.next().await;
+    let refusal_latency = t0.elapsed();
+    assert_eq!(kind, "refusal.recorded");
+    assert_eq!(data["host"], FILES);
+    let r = api_a
+        .post(
+            &format!("/v1/turns/{}/approval-requests", turn.id),
+            RUNTIME,
+            json!({"reason": "needs the data"}),
+        )
+        .await;
+    let r = api_a
+        .post(
+            "/v1/interrupts",
+            RUNTIME,
+            json!({"draft_id": r.json()["draft_id"]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["interrupt"]["id"].as_str().unwrap().to_owned();
+    let secret = r.json()["resume_secret"].as_str().unwrap().to_owned();
+    let (_, kind, data) = ev.next().await;
+    assert_eq!(
+        (kind.as_str(), data["interrupt_id"].as_str()),
+        ("approval.requested", Some(id.as_str()))
+    );
+    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]});
+    let t1 = Instant::now();
+    let r = api_a
+        .call(
+            "POST",
+            &format!("/v1/interrupts/{id}/resume"),
+            None,
+            None,
+            Some(&body.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (last, kind, data) = ev.next().await;
+    let resolve_latency = t1.elapsed();
+    assert_eq!(kind, "approval.resolved");
+    assert_eq!(data["decision"]["outcome"], "approved");
+    eprintln!(
+        "cross-process event latency: refusal {refusal_latency:?}, resolution {resolve_latency:?}"
+    );
+    assert!(
+        resolve_latency < Duration::from_secs(3),
+        "{resolve_latency:?}"
+    );
+    // Resuming on the other process from the first event's id: the rest, in order.
+    let mut again = Events::open(&api_a, "c1", "alice", Some(&first)).await;
+    let (_, k1, _) = again.next().await;
+    let (id2, k2, _) = again.next().await;
+    assert_eq!(
+        (k1.as_str(), k2.as_str()),
+        ("approval.requested", "approval.resolved")
+    );
+    assert_eq!(id2, last);
+}
