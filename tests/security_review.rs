@@ -609,3 +609,58 @@ async fn an_ech_hello_is_judged_by_its_outer_sni_and_grease_ech_passes() {
         "the refused hello never reached the origin"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The control plane's addresses (`--control-addr`) are never dialled, even inside --allow-cidr.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn control_addresses_are_refused_like_the_gates_own_listeners() {
+    // A listener standing in for a control process elsewhere on this host.
+    let control = origin().await;
+    let port = control.addr.port();
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8"])
+        .args(&["--allow-port", &port.to_string()])
+        .args(&["--control-addr", &format!("127.0.0.1:{port}")])
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("gina", "c1", &[]).await;
+    let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/")).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.header("x-egress-refused"), Some("private_address"));
+    let (r, _) = connect(g.proxy(), &turn, &format!("{FILES}:{port}")).await;
+    assert_eq!(r.header("x-egress-refused"), Some("private_address"));
+    assert_eq!(
+        control.connection_count(),
+        0,
+        "the control address was dialled"
+    );
+}
+
+#[test]
+fn a_bad_control_addr_is_one_line_and_a_non_zero_exit() {
+    for (args, env) in [
+        (vec!["--control-addr", "no-port"], None),
+        (vec![], Some("127.0.0.1:80,junk")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+        cmd.arg("proxy")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--proxy-listen", "127.0.0.1:0"])
+            .args(&args)
+            .env_remove("EGRESSGATE_CONTROL_ADDR");
+        if let Some(v) = env {
+            cmd.env("EGRESSGATE_CONTROL_ADDR", v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--control-addr"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
