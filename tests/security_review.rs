@@ -664,3 +664,43 @@ fn a_bad_control_addr_is_one_line_and_a_non_zero_exit() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+/// A proxy-only process told the control plane's address, on a database named only in the
+/// URL's query (`?host=…&port=…`): neither is ever dialled, even inside `--allow-cidr`.
+#[tokio::test]
+async fn a_proxy_process_refuses_its_control_plane_and_a_query_named_database() {
+    let pg = support::pg::PgCluster::start();
+    let control = gate()
+        .subcommand("control")
+        .database(&pg.url())
+        .args(&["--proxy-public-url", "127.0.0.1:3128"])
+        .start();
+    let control_port = control.control.unwrap().port();
+    let query_url = format!(
+        "postgres://postgres@localhost:1/postgres?host=127.0.0.1&port={}",
+        pg.port
+    );
+    let proxy = gate()
+        .subcommand("proxy")
+        .database(&query_url)
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8"])
+        .args(&["--allow-port", &control_port.to_string()])
+        .args(&["--allow-port", &pg.port.to_string()])
+        .args(&["--control-addr", &format!("127.0.0.1:{control_port}")])
+        .start();
+    let api = control.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("hana", "c1", &[]).await;
+    for port in [control_port, pg.port] {
+        let r = proxy_get(proxy.proxy(), &turn, &format!("http://{FILES}:{port}/")).await;
+        assert_eq!(r.status, 403, "port {port}: {}", r.text());
+        assert_eq!(r.header("x-egress-refused"), Some("private_address"));
+        let (r, _) = connect(proxy.proxy(), &turn, &format!("{FILES}:{port}")).await;
+        assert_eq!(
+            r.header("x-egress-refused"),
+            Some("private_address"),
+            "port {port}"
+        );
+    }
+}
