@@ -149,20 +149,7 @@ impl Tunnel<'_> {
                 finish(self.shared, self.turn, self.target, totals);
             }
             Some(Opened::Http { client, first }) => {
-                let (shared, turn) = (self.shared, self.turn);
-                let ends = deadline_at(self.ends_at);
-                let stop = drained(shared);
-                let served = plain_http::serve(
-                    shared,
-                    turn,
-                    self.target,
-                    self.addrs,
-                    client,
-                    first,
-                    ends,
-                    stop,
-                );
-                Box::pin(served).await;
+                Box::pin(plain_http::serve(self, client, first)).await;
             }
             None => {}
         }

@@ -26,6 +26,8 @@ use crate::relay::{self, Activity, End};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
+use super::{Tunnel, deadline_at, drained};
+
 /// The client stream: first yields bytes already read from it, and notes activity both ways
 /// for the tunnel's idle timeout.
 struct Prefixed<C> {
@@ -134,21 +136,14 @@ async fn one(
 
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
 /// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
-/// up (`ends_at`: the earlier of its turn's and its grant's expiry) or `stop` resolves (the
-/// process drained).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn serve<C>(
-    shared: &Arc<Shared>,
-    turn: &Arc<TurnEntry>,
-    target: &Target,
-    addrs: &[SocketAddr],
-    client: C,
-    first: Vec<u8>,
-    ends_at: tokio::time::Instant,
-    stop: impl std::future::Future<Output = ()>,
-) where
+/// up (the earlier of its turn's and its grant's expiry) or the process has drained.
+pub(super) async fn serve<C>(tunnel: &Tunnel<'_>, client: C, first: Vec<u8>)
+where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (shared, turn) = (tunnel.shared, tunnel.turn);
+    let ends_at = deadline_at(tunnel.ends_at);
+    let stop = drained(shared);
     let start = tokio::time::Instant::now();
     let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
     let io = TokioIo::new(Prefixed {
@@ -160,7 +155,7 @@ pub(crate) async fn serve<C>(
         down: down.clone(),
     });
     let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
-        (Arc::new(target.clone()), addrs.into());
+        (Arc::new(tunnel.target.clone()), tunnel.addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
     let service = service_fn(move |req| {
         let fut = one(
