@@ -5,6 +5,7 @@ mod admin_tokens;
 mod cli;
 mod config;
 mod run;
+mod selfaddr;
 mod tls;
 mod tokens;
 

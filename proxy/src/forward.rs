@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::handler::Shared;
 use crate::identify::TurnEntry;
-use crate::pool::{EgressMeter, Lease, PooledBody};
+use crate::pool::{EgressMeter, Key, Lease, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
@@ -30,10 +30,12 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     HeaderName::from_static("keep-alive"),
 ];
 
-/// `Some(HostMismatch)` when a `Host` header names another host or port than the URI.
+/// `Some(HostMismatch)` when a `Host` header names another host or port than `target` (a
+/// `Host` without a port names `default_port`).
 pub(crate) fn host_header_mismatch(
     req: &Request<Incoming>,
     target: &Target,
+    default_port: u16,
 ) -> Option<RefusalReason> {
     let mut values = req.headers().get_all(header::HOST).iter();
     let first = values.next()?;
@@ -43,7 +45,7 @@ pub(crate) fn host_header_mismatch(
     let parsed = first
         .to_str()
         .ok()
-        .and_then(|v| target::parse_host_header(v, 80).ok());
+        .and_then(|v| target::parse_host_header(v, default_port).ok());
     match parsed {
         Some(t) if t == *target => None,
         _ => Some(RefusalReason::HostMismatch),
@@ -74,15 +76,23 @@ pub(crate) async fn forward(
     addrs: &[SocketAddr],
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let mut lease = match shared.pool.take(&target.host, target.port, addrs) {
+    let key = Key::new(&turn.turn.id, &target.host, target.port);
+    let mut lease = match shared.pool.take(&key, addrs) {
         Some(pooled) => pooled,
-        None => match open(shared, target, addrs).await {
+        None => match open(shared, key, addrs).await {
             Ok(fresh) => fresh,
             Err(resp) => return resp,
         },
     };
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    let reuse = Reuse::for_request(&body);
+    if reuse == Reuse::Close {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    lease.set_reuse(reuse);
     // Origin form from the already-parsed path and query (a shared-bytes clone, no re-parse).
     let mut origin_form = http::uri::Parts::default();
     origin_form.path_and_query = parts.uri.path_and_query().cloned();
@@ -100,6 +110,10 @@ pub(crate) async fn forward(
     match lease.sender.send_request(upstream_req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
+            // An origin that switched protocols anyway no longer speaks HTTP on it.
+            if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+                lease.set_reuse(Reuse::Close);
+            }
             strip_hop_by_hop(&mut parts.headers);
             let meter = EgressMeter::new(
                 shared.recorder.clone(),
@@ -120,12 +134,12 @@ pub(crate) async fn forward(
 /// Dials a vetted address and performs the HTTP/1.1 client handshake.
 async fn open(
     shared: &Shared,
-    target: &Target,
+    key: Key,
     addrs: &[SocketAddr],
 ) -> Result<Lease, Response<ProxyBody>> {
     let stream = shared
         .dialer
-        .connect(&target.host, addrs)
+        .connect(key.host(), addrs)
         .await
         .map_err(|e| respond::status(StatusCode::BAD_GATEWAY, e))?;
     let addr = stream
@@ -144,11 +158,5 @@ async fn open(
             tracing::debug!(error = %e, "upstream connection ended with an error");
         }
     });
-    Ok(Lease::new(
-        shared.pool.clone(),
-        target.host.clone(),
-        target.port,
-        addr,
-        sender,
-    ))
+    Ok(Lease::new(shared.pool.clone(), key, addr, sender))
 }

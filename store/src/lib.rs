@@ -7,6 +7,7 @@ pub mod blob;
 pub mod card;
 pub mod credential;
 pub mod db;
+pub mod grant;
 pub mod host;
 pub mod ids;
 pub mod package;
@@ -17,6 +18,7 @@ pub mod weburl;
 
 pub use card::Card;
 pub use db::{Backend, PoolOptions, Store, StoreError};
+pub use grant::{Grant, GrantKind};
 pub use host::{Host, HostError};
 pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
 pub use package::{Package, PackageError};

@@ -791,7 +791,8 @@ pub async fn get_over<S: AsyncRead + AsyncWrite + Unpin>(
         })?
 }
 
-/// Runs the approval tool (the turn's refused hosts are merged in) and registers the interrupt; returns (interrupt id, resume secret).
+/// Runs the approval tool for `urls` (plus what the turn was refused) and registers the
+/// interrupt; returns (interrupt id, resume secret).
 pub async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
     let r = api
         .post(
@@ -835,4 +836,19 @@ pub async fn resume(
         Some(&body.to_string()),
     )
     .await
+}
+
+/// Answers card `id` with `{"approved": true}` (which claims it and extends its turn) and
+/// asserts the claim.
+pub async fn approve_card(api: &Api, id: &str, secret: &str) {
+    let r = resume(
+        api,
+        id,
+        secret,
+        "resolved",
+        serde_json::json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["state"], "claimed", "{}", r.text());
 }
