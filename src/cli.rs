@@ -343,11 +343,15 @@ const CONTROL_ONLY: &[&str] = &[
     "card_max_sites",
     "card_max_urls",
     "card_max_packages",
+    "resume_failures_per_client",
+    "resume_failures_per_card",
+    "resume_failure_window",
 ];
 
 /// Settings only the proxy reads: hidden from `control --help`.
 const PROXY_ONLY: &[&str] = &[
     "proxy_listen",
+    "control_addr",
     "resolve",
     "dns_server",
     "allow_cidr",
