@@ -240,4 +240,17 @@ pub struct RawConfig {
     /// Statement timeout.
     #[arg(long, env = "EGRESSGATE_DB_STATEMENT_TIMEOUT")]
     pub db_statement_timeout: Option<String>,
+    /// A browser origin (`https://app.example.com`) allowed to call the control API; repeat
+    /// for more. Off by default: no CORS headers at all.
+    #[arg(long, env = "EGRESSGATE_CORS_ORIGIN", value_delimiter = ',')]
+    #[serde(default)]
+    pub cors_origin: Vec<String>,
+    /// Where people reach the control plane (card page links); default: the control listener.
+    #[arg(long, env = "EGRESSGATE_CONTROL_PUBLIC_URL")]
+    pub control_public_url: Option<String>,
+    /// The MCP requestState key (at least 32 bytes, hex or text); default: generated on first
+    /// start and kept in the database, so every control process of a deployment shares it.
+    #[arg(long, env = "EGRESSGATE_MCP_STATE_KEY", hide_env_values = true)]
+    #[serde(skip_serializing)]
+    pub mcp_state_key: Option<String>,
 }

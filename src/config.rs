@@ -310,6 +310,20 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
         card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
         internal_suffixes,
+        cors_origins: raw
+            .cors_origin
+            .iter()
+            .map(|o| cors_origin(o))
+            .collect::<Result<_>>()?,
+        control_public_url: match &raw.control_public_url {
+            Some(u) => control_public_url(u)?,
+            None => format!("http://{control_listen}"),
+        },
+        mcp_state_key: raw
+            .mcp_state_key
+            .as_deref()
+            .map(mcp_state_key)
+            .transpose()?,
     };
     let p = PoolOptions::default();
     let pool = PoolOptions {
@@ -390,4 +404,82 @@ pub fn database_addrs(db: &Database) -> Vec<SocketAddr> {
         .to_socket_addrs()
         .map(Iterator::collect)
         .unwrap_or_default()
+}
+
+/// `--cors-origin`: exactly `scheme://host[:port]`, as a browser sends it in `Origin`.
+fn cors_origin(o: &str) -> Result<String> {
+    let u = url::Url::parse(o).map_err(|e| anyhow!("--cors-origin {o:?}: {e}"))?;
+    let origin = u.origin().ascii_serialization();
+    if !matches!(u.scheme(), "http" | "https") || origin != o.trim_end_matches('/') {
+        bail!(
+            "--cors-origin {o:?}: expected an origin such as https://app.example.com (scheme, host and port only)"
+        );
+    }
+    Ok(origin)
+}
+
+/// `--control-public-url`: an http(s) URL without query or fragment; kept without a
+/// trailing slash so paths can be appended.
+fn control_public_url(u: &str) -> Result<String> {
+    let parsed = url::Url::parse(u).map_err(|e| anyhow!("--control-public-url {u:?}: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+        || parsed.host_str().is_none()
+    {
+        bail!("--control-public-url {u:?}: expected http(s)://host[:port][/path]");
+    }
+    Ok(u.trim_end_matches('/').to_owned())
+}
+
+/// `--mcp-state-key`: at least 32 bytes of key (hex is decoded, anything else taken as text).
+fn mcp_state_key(k: &str) -> Result<egressgate_control::settings::StateKey> {
+    let bytes = hex::decode(k).unwrap_or_else(|_| k.as_bytes().to_vec());
+    if bytes.len() < 32 {
+        bail!("--mcp-state-key: too short; give at least 32 bytes (64 hex digits)");
+    }
+    Ok(egressgate_control::settings::StateKey(bytes))
+}
+
+#[cfg(test)]
+mod agent_side_tests {
+    use super::*;
+
+    #[test]
+    fn cors_origins_are_bare_origins() {
+        assert_eq!(
+            cors_origin("https://app.example.com").ok().as_deref(),
+            Some("https://app.example.com")
+        );
+        assert_eq!(
+            cors_origin("http://localhost:5173").ok().as_deref(),
+            Some("http://localhost:5173")
+        );
+        for bad in [
+            "app.example.com",
+            "https://app.example.com/path",
+            "ftp://x.example",
+            "*",
+            "https://a.example.com?x",
+        ] {
+            assert!(cors_origin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn public_url_and_state_key() {
+        assert_eq!(
+            control_public_url("https://gate.example.com/")
+                .ok()
+                .as_deref(),
+            Some("https://gate.example.com")
+        );
+        assert!(control_public_url("gate.example.com").is_err());
+        assert!(control_public_url("https://gate.example.com/?a").is_err());
+        assert!(mcp_state_key("short").is_err());
+        assert_eq!(
+            mcp_state_key(&"ab".repeat(32)).map(|k| k.0.len()).ok(),
+            Some(32)
+        );
+    }
 }

@@ -41,6 +41,24 @@ pub struct Settings {
     pub card_max_packages: usize,
     /// Operator-configured internal suffixes (in addition to the built-in ones).
     pub internal_suffixes: Vec<Host>,
+    /// Browser origins allowed to call the API (`--cors-origin`); empty: no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// Where people reach this control plane (`--control-public-url`), for the card page
+    /// links the MCP server hands out; default: `http://` + the control listener.
+    pub control_public_url: String,
+    /// The key that seals MCP `requestState` (`--mcp-state-key`, else generated once and kept
+    /// in the database). `None` in tests: the MCP server then makes one for the process.
+    pub mcp_state_key: Option<StateKey>,
+}
+
+/// A symmetric key: never printed, not even by `Debug`.
+#[derive(Clone)]
+pub struct StateKey(pub Vec<u8>);
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(..)")
+    }
 }
 
 impl Default for Settings {
@@ -64,6 +82,9 @@ impl Default for Settings {
             card_max_urls: 20,
             card_max_packages: 50,
             internal_suffixes: Vec::new(),
+            cors_origins: Vec::new(),
+            control_public_url: "http://127.0.0.1:8080".into(),
+            mcp_state_key: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use egressgate_store::Timestamp;
 use egressgate_store::db::audit::AuditKind;
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
@@ -82,6 +83,12 @@ fn parse_query(raw: Option<&str>) -> Result<AuditQuery, ApiError> {
     Ok(q)
 }
 
+#[utoipa::path(get, path = "/v1/admin/audit", tag = "admin", security(("admin" = [])),
+    params(("since" = Option<String>, Query, description = "RFC 3339 time; rows at or after it."),
+        ("kind" = Option<String>, Query, description = "One audit kind."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "Most rows (default 100).")),
+    responses((status = 200, description = "Audit rows, oldest first.", body = schemas::Audit),
+        (status = 422, description = "`INVALID_INPUT`: a bad or unknown query parameter.", body = schemas::ErrorBody)))]
 /// `GET /v1/admin/audit` → `{"audit": [{"id", "at", "kind", "actor", "chat_id"?, "interrupt_id"?, "detail"}]}`.
 pub(crate) async fn list(
     _auth: AdminAuth,

@@ -9,19 +9,20 @@ use egressgate_store::{InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
 use super::interrupts::{claim_lost, interrupt_not_found};
+use super::openapi::schemas;
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::SecretHolder;
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HeartbeatBody {
     claim_id: String,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CompleteBody {
     claim_id: String,
@@ -51,6 +52,13 @@ async fn read(
 }
 
 /// `POST /v1/interrupts/{id}/heartbeat`.
+#[utoipa::path(post, path = "/v1/interrupts/{id}/heartbeat", tag = "approval", security((), ("runtime" = [])), request_body = HeartbeatBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "The new lease expiry, never past the deadline.", body = schemas::Heartbeat),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        (status = 410, description = "`DEADLINE_PASSED`: the resume ran past its deadline.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn heartbeat(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -82,6 +90,13 @@ pub(crate) async fn heartbeat(
 }
 
 /// `POST /v1/interrupts/{id}/complete`.
+#[utoipa::path(post, path = "/v1/interrupts/{id}/complete", tag = "approval", security((), ("runtime" = [])), request_body = CompleteBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "Done; the answer is kept for replays.", body = schemas::Completed),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        (status = 507, description = "`SNAPSHOT_FAILED`: the answer could not be stored.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn complete(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -14,13 +14,14 @@ use egressgate_store::db::register::{NewPointer, RegisterError};
 use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::{ChatUser, RuntimeAuth};
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::user_header;
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RegisterBody {
     draft_id: String,
@@ -113,6 +114,15 @@ fn clamped_ttl(state: &AppState) -> Duration {
 }
 
 /// `POST /v1/interrupts`.
+#[utoipa::path(post, path = "/v1/interrupts", tag = "approval", security(("runtime" = [])), request_body = RegisterBody,
+    responses(
+        (status = 201, description = "The AG-UI interrupt, the card and the resume secret (shown once).", body = schemas::InterruptIssued),
+        (status = 404, description = "`DRAFT_NOT_FOUND`: unknown or expired draft.", body = schemas::ErrorBody),
+        (status = 409, description = "`DRAFT_USED`: the draft was registered already. `INTERRUPT_PENDING`: the chat has an open request. `CLAIM_LOST`: the chained card's claim is no longer held.", body = schemas::ErrorBody),
+        (status = 410, description = "`TURN_SUPERSEDED`: a newer turn of the chat was opened since the draft; the card could never be answered. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: the snapshot is not base64.", body = schemas::ErrorBody),
+        (status = 507, description = "`SNAPSHOT_FAILED`: the snapshot was too large or could not be stored; nothing was created.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn register(
     _: RuntimeAuth,
     State(state): State<AppState>,
@@ -225,6 +235,12 @@ pub(crate) async fn register(
 }
 
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
+#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(("chat_id" = String, Path, description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, description = "The person the runtime speaks for.")),
+    responses(
+        (status = 200, description = "The open request with a fresh secret; the old secret stops working.", body = schemas::InterruptIssued),
+        (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: the chat has no open request.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn reissue(
     ChatUser(user): ChatUser,
     State(state): State<AppState>,
@@ -241,6 +257,11 @@ pub(crate) async fn reissue(
 }
 
 /// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.
+#[utoipa::path(get, path = "/v1/interrupts/{id}/outcome", tag = "approval", security(("runtime" = [])), params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "State, card and decision, from stored data only (never re-merged).", body = schemas::OutcomeAnswer),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn outcome(
     _: RuntimeAuth,
     State(state): State<AppState>,

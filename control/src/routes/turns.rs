@@ -12,6 +12,7 @@ use egressgate_store::{Package, Secret, SitePattern, Timestamp, TurnId};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::{RuntimeAuth, USER_HEADER};
 use crate::body::StrictJson;
@@ -26,7 +27,7 @@ const MAX_TTL_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_LAUNCH_ENTRIES: usize = 200;
 
 /// `POST /v1/turns` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OpenTurnBody {
     user_id: String,
@@ -93,6 +94,13 @@ fn proxy_url(public: &str, turn: &TurnId, secret: &Secret) -> String {
 }
 
 /// `POST /v1/turns` → `201 {"turn_id", "proxy_url", "expires_at"}`.
+#[utoipa::path(post, path = "/v1/turns", tag = "turns", security(("runtime" = [])), request_body = OpenTurnBody,
+    params(("X-Egressgate-User" = Option<String>, Header, description = "When sent, must name `user_id`.")),
+    responses(
+        (status = 201, description = "The turn, with the sandbox's proxy credential in `proxy_url`.", body = schemas::TurnOpened),
+        (status = 410, description = "`CHAT_HIDDEN`: the chat was hidden; it takes no new turns.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: a bad id, launch-time site or package, or ttl.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn open(
     _auth: RuntimeAuth,
     State(state): State<AppState>,
@@ -127,6 +135,8 @@ pub(crate) async fn open(
 }
 
 /// `GET /v1/turns/{turn_id}/refusals`.
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/refusals", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses((status = 200, description = "What the proxy refused this turn, recorded before each `403`.", body = schemas::Refusals), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
 pub(crate) async fn refusals(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
@@ -138,6 +148,8 @@ pub(crate) async fn refusals(
 }
 
 /// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host.
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/egress", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses((status = 200, description = "Allowed traffic per host.", body = schemas::Egress), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
 pub(crate) async fn egress(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
@@ -146,6 +158,8 @@ pub(crate) async fn egress(
     Ok(Json(json!({"turn_id": turn.id, "egress": rows})))
 }
 
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/policy", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses((status = 200, description = "The effective allowed sites and packages.", body = schemas::Policy), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
 /// `GET /v1/turns/{turn_id}/policy`: the effective allowed sites and packages a package
 /// installer in the sandbox enforces.
 pub(crate) async fn policy(

@@ -1,0 +1,385 @@
+//! The response shapes of the control API as OpenAPI schemas. Handlers build their JSON from
+//! the store's rows; these types describe that JSON for the document, and the contract tests
+//! (schemathesis against the real binary) check that every response matches them.
+
+#![allow(dead_code)] // Read by the schema derive only.
+
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{RefOr, schema::SchemaType};
+
+/// Every error code the API answers with. A test keeps this list and the handlers' codes in
+/// step, so the document's enum is the whole set.
+pub const ERROR_CODES: &[&str] = &[
+    "ANSWER_NOT_STORED",
+    "APPROVAL_NOT_FOUND",
+    "AUDIT_FAILED",
+    "BLOB_UNAVAILABLE",
+    "BUSY",
+    "CHAT_HIDDEN",
+    "CHAT_NOT_FOUND",
+    "CLAIM_LOST",
+    "CONFLICT",
+    "DEADLINE_PASSED",
+    "DECISION_CONFLICT",
+    "DRAFT_NOT_FOUND",
+    "DRAFT_USED",
+    "FORBIDDEN",
+    "INCOMPLETE_RESUME",
+    "INTERRUPT_EXPIRED",
+    "INTERRUPT_NOT_FOUND",
+    "INTERRUPT_PENDING",
+    "INVALID_BODY",
+    "INVALID_DECISION",
+    "INVALID_INPUT",
+    "METHOD_NOT_ALLOWED",
+    "MISSING_USER",
+    "NOTHING_TO_APPROVE",
+    "NOT_FOUND",
+    "RESUME_IN_PROGRESS",
+    "SNAPSHOT_FAILED",
+    "STORE_UNAVAILABLE",
+    "TURN_EXPIRED",
+    "TURN_NOT_FOUND",
+    "TURN_SUPERSEDED",
+    "UNAUTHORIZED",
+];
+
+/// The `code` of an error body: one of [`ERROR_CODES`].
+pub struct ErrorCode;
+
+impl utoipa::PartialSchema for ErrorCode {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .enum_values(Some(ERROR_CODES.iter().copied()))
+            .description(Some("Stable machine-readable code (UPPER_SNAKE)."))
+            .into()
+    }
+}
+
+impl ToSchema for ErrorCode {}
+
+/// `{"error": {"code", "message"}}`, the body of every error status.
+#[derive(ToSchema)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// The inside of an error body.
+#[derive(ToSchema)]
+pub struct ErrorDetail {
+    #[schema(value_type = ErrorCode)]
+    code: String,
+    /// Written for the caller; never database text.
+    message: String,
+}
+
+/// An RFC 3339 UTC timestamp such as `2026-01-01T00:00:00.000Z`.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = DateTime)]
+pub struct Time(String);
+
+/// `201` of `POST /v1/turns`.
+#[derive(ToSchema)]
+pub struct TurnOpened {
+    turn_id: String,
+    /// `http://TURN_ID:SECRET@host:port`: the sandbox's proxy setting; carries the credential.
+    proxy_url: String,
+    expires_at: Time,
+}
+
+/// A refusal reason (the closed set).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum RefusalReason {
+    NotApproved,
+    IpLiteral,
+    InternalName,
+    PortNotAllowed,
+    PrivateAddress,
+    SniMismatch,
+    HostMismatch,
+    LimitExceeded,
+    MethodNotAllowed,
+    PackageNotApproved,
+}
+
+/// One row of a turn's refusal record.
+#[derive(ToSchema)]
+pub struct Refusal {
+    host: String,
+    #[schema(minimum = 0, maximum = 65535)]
+    port: u16,
+    reason: RefusalReason,
+    /// Whether a person can approve it (only `not_approved`, `method_not_allowed`,
+    /// `package_not_approved`).
+    approvable: bool,
+    /// Latest sanitised sample URL (plain HTTP only).
+    url: Option<String>,
+    count: i64,
+    first_seen: Time,
+    last_seen: Time,
+}
+
+/// `GET /v1/turns/{turn_id}/refusals`.
+#[derive(ToSchema)]
+pub struct Refusals {
+    turn_id: String,
+    refusals: Vec<Refusal>,
+    /// Refusals past `max-refusals-per-turn` distinct hosts, counted only.
+    overflow: i64,
+}
+
+/// A turn's allowed traffic to one host.
+#[derive(ToSchema)]
+pub struct EgressRow {
+    host: String,
+    connections: i64,
+    bytes_up: i64,
+    bytes_down: i64,
+    first_seen: Time,
+    last_seen: Time,
+}
+
+/// `GET /v1/turns/{turn_id}/egress`.
+#[derive(ToSchema)]
+pub struct Egress {
+    turn_id: String,
+    egress: Vec<EgressRow>,
+}
+
+/// `GET /v1/turns/{turn_id}/policy`: what a package installer in the sandbox enforces.
+#[derive(ToSchema)]
+pub struct Policy {
+    turn_id: String,
+    sites: Vec<String>,
+    packages: Vec<String>,
+    expires_at: Time,
+}
+
+/// The card a person is shown: computed by the server, never altered by the runtime.
+#[derive(ToSchema)]
+pub struct Card {
+    sites: Vec<String>,
+    urls: Vec<String>,
+    packages: Vec<String>,
+    reason: String,
+}
+
+/// The approval tool's answer kinds.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ToolOutcome {
+    Denied,
+    AlreadyApproved,
+    Ask,
+    Pending,
+}
+
+/// `200` of the approval tool: `denied` (with `code`), `already_approved`, `ask` (with
+/// `draft_id` and `card`) or `pending` (with `interrupt_id` and `state`: the chat's open
+/// request answers instead of a new card).
+#[derive(ToSchema)]
+pub struct ToolAnswer {
+    outcome: ToolOutcome,
+    /// With `denied`: `NOT_APPROVABLE`, `NO_HUMAN`, `NOT_PERMITTED`, `DECLINED_THIS_TURN`;
+    /// with `pending`: `INTERRUPT_PENDING`.
+    code: Option<String>,
+    message: Option<String>,
+    draft_id: Option<String>,
+    card: Option<Card>,
+    interrupt_id: Option<String>,
+    state: Option<InterruptState>,
+}
+
+/// An AG-UI 1.0 `Interrupt`: goes straight into `RUN_FINISHED.outcome.interrupts`.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct Interrupt {
+    id: String,
+    /// `tool_call` (with `toolCallId`) or `egressgate:approval`.
+    reason: String,
+    tool_call_id: Option<String>,
+    message: String,
+    #[schema(value_type = Object)]
+    response_schema: Value,
+    expires_at: Time,
+}
+
+/// `201` of `POST /v1/interrupts` and `200` of the reissue: the only time the secret is shown.
+#[derive(ToSchema)]
+pub struct InterruptIssued {
+    interrupt: Interrupt,
+    card: Card,
+    resume_secret: String,
+}
+
+/// Where a request is in its life.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum InterruptState {
+    Pending,
+    Claimed,
+    Done,
+    Expired,
+}
+
+/// How the person answered.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DecisionOutcome {
+    Approved,
+    Declined,
+    Cancelled,
+}
+
+/// The decision fixed by the first claim; `sites` and `packages` are empty unless approved.
+#[derive(ToSchema)]
+pub struct Decision {
+    outcome: DecisionOutcome,
+    sites: Vec<String>,
+    packages: Vec<String>,
+}
+
+/// `GET /v1/interrupts/{id}/outcome`.
+#[derive(ToSchema)]
+pub struct OutcomeAnswer {
+    state: InterruptState,
+    card: Card,
+    decision: Option<Decision>,
+}
+
+/// The claim the winning resume holds.
+#[derive(ToSchema)]
+pub struct Claim {
+    claim_id: String,
+    lease_expires_at: Time,
+    deadline: Time,
+}
+
+/// `200` of a resume: `claimed` (the first), or `done` with `replayed: true` (a replay that
+/// runs nothing).
+#[derive(ToSchema)]
+pub struct ResumeAnswer {
+    #[schema(value_type = String, pattern = "^(claimed|done)$")]
+    state: String,
+    claim: Option<Claim>,
+    decision: Option<Decision>,
+    /// Base64 snapshot, with `claimed` (null when none was stored).
+    snapshot: Option<String>,
+    replayed: Option<bool>,
+    /// The completed run's answer, with `done`.
+    answer: Option<Value>,
+}
+
+/// `POST /v1/interrupts/{id}/heartbeat`.
+#[derive(ToSchema)]
+pub struct Heartbeat {
+    lease_expires_at: Time,
+}
+
+/// `POST /v1/interrupts/{id}/complete`.
+#[derive(ToSchema)]
+pub struct Completed {
+    #[schema(value_type = String, pattern = "^done$")]
+    state: String,
+}
+
+/// `POST /v1/batches/decide`: tool use id → text of the cancelled result.
+#[derive(ToSchema)]
+pub struct BatchAnswer {
+    cancel: std::collections::BTreeMap<String, String>,
+}
+
+/// One approval of a chat.
+#[derive(ToSchema)]
+pub struct Approval {
+    #[schema(value_type = String, pattern = "^(site|package)$")]
+    kind: String,
+    value: String,
+    card_id: Option<String>,
+    expires_at: Time,
+}
+
+/// `GET /v1/chats/{chat_id}/approvals`.
+#[derive(ToSchema)]
+pub struct Approvals {
+    approvals: Vec<Approval>,
+}
+
+/// `DELETE /v1/chats/{chat_id}/approvals/{kind}/{value}`.
+#[derive(ToSchema)]
+pub struct Revoked {
+    revoked: RevokedEntry,
+}
+
+/// What was revoked.
+#[derive(ToSchema)]
+pub struct RevokedEntry {
+    #[schema(value_type = String, pattern = "^(site|package)$")]
+    kind: String,
+    value: String,
+}
+
+/// `DELETE /v1/chats/{chat_id}`.
+#[derive(ToSchema)]
+pub struct Hidden {
+    chat_id: String,
+    hidden: bool,
+}
+
+/// One pre-approved site.
+#[derive(ToSchema)]
+pub struct AdminSite {
+    pattern: String,
+    note: Option<String>,
+    created_at: Time,
+}
+
+/// `GET /v1/admin/sites`.
+#[derive(ToSchema)]
+pub struct AdminSites {
+    sites: Vec<AdminSite>,
+}
+
+/// One pre-approved package.
+#[derive(ToSchema)]
+pub struct AdminPackage {
+    name: String,
+    note: Option<String>,
+    created_at: Time,
+}
+
+/// `GET /v1/admin/packages`.
+#[derive(ToSchema)]
+pub struct AdminPackages {
+    packages: Vec<AdminPackage>,
+}
+
+/// `PUT /v1/admin/users/{user_id}`.
+#[derive(ToSchema)]
+pub struct UserPermission {
+    user_id: String,
+    can_approve: bool,
+}
+
+/// One audit row.
+#[derive(ToSchema)]
+pub struct AuditRow {
+    id: i64,
+    at: Time,
+    kind: String,
+    actor: String,
+    user_id: Option<String>,
+    chat_id: Option<String>,
+    interrupt_id: Option<String>,
+    detail: Value,
+}
+
+/// `GET /v1/admin/audit`.
+#[derive(ToSchema)]
+pub struct Audit {
+    audit: Vec<AuditRow>,
+}
