@@ -34,6 +34,10 @@ pub enum Command {
         #[command(subcommand)]
         list: AdminListCmd,
     },
+    /// The MCP server over stdio for one turn: the tools `egress_refusals` and
+    /// `request_egress_approval`, calling the control API (runtime token from
+    /// EGRESSGATE_RUNTIME_TOKEN). Only JSON-RPC is written to stdout.
+    Mcp(McpArgs),
     /// Run a command whose only way out is the proxy.
     Sandbox {
         /// The sandbox action.
@@ -87,6 +91,24 @@ pub enum AdminOp {
         #[command(flatten)]
         db: RawConfig,
     },
+}
+
+/// `egressgate mcp` options.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// The control API, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "EGRESSGATE_CONTROL_URL")]
+    pub control_url: String,
+    /// The turn this server acts for (fixed for its lifetime; never a tool argument).
+    #[arg(long)]
+    pub turn: String,
+    /// Base URL of the card page links (default: --control-url).
+    #[arg(long, env = "EGRESSGATE_CONTROL_PUBLIC_URL")]
+    pub control_public_url: Option<String>,
+    /// The requestState key (default: a random key for this process, which is enough
+    /// since a stdio server answers only its own requests).
+    #[arg(long, env = "EGRESSGATE_MCP_STATE_KEY", hide_env_values = true)]
+    pub mcp_state_key: Option<String>,
 }
 
 /// `sandbox run`.

@@ -58,6 +58,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Whether `--proxy-public-url` was given (required for `control`).
     pub proxy_public_url_given: bool,
+    /// Whether `--control-public-url` was set (else the bound control listener is used).
+    pub control_public_url_given: bool,
     /// Data-plane settings.
     pub proxy: egressgate_proxy::Settings,
     /// Control-plane settings.
@@ -343,6 +345,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         control_listen,
         metrics_listen,
         proxy_public_url_given: raw.proxy_public_url.is_some(),
+        control_public_url_given: raw.control_public_url.is_some(),
         proxy,
         control,
     })
@@ -433,7 +436,7 @@ fn control_public_url(u: &str) -> Result<String> {
 }
 
 /// `--mcp-state-key`: at least 32 bytes of key (hex is decoded, anything else taken as text).
-fn mcp_state_key(k: &str) -> Result<egressgate_control::settings::StateKey> {
+pub fn mcp_state_key(k: &str) -> Result<egressgate_control::settings::StateKey> {
     let bytes = hex::decode(k).unwrap_or_else(|_| k.as_bytes().to_vec());
     if bytes.len() < 32 {
         bail!("--mcp-state-key: too short; give at least 32 bytes (64 hex digits)");

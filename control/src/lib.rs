@@ -7,6 +7,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod error;
+pub mod mcp;
 pub mod settings;
 
 mod approval;
@@ -60,7 +61,8 @@ pub struct AppState {
 /// serve it on any listener.
 pub fn app(state: AppState) -> axum::Router {
     let cors = cors::layer(&state.settings.cors_origins);
-    let router = routes::router(state);
+    let api = routes::router(state.clone());
+    let router = api.clone().merge(mcp::router(state, api));
     match cors {
         Some(layer) => router.layer(layer),
         None => router,

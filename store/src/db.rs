@@ -91,6 +91,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0002_cache_epoch.sql"),
         include_str!("../../migrations/postgres/0002_cache_epoch.sql"),
     ),
+    (
+        3,
+        "deployment keys",
+        include_str!("../../migrations/sqlite/0003_deployment_keys.sql"),
+        include_str!("../../migrations/postgres/0003_deployment_keys.sql"),
+    ),
 ];
 
 impl Store {

@@ -34,6 +34,7 @@ pub const ERROR_CODES: &[&str] = &[
     "INVALID_DECISION",
     "INVALID_INPUT",
     "METHOD_NOT_ALLOWED",
+    "MISSING_TURN",
     "MISSING_USER",
     "NOTHING_TO_APPROVE",
     "NOT_FOUND",
