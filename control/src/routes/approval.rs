@@ -1,10 +1,15 @@
 //! `POST /v1/turns/{turn_id}/approval-requests`: the approval tool's first call. Gathers the
-//! facts (turn, refusals, grants, permission) and runs the design's steps 1–7 in order; the
-//! first matching step answers. Only step 7 writes anything (the draft card).
+//! facts (turn, refusals, grants, permission, the chat's card) and runs the design's steps
+//! 1–7 in order, with two more answers a model can act on: 5b, what the person declined in
+//! this turn is not asked again (`denied`, `DECLINED_THIS_TURN`); 6b, while the chat's card
+//! waits for the person, the answer is that card (`pending`, `INTERRUPT_PENDING`) instead
+//! of a draft that registration would refuse. The first matching step answers; only step 7
+//! writes anything (the draft card).
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use egressgate_store::db::interrupts::{InterruptState, Outcome};
 use egressgate_store::{Card, Timestamp};
 use serde_json::{Value, json};
 
@@ -76,6 +81,31 @@ pub(crate) async fn request(
             json!({"outcome": "already_approved", "message": text::ALREADY_APPROVED}),
         ));
     }
+
+    // Step 5b: a card of this turn that the person declined (or dismissed) is final for it.
+    let current = state
+        .store
+        .chat_interrupt(&turn.user, &turn.chat, now)
+        .await?;
+    let declined = current.as_ref().filter(|p| {
+        p.turn_id == turn.id
+            && p.decision
+                .as_ref()
+                .is_some_and(|d| d.outcome != Outcome::Approved)
+    });
+    let left = match declined {
+        Some(p) => {
+            let (left, sites, packages) = merge::drop_declined(left, &p.card);
+            if left.is_empty() {
+                return Ok(denied(
+                    "DECLINED_THIS_TURN",
+                    text::declined_this_turn(&sites, &packages),
+                ));
+            }
+            left
+        }
+        None => left,
+    };
     let card = Card::new(
         left.sites.into_iter().collect(),
         left.urls.into_iter().map(|u| u.text).collect(),
@@ -108,6 +138,19 @@ pub(crate) async fn request(
             who.code(),
             text::denied(who, &card.sites, &card.packages),
         ));
+    }
+
+    // Step 6b: the chat's card still waits for the person (a claimed card is left to its
+    // holder, who may chain a new card in its place).
+    if let Some(p) = current.filter(|p| p.effective_state(now) == InterruptState::Pending) {
+        return Ok(Json(json!({
+            "outcome": "pending",
+            "code": "INTERRUPT_PENDING",
+            "interrupt_id": p.id,
+            "state": "pending",
+            "card": p.card,
+            "message": text::PENDING,
+        })));
     }
 
     // Step 7.

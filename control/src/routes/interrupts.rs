@@ -147,6 +147,7 @@ pub(crate) async fn register(
     if draft.used_at.is_some() {
         return Err(draft_used());
     }
+    stale_check(&state, &draft).await?;
     let chain = body
         .claim_id
         .as_deref()
@@ -231,6 +232,30 @@ pub(crate) async fn register(
                 RegisterError::Store(e) => e.into(),
             })
         }
+    }
+}
+
+/// A card whose chat was hidden, or whose turn a newer one replaced, could never be answered
+/// (resume expires it at the first click): refuse it now, with nothing written, so the runtime
+/// learns it at registration instead of from the person.
+async fn stale_check(
+    state: &AppState,
+    draft: &egressgate_store::db::drafts::Draft,
+) -> Result<(), ApiError> {
+    let turn = state
+        .store
+        .turn(&draft.turn)
+        .await?
+        .ok_or_else(draft_not_found)?;
+    let chat = state.store.chat_state(&draft.user, &draft.chat).await?;
+    match chat {
+        Some(c) if c.hidden => Err(ApiError::gone("CHAT_HIDDEN", "this chat was hidden")),
+        Some(c) if c.turn_seq <= turn.seq => Ok(()),
+        _ => Err(ApiError::gone(
+            "TURN_SUPERSEDED",
+            "a newer turn of this chat was opened since this card was drafted, so nobody \
+             could answer it; ask again in the new turn if it is still needed",
+        )),
     }
 }
 
