@@ -111,6 +111,30 @@ fn key_parts_of_the_document() {
     assert_eq!(schemes["admin"]["scheme"], "bearer");
 }
 
+/// Every `$ref` points at a schema the document defines.
+#[test]
+fn every_reference_resolves() {
+    fn walk(v: &Value, doc: &Value, bad: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get("$ref") {
+                    let name = r.trim_start_matches("#/components/schemas/");
+                    if doc["components"]["schemas"].get(name).is_none() {
+                        bad.push(r.clone());
+                    }
+                }
+                o.values().for_each(|x| walk(x, doc, bad));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, doc, bad)),
+            _ => {}
+        }
+    }
+    let doc = doc();
+    let mut bad = Vec::new();
+    walk(&doc, &doc, &mut bad);
+    assert!(bad.is_empty(), "dangling references: {bad:?}");
+}
+
 #[test]
 fn every_listed_code_is_a_known_code_and_every_error_has_codes() {
     let doc = doc();

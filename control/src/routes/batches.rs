@@ -17,6 +17,8 @@ use crate::validate::quote;
 #[serde(deny_unknown_fields)]
 pub(crate) struct DecideBody {
     tool_uses: Vec<ToolUse>,
+    /// The approval tool's name.
+    #[schema(min_length = 1)]
     approval_tool: String,
 }
 

@@ -260,7 +260,7 @@ async fn stale_check(
 }
 
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
-#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(("chat_id" = String, Path, description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, description = "The person the runtime speaks for.")),
+#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
     responses(
         (status = 200, description = "The open request with a fresh secret; the old secret stops working.", body = schemas::InterruptIssued),
         (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),

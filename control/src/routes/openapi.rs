@@ -44,7 +44,7 @@ use schemas::ErrorBody;
         admin::list_packages, admin::add_package, admin::remove_package,
         admin::set_user, audit::list,
     ),
-    components(schemas(ErrorBody)),
+    components(schemas(ErrorBody, audit::AuditKindParam)),
     modifiers(&Shared),
     tags(
         (name = "turns", description = "One turn per user message; what its sandbox was refused"),

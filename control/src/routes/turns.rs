@@ -30,14 +30,28 @@ const MAX_LAUNCH_ENTRIES: usize = 200;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OpenTurnBody {
+    /// The person (1 to 200 bytes, no control characters).
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user_id: String,
+    /// The chat (1 to 200 bytes, no control characters).
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     chat_id: String,
     can_ask_human: bool,
     #[serde(default)]
     sites: Option<Vec<String>>,
     #[serde(default)]
     packages: Option<Vec<String>>,
+    /// Credential lifetime; default `turn-ttl`.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 604800)]
     ttl_seconds: Option<i64>,
 }
 
