@@ -25,42 +25,14 @@ import asyncio
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import httpx2
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-CONTROL = os.environ.get("EGRESSGATE_CONTROL", "http://127.0.0.1:8080")
-TOKEN = os.environ.get("EGRESSGATE_RUNTIME_TOKEN", "")
-
-
-def api(method, path, body=None, token=TOKEN):
-    req = urllib.request.Request(CONTROL + path, method=method)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, data, timeout=10) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def sandbox_download(proxy_url, url):
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy_url, "https": proxy_url}))
-    try:
-        with opener.open(url, timeout=10) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
+from egressgate_http import CONTROL, TOKEN, api, open_turn, sandbox_download
 
 def check(ok, what):
     if not ok:
@@ -104,9 +76,7 @@ def form_answer(approve):
 
 
 async def run(args):
-    status, turn = api("POST", "/v1/turns", {
-        "user_id": "mcp-user", "chat_id": "mcp-chat-" + os.urandom(4).hex(), "can_ask_human": True})
-    check(status == 201, f"open a turn: {status} {turn}")
+    turn = open_turn("mcp-user", "mcp-chat-" + os.urandom(4).hex())
     turn_id = turn["turn_id"]
     url = os.environ.get("EXAMPLE_URL", "http://files.example.com:8000/data.csv")
     print("script download:", sandbox_download(turn["proxy_url"], url), flush=True)
