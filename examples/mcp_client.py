@@ -14,6 +14,8 @@ Protocols:
   --protocol 2025-11-25   the server asks through an elicitation request (URL mode: the card
                           page `/ui/cards/{id}#secret=...`); the callback plays the page and
                           answers the card with the secret in the URL's fragment
+  --form-only             (with 2025-11-25) a client without URL mode (no browser): the
+                          server asks with a yes/no form and applies the answer itself
 
 Env: EGRESSGATE_CONTROL (the control API), EGRESSGATE_RUNTIME_TOKEN, EGRESSGATE_BIN (the
 binary for stdio), EXAMPLE_URL (what the sandbox script downloads).
@@ -29,7 +31,7 @@ import urllib.parse
 
 import httpx2
 import mcp.types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from egressgate_http import CONTROL, TOKEN, api, open_turn, sandbox_download
@@ -91,6 +93,17 @@ async def run(args):
                                   timeout=30)
         server = streamable_http_client(CONTROL + "/mcp", http_client=http)
 
+    if args.form_only:
+        # A client that offers only form elicitation (no browser to open a URL in).
+        advertised = ClientSession._build_capabilities
+
+        def form_only(self, version):
+            caps = advertised(self, version)
+            if caps.elicitation is not None:
+                caps.elicitation.url = None
+            return caps
+
+        ClientSession._build_capabilities = form_only
     person = Person(approve=not args.decline)
     mode = "legacy" if args.protocol == "2025-11-25" else args.protocol
     async with Client(server, mode=mode, elicitation_callback=person, cache=None) as client:
@@ -136,7 +149,9 @@ async def run(args):
                 print("tampered state refused:", type(e).__name__, flush=True)
         else:
             result = payload(await client.call_tool("request_egress_approval", call))
-            check(person.asked == ["url"], f"asked through: {person.asked}")
+            want = ["form"] if args.form_only else ["url"]
+            check(person.asked == want, f"asked through: {person.asked}")
+            print("asked through:", want[0], flush=True)
             print("answer:", result["outcome"], flush=True)
         iid = result["interrupt_id"]
         status, out = api("GET", f"/v1/interrupts/{iid}/outcome")
@@ -151,6 +166,7 @@ def main():
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--protocol", choices=["2026-07-28", "2025-11-25"], default="2026-07-28")
     p.add_argument("--decline", action="store_true")
+    p.add_argument("--form-only", action="store_true")
     return asyncio.run(run(p.parse_args()))
 
 

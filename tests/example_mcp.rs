@@ -117,13 +117,33 @@ async fn the_mcp_client_example_over_stdio_and_http() {
             &["--transport", transport, "--protocol", "2025-11-25"],
         );
         assert!(out.contains("card page: /ui/cards/"), "{out}");
+        assert!(out.contains("asked through: url"), "{out}");
         assert!(out.contains("answer: approved"), "{out}");
         assert!(
             out.contains("script download after the decision: 200"),
             "{out}"
         );
+        // A client without URL mode (no browser) is asked with a yes/no form.
+        let out = run_example(
+            &g,
+            port,
+            &[
+                "--transport",
+                transport,
+                "--protocol",
+                "2025-11-25",
+                "--form-only",
+                "--decline",
+            ],
+        );
+        assert!(out.contains("asked through: form"), "{out}");
+        assert!(out.contains("answer: declined"), "{out}");
+        assert!(
+            out.contains("script download after the decision: 403"),
+            "{out}"
+        );
     }
-    // Six cards were answered, each exactly once, replays and tampered states included.
+    // Eight cards were answered, each exactly once, replays and tampered states included.
     let audit = g
         .api()
         .get("/v1/admin/audit?kind=approval_resolved", ADMIN)
@@ -134,7 +154,8 @@ async fn the_mcp_client_example_over_stdio_and_http() {
         .iter()
         .map(|r| r["interrupt_id"].as_str().unwrap())
         .collect();
-    assert_eq!(cards.len(), 6, "{audit}");
+    assert_eq!(cards.len(), 8, "{audit}");
+    cards.sort_unstable();
     cards.dedup();
-    assert_eq!(cards.len(), 6, "one resolution per card: {audit}");
+    assert_eq!(cards.len(), 8, "one resolution per card: {audit}");
 }

@@ -10,6 +10,9 @@ use tower::ServiceExt as _;
 
 /// Largest API answer the MCP server reads.
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+/// How long one call to a remote control API may take, connect to last byte: a hung control
+/// plane becomes a tool error, not a tool call that never returns.
+const HTTP_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why a call did not get an HTTP answer.
 #[derive(Debug, thiserror::Error)]
@@ -101,26 +104,33 @@ impl Backend {
             } => {
                 let full = format!("{base_path}{path}");
                 let req = request(method, &full, authorization, Some(authority), bytes)?;
-                let stream = tokio::net::TcpStream::connect(authority.as_str())
+                tokio::time::timeout(HTTP_CALL_TIMEOUT, over_http(authority, req))
                     .await
-                    .map_err(|e| BackendError::Unreachable(e.to_string()))?;
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-                    .await
-                    .map_err(|e| BackendError::Unreachable(e.to_string()))?;
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "control API connection ended");
-                    }
-                });
-                let resp = sender
-                    .send_request(req)
-                    .await
-                    .map_err(|e| BackendError::Unreachable(e.to_string()))?;
-                read(resp).await
+                    .map_err(|_| BackendError::Unreachable("timed out".into()))?
             }
         }
     }
+}
+
+/// One request on a fresh HTTP/1.1 connection to `authority`.
+async fn over_http(authority: &str, req: Request<Body>) -> Result<Answer, BackendError> {
+    let stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .map_err(|e| BackendError::Unreachable(e.to_string()))?;
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| BackendError::Unreachable(e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "control API connection ended");
+        }
+    });
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| BackendError::Unreachable(e.to_string()))?;
+    read(resp).await
 }
 
 fn request(
