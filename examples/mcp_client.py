@@ -128,6 +128,14 @@ async def run(args):
             check(isinstance(first, types.InputRequiredResult), f"input_required: {first}")
             check(first.request_state and "approval" in first.input_requests, "a sealed state and one input request")
             print("input required:", first.input_requests["approval"].params.message, flush=True)
+            # A retry that carries no answer is refused and changes nothing (the answer below
+            # still applies to a pending card).
+            try:
+                await client.session.call_tool("request_egress_approval", call,
+                                               request_state=first.request_state, allow_input_required=True)
+                check(False, "a retry without an answer was accepted")
+            except Exception as e:
+                print("retry without an answer refused:", type(e).__name__, flush=True)
             answer = form_answer(not args.decline)
             done = await client.session.call_tool("request_egress_approval", call, input_responses=answer,
                                                   request_state=first.request_state, allow_input_required=True)

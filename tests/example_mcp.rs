@@ -81,6 +81,7 @@ async fn the_mcp_client_example_over_stdio_and_http() {
             "tools: egress_refusals, request_egress_approval",
             "refused this turn: files.example.com",
             "input required: Allow connections (downloads and uploads) to files.example.com",
+            "retry without an answer refused",
             "answer: approved",
             "replayed: approved (no second claim)",
             "tampered state refused",

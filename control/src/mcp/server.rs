@@ -272,12 +272,17 @@ impl EgressTools {
                 Some(json!({"reason": "invalid_request_state"})),
             )
         })?;
+        // No answer at all is a client error and changes nothing; an answer of an unknown
+        // shape declines (fail closed).
         let response = request
             .input_responses
             .as_ref()
             .and_then(|r| r.get(INPUT_KEY))
-            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-        let said = response.as_ref().map_or(PersonSaid::Cancel, said);
+            .ok_or_else(|| {
+                ErrorData::invalid_params(format!("inputResponses.{INPUT_KEY} is missing"), None)
+            })?;
+        let said = serde_json::from_value::<ElicitResult>(response.clone())
+            .map_or(PersonSaid::Decline, |r| said(&r));
         Ok(result(
             flow::answer(backend, &card.interrupt_id, &card.secret, said).await,
         ))
