@@ -187,13 +187,14 @@ pub(crate) async fn set_user(
     State(state): State<AppState>,
     Path(user_id): Path<String>,
     StrictJson(body): StrictJson<UserBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::UserPermission>, ApiError> {
     let user = validate::user_id("user_id", &user_id)?;
     state
         .store
         .set_can_approve(&user, body.can_approve, ACTOR, Timestamp::now())
         .await?;
-    Ok(Json(
-        json!({"user_id": user, "can_approve": body.can_approve}),
-    ))
+    Ok(Json(schemas::UserPermission {
+        user_id: user,
+        can_approve: body.can_approve,
+    }))
 }

@@ -81,7 +81,7 @@ pub(crate) async fn hide(
     ChatUser(user): ChatUser,
     State(state): State<AppState>,
     Path(chat_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Hidden>, ApiError> {
     let chat = ChatId::parse(&chat_id).ok_or_else(chat_not_found)?;
     if !state
         .store
@@ -90,5 +90,8 @@ pub(crate) async fn hide(
     {
         return Err(chat_not_found());
     }
-    Ok(Json(json!({"chat_id": chat, "hidden": true})))
+    Ok(Json(schemas::Hidden {
+        chat_id: chat,
+        hidden: true,
+    }))
 }

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
 use egressgate_store::{InterruptId, Secret, Timestamp};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::interrupts::{claim_lost, interrupt_not_found};
 use super::openapi::schemas;
@@ -64,7 +64,7 @@ pub(crate) async fn heartbeat(
     Path(id): Path<String>,
     holder: SecretHolder,
     StrictJson(body): StrictJson<HeartbeatBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Heartbeat>, ApiError> {
     let now = Timestamp::now();
     let claim = Secret::from_presented(&body.claim_id);
     let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
@@ -86,7 +86,9 @@ pub(crate) async fn heartbeat(
     {
         return Err(claim_lost());
     }
-    Ok(Json(json!({"lease_expires_at": lease})))
+    Ok(Json(schemas::Heartbeat {
+        lease_expires_at: lease,
+    }))
 }
 
 /// `POST /v1/interrupts/{id}/complete`.
@@ -102,12 +104,12 @@ pub(crate) async fn complete(
     Path(id): Path<String>,
     holder: SecretHolder,
     StrictJson(body): StrictJson<CompleteBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Completed>, ApiError> {
     let now = Timestamp::now();
     let claim = Secret::from_presented(&body.claim_id);
     let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
     if ours && p.state == InterruptState::Done {
-        return Ok(Json(json!({"state": "done"})));
+        return Ok(Json(schemas::Completed::DONE));
     }
     if !ours || p.state != InterruptState::Claimed {
         return Err(claim_lost());
@@ -121,5 +123,5 @@ pub(crate) async fn complete(
         bulk::discard(&state, blob).await;
         return Err(claim_lost());
     }
-    Ok(Json(json!({"state": "done"})))
+    Ok(Json(schemas::Completed::DONE))
 }

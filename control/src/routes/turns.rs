@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::{NewTurn, OpenTurnError};
 use egressgate_store::{Package, Secret, SitePattern, Timestamp, TurnId};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::openapi::schemas;
 use crate::AppState;
@@ -120,7 +119,7 @@ pub(crate) async fn open(
     State(state): State<AppState>,
     headers: HeaderMap,
     StrictJson(body): StrictJson<OpenTurnBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<schemas::TurnOpened>), ApiError> {
     let new = new_turn(&state, body)?;
     if let Some(named) = headers.get(USER_HEADER)
         && named.to_str().ok() != Some(new.user.as_str())
@@ -140,11 +139,11 @@ pub(crate) async fn open(
             }
             OpenTurnError::Store(e) => e.into(),
         })?;
-    let body = json!({
-        "turn_id": turn.id,
-        "proxy_url": proxy_url(&state.settings.proxy_public_url, &turn.id, &secret),
-        "expires_at": turn.expires_at,
-    });
+    let body = schemas::TurnOpened {
+        proxy_url: proxy_url(&state.settings.proxy_public_url, &turn.id, &secret),
+        turn_id: turn.id,
+        expires_at: turn.expires_at,
+    };
     Ok((StatusCode::CREATED, Json(body)))
 }
 
@@ -154,11 +153,13 @@ pub(crate) async fn open(
 pub(crate) async fn refusals(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
-) -> Result<Json<Value>, ApiError> {
-    let (rows, overflow) = state.store.list_refusals(&turn.id).await?;
-    Ok(Json(
-        json!({"turn_id": turn.id, "refusals": rows, "overflow": overflow}),
-    ))
+) -> Result<Json<schemas::Refusals>, ApiError> {
+    let (refusals, overflow) = state.store.list_refusals(&turn.id).await?;
+    Ok(Json(schemas::Refusals {
+        turn_id: turn.id,
+        refusals,
+        overflow,
+    }))
 }
 
 /// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host.
@@ -167,9 +168,12 @@ pub(crate) async fn refusals(
 pub(crate) async fn egress(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
-) -> Result<Json<Value>, ApiError> {
-    let rows = state.store.list_egress(&turn.id).await?;
-    Ok(Json(json!({"turn_id": turn.id, "egress": rows})))
+) -> Result<Json<schemas::Egress>, ApiError> {
+    let egress = state.store.list_egress(&turn.id).await?;
+    Ok(Json(schemas::Egress {
+        turn_id: turn.id,
+        egress,
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/turns/{turn_id}/policy", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
@@ -179,14 +183,14 @@ pub(crate) async fn egress(
 pub(crate) async fn policy(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Policy>, ApiError> {
     let grants = Grants::load(&state.store, &turn, Timestamp::now()).await?;
-    Ok(Json(json!({
-        "turn_id": turn.id,
-        "sites": grants.site_keys(),
-        "packages": grants.package_names(),
-        "expires_at": turn.expires_at,
-    })))
+    Ok(Json(schemas::Policy {
+        sites: grants.site_keys(),
+        packages: grants.package_names(),
+        turn_id: turn.id,
+        expires_at: turn.expires_at,
+    }))
 }
 
 #[cfg(test)]

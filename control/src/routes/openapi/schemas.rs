@@ -1,9 +1,13 @@
-//! The response shapes of the control API as OpenAPI schemas. Handlers build their JSON from
-//! the store's rows; these types describe that JSON for the document, and the contract tests
+//! The response shapes of the control API as OpenAPI schemas. The simple answers are these
+//! types themselves (the handlers serialize them, so body and document cannot differ); the
+//! rest describe JSON the handlers build from the store's rows, and the contract tests
 //! (schemathesis against the real binary) check that every response matches them.
 
-#![allow(dead_code)] // Read by the schema derive only.
+#![allow(dead_code)] // The describing types are read by the schema derive only.
 
+use egressgate_store::db::refusals::{EgressRow as StoredEgress, RefusalRow};
+use egressgate_store::{ChatId, Timestamp, TurnId, UserId};
+use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -83,12 +87,14 @@ pub struct ErrorDetail {
 pub struct Time(String);
 
 /// `201` of `POST /v1/turns`.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct TurnOpened {
-    turn_id: String,
+    #[schema(value_type = String)]
+    pub(crate) turn_id: TurnId,
     /// `http://TURN_ID:SECRET@host:port`: the sandbox's proxy setting; carries the credential.
-    proxy_url: String,
-    expires_at: Time,
+    pub(crate) proxy_url: String,
+    #[schema(value_type = Time)]
+    pub(crate) expires_at: Timestamp,
 }
 
 /// A refusal reason (the closed set).
@@ -125,12 +131,14 @@ pub struct Refusal {
 }
 
 /// `GET /v1/turns/{turn_id}/refusals`.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct Refusals {
-    turn_id: String,
-    refusals: Vec<Refusal>,
+    #[schema(value_type = String)]
+    pub(crate) turn_id: TurnId,
+    #[schema(value_type = Vec<Refusal>)]
+    pub(crate) refusals: Vec<RefusalRow>,
     /// Refusals past `max-refusals-per-turn` distinct hosts, counted only.
-    overflow: i64,
+    pub(crate) overflow: i64,
 }
 
 /// A turn's allowed traffic to one host.
@@ -145,19 +153,23 @@ pub struct EgressRow {
 }
 
 /// `GET /v1/turns/{turn_id}/egress`.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct Egress {
-    turn_id: String,
-    egress: Vec<EgressRow>,
+    #[schema(value_type = String)]
+    pub(crate) turn_id: TurnId,
+    #[schema(value_type = Vec<EgressRow>)]
+    pub(crate) egress: Vec<StoredEgress>,
 }
 
 /// `GET /v1/turns/{turn_id}/policy`: what a package installer in the sandbox enforces.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct Policy {
-    turn_id: String,
-    sites: Vec<String>,
-    packages: Vec<String>,
-    expires_at: Time,
+    #[schema(value_type = String)]
+    pub(crate) turn_id: TurnId,
+    pub(crate) sites: Vec<String>,
+    pub(crate) packages: Vec<String>,
+    #[schema(value_type = Time)]
+    pub(crate) expires_at: Timestamp,
 }
 
 /// The card a person is shown: computed by the server, never altered by the runtime.
@@ -276,16 +288,22 @@ pub struct ResumeAnswer {
 }
 
 /// `POST /v1/interrupts/{id}/heartbeat`.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct Heartbeat {
-    lease_expires_at: Time,
+    #[schema(value_type = Time)]
+    pub(crate) lease_expires_at: Timestamp,
 }
 
-/// `POST /v1/interrupts/{id}/complete`.
-#[derive(ToSchema)]
+/// `POST /v1/interrupts/{id}/complete`: always `done`.
+#[derive(Serialize, ToSchema)]
 pub struct Completed {
     #[schema(value_type = String, pattern = "^done$")]
-    state: String,
+    pub(crate) state: &'static str,
+}
+
+impl Completed {
+    /// The one answer.
+    pub(crate) const DONE: Self = Self { state: "done" };
 }
 
 /// `POST /v1/batches/decide`: tool use id → text of the cancelled result.
@@ -325,10 +343,11 @@ pub struct RevokedEntry {
 }
 
 /// `DELETE /v1/chats/{chat_id}`.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct Hidden {
-    chat_id: String,
-    hidden: bool,
+    #[schema(value_type = String)]
+    pub(crate) chat_id: ChatId,
+    pub(crate) hidden: bool,
 }
 
 /// One pre-approved site.
@@ -360,10 +379,11 @@ pub struct AdminPackages {
 }
 
 /// `PUT /v1/admin/users/{user_id}`.
-#[derive(ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub struct UserPermission {
-    user_id: String,
-    can_approve: bool,
+    #[schema(value_type = String)]
+    pub(crate) user_id: UserId,
+    pub(crate) can_approve: bool,
 }
 
 /// One audit row.
