@@ -26,12 +26,26 @@ pub(crate) enum NoAnswer {
 
 impl NoAnswer {
     /// The answer's `code`.
-    pub(crate) fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> DenyCode {
         match self {
-            Self::NoHuman => "NO_HUMAN",
-            Self::NotPermitted => "NOT_PERMITTED",
+            Self::NoHuman => DenyCode::NoHuman,
+            Self::NotPermitted => DenyCode::NotPermitted,
         }
     }
+}
+
+/// Why the approval tool denied, each a fixed template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DenyCode {
+    /// A named host was refused for a reason no approval fixes.
+    NotApprovable,
+    /// The person declined it on this turn's card.
+    DeclinedThisTurn,
+    /// The turn was opened with `can_ask_human: false`.
+    NoHuman,
+    /// The user may not approve.
+    NotPermitted,
 }
 
 /// What stays blocked: `sites a and b; packages c`. Both lists come sorted.

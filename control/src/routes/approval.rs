@@ -11,9 +11,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::interrupts::{InterruptState, Outcome};
 use egressgate_store::{Card, Timestamp};
-use serde_json::{Value, json};
 
-use super::openapi::schemas;
+use super::openapi::schemas::{self, DenyCode, PendingCode, ToolAnswer};
 use crate::AppState;
 use crate::approval::input::{self, ApprovalRequestBody};
 use crate::approval::merge::{self, Early};
@@ -24,8 +23,8 @@ use crate::error::ApiError;
 use crate::grants::Grants;
 use crate::turn_access::find_turn;
 
-fn denied(code: &str, message: String) -> Json<Value> {
-    Json(json!({"outcome": "denied", "code": code, "message": message}))
+fn denied(code: DenyCode, message: String) -> Json<ToolAnswer> {
+    Json(ToolAnswer::Denied { code, message })
 }
 
 #[utoipa::path(post, path = "/v1/turns/{turn_id}/approval-requests", tag = "approval", security(("runtime" = [])),
@@ -44,7 +43,7 @@ pub(crate) async fn request(
     Path(turn_id): Path<String>,
     headers: HeaderMap,
     StrictJson(body): StrictJson<ApprovalRequestBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolAnswer>, ApiError> {
     let now = Timestamp::now();
     let turn = find_turn(&state.store, &turn_id, &headers, now).await?;
     // A hidden chat's cards can never be resumed; asking would only leave a dead draft.
@@ -69,7 +68,10 @@ pub(crate) async fn request(
             ));
         }
         Err(Early::NotApprovable(pairs)) => {
-            return Ok(denied("NOT_APPROVABLE", text::not_approvable(&pairs)));
+            return Ok(denied(
+                DenyCode::NotApprovable,
+                text::not_approvable(&pairs),
+            ));
         }
     };
 
@@ -77,9 +79,9 @@ pub(crate) async fn request(
     let grants = Grants::load(&state.store, &turn, now).await?;
     let left = merge::drop_granted(wanted, &grants);
     if left.is_empty() {
-        return Ok(Json(
-            json!({"outcome": "already_approved", "message": text::ALREADY_APPROVED}),
-        ));
+        return Ok(Json(ToolAnswer::AlreadyApproved {
+            message: text::ALREADY_APPROVED,
+        }));
     }
 
     // Step 5b: a card of this turn that the person declined (or dismissed) is final for it.
@@ -98,7 +100,7 @@ pub(crate) async fn request(
             let (left, sites, packages) = merge::drop_declined(left, &p.card);
             if left.is_empty() {
                 return Ok(denied(
-                    "DECLINED_THIS_TURN",
+                    DenyCode::DeclinedThisTurn,
                     text::declined_this_turn(&sites, &packages),
                 ));
             }
@@ -143,14 +145,13 @@ pub(crate) async fn request(
     // Step 6b: the chat's card still waits for the person (a claimed card is left to its
     // holder, who may chain a new card in its place).
     if let Some(p) = current.filter(|p| p.effective_state(now) == InterruptState::Pending) {
-        return Ok(Json(json!({
-            "outcome": "pending",
-            "code": "INTERRUPT_PENDING",
-            "interrupt_id": p.id,
-            "state": "pending",
-            "card": p.card,
-            "message": text::PENDING,
-        })));
+        return Ok(Json(ToolAnswer::Pending {
+            code: PendingCode::InterruptPending,
+            interrupt_id: p.id,
+            state: schemas::InterruptState::Pending,
+            card: p.card,
+            message: text::PENDING,
+        }));
     }
 
     // Step 7.
@@ -158,7 +159,8 @@ pub(crate) async fn request(
         .store
         .create_draft(&turn, &card, req.tool_call_id.as_deref(), now)
         .await?;
-    Ok(Json(
-        json!({"outcome": "ask", "draft_id": draft, "card": card}),
-    ))
+    Ok(Json(ToolAnswer::Ask {
+        draft_id: draft,
+        card,
+    }))
 }

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // The describing types are read by the schema derive only.
 
+pub(crate) use crate::approval::text::DenyCode;
 use egressgate_store::db::refusals::{EgressRow as StoredEgress, RefusalRow};
 use egressgate_store::{ChatId, Timestamp, TurnId, UserId};
 use serde::Serialize;
@@ -181,30 +182,54 @@ pub struct Card {
     reason: String,
 }
 
-/// The approval tool's answer kinds.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum ToolOutcome {
-    Denied,
-    AlreadyApproved,
-    Ask,
-    Pending,
+/// The code of a `pending` answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PendingCode {
+    /// The chat's card waits for the person.
+    InterruptPending,
 }
 
-/// `200` of the approval tool: `denied` (with `code`), `already_approved`, `ask` (with
-/// `draft_id` and `card`) or `pending` (with `interrupt_id` and `state`: the chat's open
-/// request answers instead of a new card).
-#[derive(ToSchema)]
-pub struct ToolAnswer {
-    outcome: ToolOutcome,
-    /// With `denied`: `NOT_APPROVABLE`, `NO_HUMAN`, `NOT_PERMITTED`, `DECLINED_THIS_TURN`;
-    /// with `pending`: `INTERRUPT_PENDING`.
-    code: Option<String>,
-    message: Option<String>,
-    draft_id: Option<String>,
-    card: Option<Card>,
-    interrupt_id: Option<String>,
-    state: Option<InterruptState>,
+/// `200` of the approval tool, by `outcome`: each kind carries exactly its fields.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ToolAnswer {
+    /// Nobody will be asked; the message says what stays blocked and what to do.
+    Denied {
+        /// Which template.
+        code: DenyCode,
+        /// For the model.
+        message: String,
+    },
+    /// Everything is already allowed: run the step.
+    AlreadyApproved {
+        /// For the model.
+        message: &'static str,
+    },
+    /// The chat's card still waits for the person: pause on it instead of asking again.
+    Pending {
+        /// Always `INTERRUPT_PENDING`.
+        code: PendingCode,
+        /// The waiting card's interrupt id.
+        #[schema(value_type = String)]
+        interrupt_id: egressgate_store::InterruptId,
+        /// Always `pending`.
+        state: InterruptState,
+        /// The waiting card.
+        #[schema(value_type = Card)]
+        card: egressgate_store::Card,
+        /// For the model.
+        message: &'static str,
+    },
+    /// A single-use draft card to register with `POST /v1/interrupts`.
+    Ask {
+        /// The draft.
+        #[schema(value_type = String)]
+        draft_id: egressgate_store::DraftId,
+        /// What the person will see.
+        #[schema(value_type = Card)]
+        card: egressgate_store::Card,
+    },
 }
 
 /// An AG-UI 1.0 `Interrupt`: goes straight into `RUN_FINISHED.outcome.interrupts`.
@@ -230,8 +255,8 @@ pub struct InterruptIssued {
 }
 
 /// Where a request is in its life.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum InterruptState {
     Pending,
     Claimed,
