@@ -59,7 +59,9 @@ async fn schemathesis_finds_no_contract_violation() {
     .unwrap();
     let api = g.api();
     let out = tokio::task::spawn_blocking(move || {
-        st().arg("--config-file")
+        // In the temp dir: schemathesis keeps a cache (.schemathesis/) in its working dir.
+        st().current_dir(dir.path())
+            .arg("--config-file")
             .arg(&config)
             .args(["--no-color", "run"])
             .arg(format!("http://{}/openapi.json", api.addr))
