@@ -35,6 +35,10 @@ pub enum Command {
         #[command(subcommand)]
         list: AdminListCmd,
     },
+    /// The MCP server over stdio for one turn: the tools `egress_refusals` and
+    /// `request_egress_approval`, calling the control API (runtime token from
+    /// EGRESSGATE_RUNTIME_TOKEN). Only JSON-RPC is written to stdout.
+    Mcp(McpArgs),
     /// Run a command whose only way out is the proxy.
     Sandbox {
         /// The sandbox action.
@@ -127,6 +131,24 @@ pub enum AdminOp {
         #[command(flatten)]
         db: RawConfig,
     },
+}
+
+/// `egressgate mcp` options.
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// The control API, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "EGRESSGATE_CONTROL_URL")]
+    pub control_url: String,
+    /// The turn this server acts for (fixed for its lifetime; never a tool argument).
+    #[arg(long)]
+    pub turn: String,
+    /// Base URL of the card page links (default: --control-url).
+    #[arg(long, env = "EGRESSGATE_CONTROL_PUBLIC_URL")]
+    pub control_public_url: Option<String>,
+    /// The requestState key (default: a random key for this process, which is enough
+    /// since a stdio server answers only its own requests).
+    #[arg(long, env = "EGRESSGATE_MCP_STATE_KEY", hide_env_values = true)]
+    pub mcp_state_key: Option<String>,
 }
 
 /// `sandbox run`.
@@ -308,6 +330,19 @@ pub struct RawConfig {
     /// Statement timeout. [default: 5s]
     #[arg(long, env = "EGRESSGATE_DB_STATEMENT_TIMEOUT")]
     pub db_statement_timeout: Option<String>,
+    /// A browser origin (`https://app.example.com`) allowed to call the control API; repeat
+    /// for more. Off by default: no CORS headers at all.
+    #[arg(long, env = "EGRESSGATE_CORS_ORIGIN", value_delimiter = ',')]
+    #[serde(default)]
+    pub cors_origin: Vec<String>,
+    /// Where people reach the control plane (card page links). [default: the control listener]
+    #[arg(long, env = "EGRESSGATE_CONTROL_PUBLIC_URL")]
+    pub control_public_url: Option<String>,
+    /// The MCP requestState key (at least 32 bytes, hex or text). [default: generated on
+    /// first start and kept in the database, so every control process shares it]
+    #[arg(long, env = "EGRESSGATE_MCP_STATE_KEY", hide_env_values = true)]
+    #[serde(skip_serializing)]
+    pub mcp_state_key: Option<String>,
     /// Log line format on stderr: `text`, or `json` (one object a line, for log shippers).
     /// [default: text]
     #[arg(long, env = "EGRESSGATE_LOG_FORMAT")]
@@ -346,6 +381,9 @@ const CONTROL_ONLY: &[&str] = &[
     "resume_failures_per_client",
     "resume_failures_per_card",
     "resume_failure_window",
+    "cors_origin",
+    "control_public_url",
+    "mcp_state_key",
 ];
 
 /// Settings only the proxy reads: hidden from `control --help`.
@@ -492,7 +530,7 @@ impl Command {
                     }
                 },
             },
-            Command::Sandbox { .. } => None,
+            Command::Mcp(_) | Command::Sandbox { .. } => None,
         }
     }
 }

@@ -99,6 +99,8 @@ pub struct Config {
     pub control_addrs: Vec<SocketAddr>,
     /// Whether `--proxy-public-url` was given (required for `control`).
     pub proxy_public_url_given: bool,
+    /// Whether `--control-public-url` was set (else the bound control listener is used).
+    pub control_public_url_given: bool,
     /// Data-plane settings.
     pub proxy: egressgate_proxy::Settings,
     /// Control-plane settings.
@@ -401,10 +403,24 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
             .resume_failures_per_card
             .unwrap_or(c.resume_failures_per_card),
         resume_failure_window: duration(
-            "resume-failure-window",
+            &l("resume-failure-window"),
             &raw.resume_failure_window,
             c.resume_failure_window,
         )?,
+        cors_origins: raw
+            .cors_origin
+            .iter()
+            .map(|o| cors_origin(&l("cors-origin"), o))
+            .collect::<Result<_>>()?,
+        control_public_url: match &raw.control_public_url {
+            Some(u) => control_public_url(&l("control-public-url"), u)?,
+            None => format!("http://{control_listen}"),
+        },
+        mcp_state_key: raw
+            .mcp_state_key
+            .as_deref()
+            .map(|k| mcp_state_key(&l("mcp-state-key"), k))
+            .transpose()?,
         ..c
     };
     let p = PoolOptions::default();
@@ -427,6 +443,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         metrics_listen,
         control_addrs: crate::selfaddr::control_addrs(&raw.control_addr)?,
         proxy_public_url_given: raw.proxy_public_url.is_some(),
+        control_public_url_given: raw.control_public_url.is_some(),
         proxy,
         control,
     })
@@ -470,5 +487,85 @@ pub fn redact(url: &str) -> String {
             u.to_string()
         }
         _ => url.to_owned(),
+    }
+}
+
+/// `--cors-origin`: exactly `scheme://host[:port]`, as a browser sends it in `Origin`.
+fn cors_origin(name: &str, o: &str) -> Result<String> {
+    let u = url::Url::parse(o).map_err(|e| anyhow!("{name} {o:?}: {e}"))?;
+    let origin = u.origin().ascii_serialization();
+    if !matches!(u.scheme(), "http" | "https") || origin != o.trim_end_matches('/') {
+        bail!(
+            "{name} {o:?}: expected an origin such as https://app.example.com (scheme, host and port only)"
+        );
+    }
+    Ok(origin)
+}
+
+/// `--control-public-url`: an http(s) URL without query or fragment; kept without a
+/// trailing slash so paths can be appended.
+fn control_public_url(name: &str, u: &str) -> Result<String> {
+    let parsed = url::Url::parse(u).map_err(|e| anyhow!("{name} {u:?}: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+        || parsed.host_str().is_none()
+    {
+        bail!("{name} {u:?}: expected http(s)://host[:port][/path]");
+    }
+    Ok(u.trim_end_matches('/').to_owned())
+}
+
+/// `--mcp-state-key`: at least 32 bytes of key (hex is decoded, anything else taken as text).
+pub fn mcp_state_key(name: &str, k: &str) -> Result<egressgate_control::settings::StateKey> {
+    let bytes = hex::decode(k).unwrap_or_else(|_| k.as_bytes().to_vec());
+    if bytes.len() < 32 {
+        bail!("{name}: too short; give at least 32 bytes (64 hex digits)");
+    }
+    Ok(egressgate_control::settings::StateKey(bytes))
+}
+
+#[cfg(test)]
+mod agent_side_tests {
+    use super::*;
+
+    #[test]
+    fn cors_origins_are_bare_origins() {
+        let n = "--cors-origin";
+        assert_eq!(
+            cors_origin(n, "https://app.example.com").ok().as_deref(),
+            Some("https://app.example.com")
+        );
+        assert_eq!(
+            cors_origin(n, "http://localhost:5173").ok().as_deref(),
+            Some("http://localhost:5173")
+        );
+        for bad in [
+            "app.example.com",
+            "https://app.example.com/path",
+            "ftp://x.example",
+            "*",
+            "https://a.example.com?x",
+        ] {
+            assert!(cors_origin(n, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn public_url_and_state_key() {
+        let n = "--x";
+        assert_eq!(
+            control_public_url(n, "https://gate.example.com/")
+                .ok()
+                .as_deref(),
+            Some("https://gate.example.com")
+        );
+        assert!(control_public_url(n, "gate.example.com").is_err());
+        assert!(control_public_url(n, "https://gate.example.com/?a").is_err());
+        assert!(mcp_state_key(n, "short").is_err());
+        assert_eq!(
+            mcp_state_key(n, &"ab".repeat(32)).map(|k| k.0.len()).ok(),
+            Some(32)
+        );
     }
 }

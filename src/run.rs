@@ -32,6 +32,7 @@ pub async fn run(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Admin { list } => admin(list).await,
+        Command::Mcp(args) => mcp(args).await,
         Command::Sandbox { .. } => bail!("internal: sandbox is dispatched before the runtime"),
     }
 }
@@ -172,6 +173,9 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     if let (Some(l), false) = (&proxy_listener, cfg.proxy_public_url_given) {
         cfg.control.proxy_public_url = l.local_addr()?.to_string();
     }
+    if let (Some(l), false) = (&control_listener, cfg.control_public_url_given) {
+        cfg.control.control_public_url = format!("http://{}", l.local_addr()?);
+    }
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(signals(stop_tx));
@@ -194,9 +198,13 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     };
     if let Some(listener) = control_listener {
         let tokens = crate::tokens::load(&store, &cfg.data_dir, true).await?;
+        let mut settings = cfg.control.clone();
+        if settings.mcp_state_key.is_none() {
+            settings.mcp_state_key = Some(mcp_state_key(&store).await?);
+        }
         let state = AppState {
             store: store.clone(),
-            settings: Arc::new(cfg.control.clone()),
+            settings: Arc::new(settings),
             tokens: Arc::new(tokens),
             blobs: blobs.clone(),
         };
@@ -411,4 +419,51 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
         .write_all(out.as_bytes())
         .context("stdout")?;
     Ok(())
+}
+
+/// The deployment's MCP requestState key: generated on first start and kept in the
+/// database, so every control process of a deployment seals and opens the same states.
+async fn mcp_state_key(store: &Store) -> Result<egressgate_control::settings::StateKey> {
+    let key = store
+        .deployment_key("mcp-state", random_key, Timestamp::now())
+        .await
+        .context("cannot read or store the MCP state key")?;
+    Ok(egressgate_control::settings::StateKey(key))
+}
+
+fn random_key() -> Vec<u8> {
+    egressgate_store::Secret::generate()
+        .expose()
+        .as_bytes()
+        .to_vec()
+}
+
+/// `egressgate mcp`: the stdio MCP server for one turn.
+async fn mcp(args: crate::cli::McpArgs) -> Result<()> {
+    init_logging(config::LogFormat::Text);
+    let token = std::env::var("EGRESSGATE_RUNTIME_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            anyhow!("egressgate mcp needs EGRESSGATE_RUNTIME_TOKEN (the runtime API token)")
+        })?;
+    if egressgate_store::TurnId::parse(&args.turn).is_none() {
+        bail!("--turn {:?}: not a turn id", args.turn);
+    }
+    let backend = egressgate_control::mcp::backend::Backend::http(&args.control_url, &token)
+        .map_err(|e| anyhow!(e))?;
+    let keys = match &args.mcp_state_key {
+        Some(k) => {
+            egressgate_control::mcp::StateKeys::new(config::mcp_state_key("--mcp-state-key", k)?.0)
+                .map_err(|e| anyhow!("--mcp-state-key: {e}"))?
+        }
+        None => egressgate_control::mcp::StateKeys::random(),
+    };
+    let public = args
+        .control_public_url
+        .clone()
+        .unwrap_or_else(|| args.control_url.clone());
+    egressgate_control::mcp::serve_stdio(backend, args.turn, keys, public)
+        .await
+        .map_err(|e| anyhow!(e))
 }

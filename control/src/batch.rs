@@ -11,7 +11,7 @@ pub const MERGED: &str = "merged into the first approval request";
 pub const ALONE: &str = "call the approval tool on its own";
 
 /// One tool use of an assistant message.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolUse {
     /// The runtime's id of this call.

@@ -7,10 +7,12 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod error;
+pub mod mcp;
 pub mod settings;
 
 mod approval;
 mod bulk;
+mod cors;
 mod decision;
 mod grants;
 mod holder;
@@ -27,6 +29,21 @@ use egressgate_store::Store;
 pub use auth::Tokens;
 pub use error::ApiError;
 pub use settings::Settings;
+
+/// The OpenAPI 3.1 document of the whole API (what `GET /openapi.json` serves).
+pub fn openapi_document() -> serde_json::Value {
+    routes::openapi::document().clone()
+}
+
+/// The approval tool's input schema (what `GET /v1/tools/approval.json` serves).
+pub fn approval_tool_schema() -> serde_json::Value {
+    routes::openapi::approval_tool_schema()
+}
+
+/// Every error code the API can answer with.
+pub fn error_codes() -> &'static [&'static str] {
+    routes::openapi::schemas::ERROR_CODES
+}
 
 /// Everything a handler needs; cheap to clone.
 #[derive(Clone)]
@@ -45,5 +62,11 @@ pub struct AppState {
 /// The whole API as a router, so tests can drive it without a socket and the binary can
 /// serve it on any listener.
 pub fn app(state: AppState) -> axum::Router {
-    routes::router(state)
+    let cors = cors::layer(&state.settings.cors_origins);
+    let api = routes::router(state.clone());
+    let router = api.clone().merge(mcp::router(state, api));
+    match cors {
+        Some(layer) => router.layer(layer),
+        None => router,
+    }
 }

@@ -19,6 +19,7 @@ mod dry_run;
 mod events;
 mod health;
 mod interrupts;
+pub(crate) mod openapi;
 mod pending;
 mod resume;
 mod tokens;
@@ -29,6 +30,8 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(openapi::document_json))
+        .route("/v1/tools/approval.json", get(openapi::approval_tool_json))
         .route("/v1/turns", post(turns::open))
         .route("/v1/turns/{turn_id}/refusals", get(turns::refusals))
         .route("/v1/turns/{turn_id}/egress", get(turns::egress))
@@ -116,4 +119,108 @@ async fn method_not_allowed() -> ApiError {
         "METHOD_NOT_ALLOWED",
         "this endpoint does not serve that method",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The route table and the OpenAPI document cannot drift: every `.route(...)` in the
+    //! control plane's source (this file and any sub-router merged into it), with each method
+    //! it serves, must be an operation of the document, and the document may name nothing
+    //! the router does not serve.
+
+    use std::collections::BTreeSet;
+
+    /// `(METHOD, path)` for every `.route("path", method(..).method(..))` in `source`.
+    fn routes_in(source: &str) -> BTreeSet<(String, String)> {
+        let mut out = BTreeSet::new();
+        for chunk in source.split(".route(").skip(1) {
+            let Some(path) = chunk
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|r| r.split('"').next())
+            else {
+                continue;
+            };
+            // The method router runs to the close of this `.route(` call.
+            let mut depth = 1usize;
+            let mut end = chunk.len();
+            for (i, c) in chunk.char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let body = &chunk[..end];
+            for m in ["get", "post", "put", "delete", "patch"] {
+                let called = body.match_indices(&format!("{m}(")).any(|(i, _)| {
+                    i == 0 || !body[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                });
+                if called {
+                    out.insert((m.to_owned(), path.to_owned()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Served on the listener but not JSON-over-HTTP endpoints of this document.
+    const NOT_IN_DOCUMENT: &[&str] = &["/mcp"];
+
+    #[test]
+    fn every_route_is_documented_and_nothing_else() {
+        let mut stack = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+        let mut routes = BTreeSet::new();
+        while let Some(p) = stack.pop() {
+            if p.is_dir() {
+                for entry in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                    stack.push(entry.path());
+                }
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let (source, _) = text.split_once("#[cfg(test)]").unwrap_or((&text, ""));
+            routes.extend(
+                routes_in(source)
+                    .into_iter()
+                    .filter(|(_, p)| !NOT_IN_DOCUMENT.contains(&p.as_str())),
+            );
+        }
+        assert!(
+            routes.len() > 20,
+            "the route scan found too little: {routes:?}"
+        );
+        let doc = super::openapi::document();
+        let mut documented = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for m in ["get", "post", "put", "delete", "patch"] {
+                if item.get(m).is_some() {
+                    documented.insert((m.to_owned(), path.clone()));
+                }
+            }
+        }
+        let missing: Vec<_> = routes.difference(&documented).collect();
+        assert!(
+            missing.is_empty(),
+            "routes missing from the OpenAPI document (annotate the handler and add it to paths(...)): {missing:?}"
+        );
+        let extra: Vec<_> = documented.difference(&routes).collect();
+        assert!(extra.is_empty(), "documented but not routed: {extra:?}");
+    }
+
+    #[test]
+    fn the_scan_sees_chained_methods() {
+        let found = routes_in(r#"x.route("/a/{id}", get(m::x).post(m::y)).route("/b", delete(z))"#);
+        let want: BTreeSet<_> = [("get", "/a/{id}"), ("post", "/a/{id}"), ("delete", "/b")]
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        assert_eq!(found, want);
+    }
 }

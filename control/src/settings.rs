@@ -53,6 +53,24 @@ pub struct Settings {
     pub rejection_flush_after: Duration,
     /// A card's rejected answers that are written at once, without waiting.
     pub rejection_flush_at: u32,
+    /// Browser origins allowed to call the API (`--cors-origin`); empty: no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// Where people reach this control plane (`--control-public-url`), for the card page
+    /// links the MCP server hands out; default: `http://` + the control listener.
+    pub control_public_url: String,
+    /// The key that seals MCP `requestState` (`--mcp-state-key`, else generated once and kept
+    /// in the database). `None` in tests: the MCP server then makes one for the process.
+    pub mcp_state_key: Option<StateKey>,
+}
+
+/// A symmetric key: never printed, not even by `Debug`.
+#[derive(Clone)]
+pub struct StateKey(pub Vec<u8>);
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(..)")
+    }
 }
 
 impl Default for Settings {
@@ -81,6 +99,9 @@ impl Default for Settings {
             resume_failure_window: Duration::from_secs(60),
             rejection_flush_after: Duration::from_secs(5),
             rejection_flush_at: 100,
+            cors_origins: Vec::new(),
+            control_public_url: "http://127.0.0.1:8080".into(),
+            mcp_state_key: None,
         }
     }
 }

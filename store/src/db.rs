@@ -102,6 +102,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0003_scoped_tokens.sql"),
     ),
     (
+        4,
+        "deployment keys",
+        include_str!("../../migrations/sqlite/0004_deployment_keys.sql"),
+        include_str!("../../migrations/postgres/0004_deployment_keys.sql"),
+    ),
+    (
         14,
         "events and console sessions",
         include_str!("../../migrations/sqlite/0014_events.sql"),

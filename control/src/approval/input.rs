@@ -17,7 +17,7 @@ pub(crate) const REASON_MAX_CHARS: usize = 500;
 pub(crate) const TOOL_CALL_ID_MAX_CHARS: usize = 256;
 
 /// `POST /v1/turns/{turn_id}/approval-requests` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApprovalRequestBody {
     reason: String,

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use egressgate_store::db::refusals::RefusalRow;
-use egressgate_store::{Host, Package, RefusalReason, SanitizedUrl, SitePattern};
+use egressgate_store::{Card, Host, Package, RefusalReason, SanitizedUrl, SitePattern};
 
 use super::input::ValidRequest;
 use crate::grants::Grants;
@@ -112,17 +112,17 @@ pub(crate) fn merge(
     })
 }
 
-/// Step 5: drops sites and packages the grants already cover, and the URLs of dropped hosts.
-pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
-    let named: BTreeSet<Host> = wanted
-        .named
-        .into_iter()
-        .filter(|h| !grants.allows_site(h))
-        .collect();
+/// Keeps the sites and packages the predicates accept, and the URLs of kept named hosts.
+fn retain(
+    wanted: Wanted,
+    keep_site: impl Fn(&Host) -> bool,
+    keep_package: impl Fn(&Package) -> bool,
+) -> Wanted {
+    let named: BTreeSet<Host> = wanted.named.into_iter().filter(|h| keep_site(h)).collect();
     let refused = wanted
         .refused
         .into_iter()
-        .filter(|h| !grants.allows_site(h))
+        .filter(|h| keep_site(h))
         .collect();
     let urls = wanted
         .urls
@@ -132,7 +132,7 @@ pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
     let packages = wanted
         .packages
         .into_iter()
-        .filter(|p| !grants.allows_package(p))
+        .filter(|p| keep_package(p))
         .collect();
     Wanted {
         named,
@@ -140,6 +140,39 @@ pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
         urls,
         packages,
     }
+}
+
+/// Step 5: drops sites and packages the grants already cover, and the URLs of dropped hosts.
+pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
+    retain(
+        wanted,
+        |h| !grants.allows_site(h),
+        |p| !grants.allows_package(p),
+    )
+}
+
+/// Step 6: drops what the person declined on a card of this turn (`card`), so the same turn
+/// cannot ask again at once; returns what is left and what was dropped (sorted).
+pub(crate) fn drop_declined(wanted: Wanted, card: &Card) -> (Wanted, Vec<String>, Vec<String>) {
+    let declined_site = |h: &Host| card.sites.iter().any(|s| s == h.as_str());
+    let declined_package = |p: &Package| card.packages.iter().any(|s| s == p.as_str());
+    let sites = wanted
+        .named
+        .iter()
+        .chain(wanted.refused.iter())
+        .filter(|h| declined_site(h))
+        .map(|h| h.as_str().to_owned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let packages = wanted
+        .packages
+        .iter()
+        .filter(|p| declined_package(p))
+        .map(|p| p.as_str().to_owned())
+        .collect();
+    let left = retain(wanted, |h| !declined_site(h), |p| !declined_package(p));
+    (left, sites, packages)
 }
 
 #[cfg(test)]
@@ -255,6 +288,41 @@ mod tests {
                 (host("a.example.com"), RefusalReason::PrivateAddress),
                 (host("b.example.com"), RefusalReason::SniMismatch),
             ]))
+        );
+    }
+
+    #[test]
+    fn declined_items_and_their_urls_are_dropped_and_named() {
+        let w = merge(
+            &req(
+                &["https://files.example.com/a", "https://pypi.org/simple/"],
+                &["numpy", "pandas"],
+            ),
+            &[],
+            &[],
+        )
+        .unwrap_or_else(|e| unreachable!("{e:?}"));
+        let card = Card {
+            sites: vec!["files.example.com".into(), "other.example.com".into()],
+            urls: vec![],
+            packages: vec!["numpy".into()],
+            reason: "r".into(),
+            sites_not_shown: 0,
+        };
+        let (left, sites, packages) = drop_declined(w, &card);
+        assert_eq!(sites, ["files.example.com"]);
+        assert_eq!(packages, ["numpy"]);
+        assert_eq!(
+            left.named.iter().map(Host::as_str).collect::<Vec<_>>(),
+            ["pypi.org"]
+        );
+        assert_eq!(left.urls.len(), 1);
+        assert_eq!(
+            left.packages
+                .iter()
+                .map(Package::as_str)
+                .collect::<Vec<_>>(),
+            ["pandas"]
         );
     }
 

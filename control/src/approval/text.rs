@@ -26,12 +26,26 @@ pub(crate) enum NoAnswer {
 
 impl NoAnswer {
     /// The answer's `code`.
-    pub(crate) fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> DenyCode {
         match self {
-            Self::NoHuman => "NO_HUMAN",
-            Self::NotPermitted => "NOT_PERMITTED",
+            Self::NoHuman => DenyCode::NoHuman,
+            Self::NotPermitted => DenyCode::NotPermitted,
         }
     }
+}
+
+/// Why the approval tool denied, each a fixed template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DenyCode {
+    /// A named host was refused for a reason no approval fixes.
+    NotApprovable,
+    /// The person declined it on this turn's card.
+    DeclinedThisTurn,
+    /// The turn was opened with `can_ask_human: false`.
+    NoHuman,
+    /// The user may not approve.
+    NotPermitted,
 }
 
 /// What stays blocked: `sites a and b; packages c`. Both lists come sorted.
@@ -57,6 +71,19 @@ pub(crate) fn denied(who: NoAnswer, sites: &[String], packages: &[String]) -> St
         blocked(sites, packages)
     )
 }
+
+/// Step 6: the person declined these on a card of this turn.
+pub(crate) fn declined_this_turn(sites: &[String], packages: &[String]) -> String {
+    format!(
+        "The person declined {} in this turn; do not ask again until the next user message. \
+         {CONTINUE}",
+        blocked(sites, packages)
+    )
+}
+
+/// Step 8: the chat already has a card waiting for the person.
+pub(crate) const PENDING: &str = "A person has not answered this chat's open approval request \
+     yet; wait for that answer instead of asking again.";
 
 /// Step 4: named hosts refused for a reason no approval fixes; `pairs` come sorted.
 pub(crate) fn not_approvable(pairs: &[(Host, RefusalReason)]) -> String {
@@ -84,6 +111,11 @@ mod tests {
             denied(NoAnswer::NotPermitted, &[], &p),
             "This user is not permitted to approve downloads, so these stay blocked: packages numpy. \
              Continue without that data and say so."
+        );
+        assert_eq!(
+            declined_this_turn(&s, &[]),
+            "The person declined sites a.example.com and b.example.com in this turn; do not ask \
+             again until the next user message. Continue without that data and say so."
         );
         let h = Host::parse("x.example.com").unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(

@@ -10,6 +10,7 @@ use egressgate_store::{Package, SitePattern, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
@@ -20,7 +21,7 @@ use crate::validate;
 const ACTOR: &str = "admin";
 
 /// `POST /v1/admin/sites` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SiteBody {
     pattern: String,
@@ -29,7 +30,7 @@ pub(crate) struct SiteBody {
 }
 
 /// `POST /v1/admin/packages` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PackageBody {
     name: String,
@@ -38,7 +39,7 @@ pub(crate) struct PackageBody {
 }
 
 /// `PUT /v1/admin/users/{user_id}` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UserBody {
     can_approve: bool,
@@ -104,6 +105,7 @@ async fn remove(state: &AppState, list: AdminList, value: &str) -> Result<Status
 }
 
 /// `GET /v1/admin/sites` → `{"sites": [{"pattern", "note", "created_at"}]}`.
+#[utoipa::path(get, path = "/v1/admin/sites", tag = "admin", security(("admin" = [])), responses((status = 200, description = "The pre-approved sites.", body = schemas::AdminSites)))]
 pub(crate) async fn list_sites(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -112,6 +114,9 @@ pub(crate) async fn list_sites(
 }
 
 /// `POST /v1/admin/sites`.
+#[utoipa::path(post, path = "/v1/admin/sites", tag = "admin", security(("admin" = [])), request_body = SiteBody,
+    responses((status = 201, description = "Added.", body = schemas::AdminSite), (status = 200, description = "Already there (unchanged).", body = schemas::AdminSite),
+        (status = 409, description = "`CONFLICT`: removed concurrently.", body = schemas::ErrorBody), (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; or the note is too long.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_site(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -122,6 +127,8 @@ pub(crate) async fn add_site(
     add(&state, AdminList::Sites, &pattern.to_key(), body.note).await
 }
 
+#[utoipa::path(delete, path = "/v1/admin/sites/{pattern}", tag = "admin", security(("admin" = [])), params(("pattern" = String, Path, description = "Any spelling of a stored pattern.")),
+    responses((status = 204, description = "Removed."), (status = 404, description = "`NOT_FOUND`: not on the list.", body = schemas::ErrorBody)))]
 /// `DELETE /v1/admin/sites/{pattern}`: the pattern is normalised like on add, so any spelling
 /// of a stored entry removes it.
 pub(crate) async fn remove_site(
@@ -135,6 +142,7 @@ pub(crate) async fn remove_site(
     remove(&state, AdminList::Sites, &key).await
 }
 
+#[utoipa::path(get, path = "/v1/admin/packages", tag = "admin", security(("admin" = [])), responses((status = 200, description = "The pre-approved packages.", body = schemas::AdminPackages)))]
 /// `GET /v1/admin/packages` → `{"packages": [{"name", "note", "created_at"}]}`.
 pub(crate) async fn list_packages(
     _auth: AdminAuth,
@@ -144,6 +152,9 @@ pub(crate) async fn list_packages(
 }
 
 /// `POST /v1/admin/packages`.
+#[utoipa::path(post, path = "/v1/admin/packages", tag = "admin", security(("admin" = [])), request_body = PackageBody,
+    responses((status = 201, description = "Added.", body = schemas::AdminPackage), (status = 200, description = "Already there (unchanged).", body = schemas::AdminPackage),
+        (status = 409, description = "`CONFLICT`: removed concurrently.", body = schemas::ErrorBody), (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; or the note is too long.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_package(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -154,6 +165,8 @@ pub(crate) async fn add_package(
 }
 
 /// `DELETE /v1/admin/packages/{name}`, normalised like on add.
+#[utoipa::path(delete, path = "/v1/admin/packages/{name}", tag = "admin", security(("admin" = [])), params(("name" = String, Path, description = "Any spelling of a stored name.")),
+    responses((status = 204, description = "Removed."), (status = 404, description = "`NOT_FOUND`: not on the list.", body = schemas::ErrorBody)))]
 pub(crate) async fn remove_package(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -166,18 +179,22 @@ pub(crate) async fn remove_package(
 }
 
 /// `PUT /v1/admin/users/{user_id}` → `200 {"user_id", "can_approve"}`.
+#[utoipa::path(put, path = "/v1/admin/users/{user_id}", tag = "admin", security(("admin" = [])), request_body = UserBody, params(("user_id" = String, Path, description = "The user.")),
+    responses((status = 200, description = "The user's permission.", body = schemas::UserPermission),
+        (status = 422, description = "`INVALID_INPUT`: a malformed user id.", body = schemas::ErrorBody)))]
 pub(crate) async fn set_user(
     _auth: AdminAuth,
     State(state): State<AppState>,
     Path(user_id): Path<String>,
     StrictJson(body): StrictJson<UserBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::UserPermission>, ApiError> {
     let user = validate::user_id("user_id", &user_id)?;
     state
         .store
         .set_can_approve(&user, body.can_approve, ACTOR, Timestamp::now())
         .await?;
-    Ok(Json(
-        json!({"user_id": user, "can_approve": body.can_approve}),
-    ))
+    Ok(Json(schemas::UserPermission {
+        user_id: user,
+        can_approve: body.can_approve,
+    }))
 }

@@ -1,13 +1,18 @@
 //! `POST /v1/turns/{turn_id}/approval-requests`: the approval tool's first call. Gathers the
-//! facts (turn, refusals, grants, permission) and runs the design's steps 1–7 in order; the
-//! first matching step answers. Only step 7 writes anything (the draft card).
+//! facts (turn, refusals, grants, permission, the chat's card) and runs the design's steps
+//! 1–7 in order, with two more answers a model can act on: 5b, what the person declined in
+//! this turn is not asked again (`denied`, `DECLINED_THIS_TURN`); 6b, while the chat's card
+//! waits for the person, the answer is that card (`pending`, `INTERRUPT_PENDING`) instead
+//! of a draft that registration would refuse. The first matching step answers; only step 7
+//! writes anything (the draft card).
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use egressgate_store::db::interrupts::{InterruptState, Outcome};
 use egressgate_store::{Card, Timestamp};
-use serde_json::{Value, json};
 
+use super::openapi::schemas::{self, DenyCode, PendingCode, ToolAnswer};
 use crate::AppState;
 use crate::approval::fit;
 use crate::approval::input::{self, ApprovalRequestBody};
@@ -19,10 +24,18 @@ use crate::error::ApiError;
 use crate::grants::Grants;
 use crate::turn_access::find_turn;
 
-fn denied(code: &str, message: String) -> Json<Value> {
-    Json(json!({"outcome": "denied", "code": code, "message": message}))
+fn denied(code: DenyCode, message: String) -> Json<ToolAnswer> {
+    Json(ToolAnswer::Denied { code, message })
 }
 
+#[utoipa::path(post, path = "/v1/turns/{turn_id}/approval-requests", tag = "approval", security(("runtime" = [])),
+    request_body = ApprovalRequestBody, params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses(
+        (status = 200, description = "The answer, in the fixed order: `denied` (codes `NOT_APPROVABLE`, `DECLINED_THIS_TURN`, `NO_HUMAN`, `NOT_PERMITTED`), `already_approved`, `pending` (code `INTERRUPT_PENDING`: the chat's open request), or `ask` with the draft card.", body = schemas::ToolAnswer),
+        (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody),
+        (status = 410, description = "`TURN_EXPIRED`: the turn has expired. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: an entry and why (step 1). `NOTHING_TO_APPROVE`: nothing named and nothing refused this turn (step 3).", body = schemas::ErrorBody),
+    ))]
 /// The handler. Identity and the "can a human answer" flag come from the turn, never from
 /// the model-written body.
 pub(crate) async fn request(
@@ -31,7 +44,7 @@ pub(crate) async fn request(
     Path(turn_id): Path<String>,
     headers: HeaderMap,
     StrictJson(body): StrictJson<ApprovalRequestBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolAnswer>, ApiError> {
     let now = Timestamp::now();
     let turn = find_turn(&state.store, &turn_id, &headers, now).await?;
     // A hidden chat's cards can never be resumed; asking would only leave a dead draft.
@@ -56,7 +69,10 @@ pub(crate) async fn request(
             ));
         }
         Err(Early::NotApprovable(pairs)) => {
-            return Ok(denied("NOT_APPROVABLE", text::not_approvable(&pairs)));
+            return Ok(denied(
+                DenyCode::NotApprovable,
+                text::not_approvable(&pairs),
+            ));
         }
     };
 
@@ -64,10 +80,36 @@ pub(crate) async fn request(
     let grants = Grants::load(&state.store, &turn, now).await?;
     let left = merge::drop_granted(wanted, &grants);
     if left.is_empty() {
-        return Ok(Json(
-            json!({"outcome": "already_approved", "message": text::ALREADY_APPROVED}),
-        ));
+        return Ok(Json(ToolAnswer::AlreadyApproved {
+            message: text::ALREADY_APPROVED,
+        }));
     }
+
+    // Step 5b: a card of this turn that the person declined (or dismissed) is final for it.
+    let current = state
+        .store
+        .chat_interrupt(&turn.user, &turn.chat, now)
+        .await?;
+    let declined = current.as_ref().filter(|p| {
+        p.turn_id == turn.id
+            && p.decision
+                .as_ref()
+                .is_some_and(|d| d.outcome != Outcome::Approved)
+    });
+    let left = match declined {
+        Some(p) => {
+            let (left, sites, packages) = merge::drop_declined(left, &p.card);
+            if left.is_empty() {
+                return Ok(denied(
+                    DenyCode::DeclinedThisTurn,
+                    text::declined_this_turn(&sites, &packages),
+                ));
+            }
+            left
+        }
+        None => left,
+    };
+
     // At most card-max-sites hosts: every named one, then the latest refused ones.
     let fitted = fit::fit(&left, settings.card_max_sites);
     let card = Card::new(
@@ -106,12 +148,25 @@ pub(crate) async fn request(
         ));
     }
 
+    // Step 6b: the chat's card still waits for the person (a claimed card is left to its
+    // holder, who may chain a new card in its place).
+    if let Some(p) = current.filter(|p| p.effective_state(now) == InterruptState::Pending) {
+        return Ok(Json(ToolAnswer::Pending {
+            code: PendingCode::InterruptPending,
+            interrupt_id: p.id,
+            state: schemas::InterruptState::Pending,
+            card: p.card,
+            message: text::PENDING,
+        }));
+    }
+
     // Step 7.
     let draft = state
         .store
         .create_draft(&turn, &card, req.tool_call_id.as_deref(), now)
         .await?;
-    Ok(Json(
-        json!({"outcome": "ask", "draft_id": draft, "card": card}),
-    ))
+    Ok(Json(ToolAnswer::Ask {
+        draft_id: draft,
+        card,
+    }))
 }

@@ -7,10 +7,26 @@ use egressgate_store::Timestamp;
 use egressgate_store::db::audit::AuditKind;
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
 use crate::validate::quote;
+
+/// The `kind` filter's values, for the document.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub(crate) enum AuditKindParam {
+    TurnOpened,
+    ApprovalRequested,
+    ApprovalResolved,
+    DecisionRejected,
+    ClaimCapExpired,
+    ApprovalRevoked,
+    ChatHidden,
+    AdminChange,
+}
 
 /// Rows returned when `limit` is not given.
 const DEFAULT_LIMIT: i64 = 100;
@@ -82,6 +98,12 @@ fn parse_query(raw: Option<&str>) -> Result<AuditQuery, ApiError> {
     Ok(q)
 }
 
+#[utoipa::path(get, path = "/v1/admin/audit", tag = "admin", security(("admin" = [])),
+    params(("since" = Option<String>, Query, format = DateTime, description = "RFC 3339 time; rows at or after it."),
+        ("kind" = Option<AuditKindParam>, Query, description = "One audit kind."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "Most rows (default 100).")),
+    responses((status = 200, description = "Audit rows, oldest first.", body = schemas::Audit),
+        (status = 422, description = "`INVALID_INPUT`: a bad or unknown query parameter.", body = schemas::ErrorBody)))]
 /// `GET /v1/admin/audit` → `{"audit": [{"id", "at", "kind", "actor", "chat_id"?, "interrupt_id"?, "detail"}]}`.
 pub(crate) async fn list(
     _auth: AdminAuth,
@@ -96,6 +118,17 @@ pub(crate) async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_kinds_are_the_stored_kinds() {
+        let doc = crate::routes::openapi::document();
+        let listed: Vec<&str> = doc["components"]["schemas"]["AuditKindParam"]["enum"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let stored: Vec<&str> = AuditKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(listed, stored);
+    }
 
     #[test]
     fn defaults_and_bounds() {

@@ -6,22 +6,23 @@ use axum::Json;
 use axum::extract::{Path, State};
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
 use egressgate_store::{InterruptId, Secret, Timestamp};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::interrupts::{claim_lost, interrupt_not_found};
+use super::openapi::schemas;
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::SecretHolder;
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HeartbeatBody {
     claim_id: String,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CompleteBody {
     claim_id: String,
@@ -51,12 +52,19 @@ async fn read(
 }
 
 /// `POST /v1/interrupts/{id}/heartbeat`.
+#[utoipa::path(post, path = "/v1/interrupts/{id}/heartbeat", tag = "approval", security((), ("runtime" = [])), request_body = HeartbeatBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "The new lease expiry, never past the deadline.", body = schemas::Heartbeat),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        (status = 410, description = "`DEADLINE_PASSED`: the resume ran past its deadline.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn heartbeat(
     State(state): State<AppState>,
     Path(id): Path<String>,
     holder: SecretHolder,
     StrictJson(body): StrictJson<HeartbeatBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Heartbeat>, ApiError> {
     let now = Timestamp::now();
     let claim = Secret::from_presented(&body.claim_id);
     let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
@@ -78,21 +86,30 @@ pub(crate) async fn heartbeat(
     {
         return Err(claim_lost());
     }
-    Ok(Json(json!({"lease_expires_at": lease})))
+    Ok(Json(schemas::Heartbeat {
+        lease_expires_at: lease,
+    }))
 }
 
 /// `POST /v1/interrupts/{id}/complete`.
+#[utoipa::path(post, path = "/v1/interrupts/{id}/complete", tag = "approval", security((), ("runtime" = [])), request_body = CompleteBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "Done; the answer is kept for replays.", body = schemas::Completed),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        (status = 507, description = "`SNAPSHOT_FAILED`: the answer could not be stored.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn complete(
     State(state): State<AppState>,
     Path(id): Path<String>,
     holder: SecretHolder,
     StrictJson(body): StrictJson<CompleteBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Completed>, ApiError> {
     let now = Timestamp::now();
     let claim = Secret::from_presented(&body.claim_id);
     let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
     if ours && p.state == InterruptState::Done {
-        return Ok(Json(json!({"state": "done"})));
+        return Ok(Json(schemas::Completed::DONE));
     }
     if !ours || p.state != InterruptState::Claimed {
         return Err(claim_lost());
@@ -106,7 +123,7 @@ pub(crate) async fn complete(
         bulk::discard(&state, blob).await;
         return Err(claim_lost());
     }
-    Ok(Json(json!({"state": "done"})))
+    Ok(Json(schemas::Completed::DONE))
 }
 
 /// The claim a runtime takes over, in the resume answer's shape.

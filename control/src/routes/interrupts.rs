@@ -14,13 +14,14 @@ use egressgate_store::db::register::{NewPointer, RegisterError};
 use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::{ApprovalsAuth, ApprovalsUser, CardsReadAuth};
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::user_header;
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RegisterBody {
     draft_id: String,
@@ -113,6 +114,15 @@ fn clamped_ttl(state: &AppState) -> Duration {
 }
 
 /// `POST /v1/interrupts`.
+#[utoipa::path(post, path = "/v1/interrupts", tag = "approval", security(("runtime" = [])), request_body = RegisterBody,
+    responses(
+        (status = 201, description = "The AG-UI interrupt, the card and the resume secret (shown once).", body = schemas::InterruptIssued),
+        (status = 404, description = "`DRAFT_NOT_FOUND`: unknown or expired draft.", body = schemas::ErrorBody),
+        (status = 409, description = "`DRAFT_USED`: the draft was registered already. `INTERRUPT_PENDING`: the chat has an open request. `CLAIM_LOST`: the chained card's claim is no longer held.", body = schemas::ErrorBody),
+        (status = 410, description = "`TURN_SUPERSEDED`: a newer turn of the chat was opened since the draft; the card could never be answered. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: the snapshot is not base64.", body = schemas::ErrorBody),
+        (status = 507, description = "`SNAPSHOT_FAILED`: the snapshot was too large or could not be stored; nothing was created.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn register(
     _: ApprovalsAuth,
     State(state): State<AppState>,
@@ -136,6 +146,7 @@ pub(crate) async fn register(
     if draft.used_at.is_some() {
         return Err(draft_used());
     }
+    stale_check(&state, &draft).await?;
     let chain = body
         .claim_id
         .as_deref()
@@ -223,7 +234,37 @@ pub(crate) async fn register(
     }
 }
 
+/// A card whose chat was hidden, or whose turn a newer one replaced, could never be answered
+/// (resume expires it at the first click): refuse it now, with nothing written, so the runtime
+/// learns it at registration instead of from the person.
+async fn stale_check(
+    state: &AppState,
+    draft: &egressgate_store::db::drafts::Draft,
+) -> Result<(), ApiError> {
+    let turn = state
+        .store
+        .turn(&draft.turn)
+        .await?
+        .ok_or_else(draft_not_found)?;
+    let chat = state.store.chat_state(&draft.user, &draft.chat).await?;
+    match chat {
+        Some(c) if c.hidden => Err(ApiError::gone("CHAT_HIDDEN", "this chat was hidden")),
+        Some(c) if c.turn_seq <= turn.seq => Ok(()),
+        _ => Err(ApiError::gone(
+            "TURN_SUPERSEDED",
+            "a newer turn of this chat was opened since this card was drafted, so nobody \
+             could answer it; ask again in the new turn if it is still needed",
+        )),
+    }
+}
+
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
+#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
+    responses(
+        (status = 200, description = "The open request with a fresh secret; the old secret stops working.", body = schemas::InterruptIssued),
+        (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: the chat has no open request.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn reissue(
     ApprovalsUser(user): ApprovalsUser,
     State(state): State<AppState>,
@@ -243,6 +284,11 @@ pub(crate) async fn reissue(
 }
 
 /// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.
+#[utoipa::path(get, path = "/v1/interrupts/{id}/outcome", tag = "approval", security(("runtime" = [])), params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "State, card and decision, from stored data only (never re-merged).", body = schemas::OutcomeAnswer),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn outcome(
     _: CardsReadAuth,
     State(state): State<AppState>,

@@ -13,6 +13,7 @@ use egressgate_store::{InterruptId, Secret, SecretHash, Timestamp};
 use serde_json::{Value, json};
 
 use super::interrupts::interrupt_not_found;
+use super::openapi::schemas;
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
@@ -23,7 +24,7 @@ use crate::resume_guard::{ClientKey, Failure, ResumeGuard};
 
 /// The resume body. A missing `resume` list is zero entries, so step 1 answers it with
 /// `422 INCOMPLETE_RESUME` like any other count but one.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResumeBody {
     secret: String,
@@ -34,7 +35,7 @@ pub(crate) struct ResumeBody {
 /// One AG-UI resume entry. `status` and `payload` are read leniently, whatever their JSON
 /// type, so an odd decision declines (fail closed) instead of failing the request; a missing
 /// `interruptId` does not name this request (`INCOMPLETE_RESUME`); `metadata` is ignored.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ResumeEntry {
     #[serde(default)]
@@ -139,6 +140,15 @@ pub(crate) async fn authenticate(
 }
 
 /// `POST /v1/interrupts/{id}/resume`.
+#[utoipa::path(post, path = "/v1/interrupts/{id}/resume", tag = "approval", security((), ("runtime" = [])), request_body = ResumeBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+    responses(
+        (status = 200, description = "`claimed` with the claim and the decision, or a replay of a done request (`replayed: true`), which runs nothing.", body = schemas::ResumeAnswer),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user's card (identical).", body = schemas::ErrorBody),
+        (status = 409, description = "`RESUME_IN_PROGRESS`: another resume holds the claim. `DECISION_CONFLICT`: answered differently before.", body = schemas::ErrorBody),
+        (status = 410, description = "`INTERRUPT_EXPIRED`: no longer answerable (expired, chat hidden or moved on, right to approve lost, claim cap).", body = schemas::ErrorBody),
+        (status = 422, description = "`INCOMPLETE_RESUME`: not exactly one entry for this id. `INVALID_DECISION`: a package not on the card.", body = schemas::ErrorBody),
+        (status = 429, description = "`BUSY`: no resume slot free for this user.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::{NewTurn, OpenTurnError};
 use egressgate_store::{Package, Secret, SitePattern, Timestamp, TurnId};
 use serde::Deserialize;
-use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::{TurnsAuth, USER_HEADER};
 use crate::body::StrictJson;
@@ -26,17 +26,31 @@ const MAX_TTL_SECONDS: i64 = 7 * 24 * 3600;
 const MAX_LAUNCH_ENTRIES: usize = 200;
 
 /// `POST /v1/turns` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OpenTurnBody {
+    /// The person (1 to 200 bytes, no control characters).
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user_id: String,
+    /// The chat (1 to 200 bytes, no control characters).
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     chat_id: String,
     can_ask_human: bool,
     #[serde(default)]
     sites: Option<Vec<String>>,
     #[serde(default)]
     packages: Option<Vec<String>>,
+    /// Credential lifetime; default `turn-ttl`.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 604800)]
     ttl_seconds: Option<i64>,
 }
 
@@ -93,12 +107,19 @@ fn proxy_url(public: &str, turn: &TurnId, secret: &Secret) -> String {
 }
 
 /// `POST /v1/turns` → `201 {"turn_id", "proxy_url", "expires_at"}`.
+#[utoipa::path(post, path = "/v1/turns", tag = "turns", security(("runtime" = [])), request_body = OpenTurnBody,
+    params(("X-Egressgate-User" = Option<String>, Header, description = "When sent, must name `user_id`.")),
+    responses(
+        (status = 201, description = "The turn, with the sandbox's proxy credential in `proxy_url`.", body = schemas::TurnOpened),
+        (status = 410, description = "`CHAT_HIDDEN`: the chat was hidden; it takes no new turns.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: a bad id, launch-time site or package, or ttl.", body = schemas::ErrorBody),
+    ))]
 pub(crate) async fn open(
     _auth: TurnsAuth,
     State(state): State<AppState>,
     headers: HeaderMap,
     StrictJson(body): StrictJson<OpenTurnBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<schemas::TurnOpened>), ApiError> {
     let new = new_turn(&state, body)?;
     if let Some(named) = headers.get(USER_HEADER)
         && named.to_str().ok() != Some(new.user.as_str())
@@ -118,47 +139,58 @@ pub(crate) async fn open(
             }
             OpenTurnError::Store(e) => e.into(),
         })?;
-    let body = json!({
-        "turn_id": turn.id,
-        "proxy_url": proxy_url(&state.settings.proxy_public_url, &turn.id, &secret),
-        "expires_at": turn.expires_at,
-    });
+    let body = schemas::TurnOpened {
+        proxy_url: proxy_url(&state.settings.proxy_public_url, &turn.id, &secret),
+        turn_id: turn.id,
+        expires_at: turn.expires_at,
+    };
     Ok((StatusCode::CREATED, Json(body)))
 }
 
 /// `GET /v1/turns/{turn_id}/refusals`.
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/refusals", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses((status = 200, description = "What the proxy refused this turn, recorded before each `403`.", body = schemas::Refusals), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
 pub(crate) async fn refusals(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
-) -> Result<Json<Value>, ApiError> {
-    let (rows, overflow) = state.store.list_refusals(&turn.id).await?;
-    Ok(Json(
-        json!({"turn_id": turn.id, "refusals": rows, "overflow": overflow}),
-    ))
+) -> Result<Json<schemas::Refusals>, ApiError> {
+    let (refusals, overflow) = state.store.list_refusals(&turn.id).await?;
+    Ok(Json(schemas::Refusals {
+        turn_id: turn.id,
+        refusals,
+        overflow,
+    }))
 }
 
 /// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host.
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/egress", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses((status = 200, description = "Allowed traffic per host.", body = schemas::Egress), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
 pub(crate) async fn egress(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
-) -> Result<Json<Value>, ApiError> {
-    let rows = state.store.list_egress(&turn.id).await?;
-    Ok(Json(json!({"turn_id": turn.id, "egress": rows})))
+) -> Result<Json<schemas::Egress>, ApiError> {
+    let egress = state.store.list_egress(&turn.id).await?;
+    Ok(Json(schemas::Egress {
+        turn_id: turn.id,
+        egress,
+    }))
 }
 
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/policy", tag = "turns", security(("runtime" = []), ("turn_credential" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    responses((status = 200, description = "The effective allowed sites and packages.", body = schemas::Policy), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
 /// `GET /v1/turns/{turn_id}/policy`: the effective allowed sites and packages a package
 /// installer in the sandbox enforces.
 pub(crate) async fn policy(
     State(state): State<AppState>,
     PolicyTurn(turn): PolicyTurn,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<schemas::Policy>, ApiError> {
     let grants = Grants::load(&state.store, &turn, Timestamp::now()).await?;
-    Ok(Json(json!({
-        "turn_id": turn.id,
-        "sites": grants.site_keys(),
-        "packages": grants.package_names(),
-        "expires_at": turn.expires_at,
-    })))
+    Ok(Json(schemas::Policy {
+        sites: grants.site_keys(),
+        packages: grants.package_names(),
+        turn_id: turn.id,
+        expires_at: turn.expires_at,
+    }))
 }
 
 #[cfg(test)]

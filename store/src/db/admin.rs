@@ -207,4 +207,29 @@ impl Store {
         .rows_affected();
         Ok(n > 0)
     }
+
+    /// The deployment key `name`, generating and storing `fresh()` on first use. When two
+    /// processes start at once, both end up with the one that was stored first.
+    pub async fn deployment_key(
+        &self,
+        name: &str,
+        fresh: impl FnOnce() -> Vec<u8>,
+        now: Timestamp,
+    ) -> Result<Vec<u8>, StoreError> {
+        sqlx::query(
+            "INSERT INTO deployment_keys (name, key_hex, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(hex::encode(fresh()))
+        .bind(now.millis())
+        .execute(self.pool())
+        .await?;
+        let row = sqlx::query("SELECT key_hex FROM deployment_keys WHERE name = $1")
+            .bind(name)
+            .fetch_one(self.pool())
+            .await?;
+        let text: String = row.try_get(0)?;
+        hex::decode(text).map_err(|_| StoreError::Corrupt("deployment key is not hex"))
+    }
 }

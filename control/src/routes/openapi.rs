@@ -1,0 +1,239 @@
+//! The API described as OpenAPI 3.1, generated from the handlers' `#[utoipa::path]`
+//! annotations and served at `GET /openapi.json`; and the approval tool's input schema that a
+//! runtime hands to a model as is (`GET /v1/tools/approval.json`).
+//!
+//! To document a new handler: annotate it with `#[utoipa::path(...)]` (its success and
+//! endpoint-specific error statuses, each error description naming its codes in backticks)
+//! and add it to `paths(...)` below. The statuses every endpoint shares (401/403/503 on
+//! authenticated ones, 400 `INVALID_BODY` on those with a body) are added by [`Shared`]. The
+//! coverage test fails for any route in `routes.rs` that is missing here.
+
+use std::sync::LazyLock;
+
+use axum::Json;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
+
+pub(crate) mod schemas;
+
+use super::{admin, approval, audit, batches, chats, claims, health, interrupts, resume, turns};
+use schemas::ErrorBody;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "egressgate control API",
+        description = "Turns, refusals, the approval tool, interrupts, resume exactly once, \
+            approvals and administration. Errors are `{\"error\": {\"code\", \"message\"}}`; \
+            each error response lists its codes in `x-error-codes`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    paths(
+        health::healthz, health::readyz, document_json, approval_tool_json,
+        turns::open, turns::refusals, turns::egress, turns::policy,
+        approval::request, batches::decide,
+        interrupts::register, interrupts::outcome, interrupts::reissue,
+        resume::resume, claims::heartbeat, claims::complete,
+        chats::hide, chats::list_approvals, chats::revoke,
+        admin::list_sites, admin::add_site, admin::remove_site,
+        admin::list_packages, admin::add_package, admin::remove_package,
+        admin::set_user, audit::list,
+    ),
+    components(schemas(ErrorBody, audit::AuditKindParam)),
+    modifiers(&Shared),
+    tags(
+        (name = "turns", description = "One turn per user message; what its sandbox was refused"),
+        (name = "approval", description = "The approval tool, interrupts and resume"),
+        (name = "chats", description = "A person's approvals and chats"),
+        (name = "admin", description = "Pre-approved lists, permissions, audit (admin token)"),
+        (name = "meta", description = "Health and this document"),
+    ),
+)]
+struct ApiDoc;
+
+/// Adds the security schemes and the statuses every endpoint of a kind shares, then lists
+/// each error response's codes (the backticked UPPER_SNAKE words of its description) in
+/// `x-error-codes`, so a client can switch on them without parsing prose.
+struct Shared;
+
+impl Modify for Shared {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        for name in ["runtime", "admin"] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+        }
+        for item in doc.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                add_shared(op);
+                list_codes(op);
+            }
+        }
+    }
+}
+
+fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build()
+        .into()
+}
+
+/// Adds `description` to the response for `status`, creating it when absent.
+fn merge(op: &mut Operation, status: &str, description: &str) {
+    match op.responses.responses.get_mut(status) {
+        Some(RefOr::T(r)) => {
+            r.description.push_str("\n\n");
+            r.description.push_str(description);
+        }
+        _ => {
+            op.responses
+                .responses
+                .insert(status.into(), error_response(description));
+        }
+    }
+}
+
+fn add_shared(op: &mut Operation) {
+    if op.request_body.is_some() {
+        merge(
+            op,
+            "400",
+            "`INVALID_BODY`: malformed JSON, a wrong type, a missing or an unknown field.",
+        );
+    }
+    if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
+        merge(
+            op,
+            "401",
+            "`UNAUTHORIZED`: a bearer token was required or sent, and it is missing or unknown.",
+        );
+        merge(
+            op,
+            "403",
+            "`FORBIDDEN`: the token is of the other kind (runtime vs admin).",
+        );
+        merge(
+            op,
+            "503",
+            "`STORE_UNAVAILABLE`: the database is unavailable. `AUDIT_FAILED`: the change \
+             could not be audited, so it was not made (fail closed).",
+        );
+    }
+}
+
+/// The backticked UPPER_SNAKE codes of a description, in order, without repeats.
+pub(crate) fn codes_in(description: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, part) in description.split('`').enumerate() {
+        let is_code = i % 2 == 1
+            && part.len() > 2
+            && part.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+        if is_code && !out.iter().any(|c| c == part) {
+            out.push(part.to_owned());
+        }
+    }
+    out
+}
+
+fn list_codes(op: &mut Operation) {
+    for (status, response) in op.responses.responses.iter_mut() {
+        let RefOr::T(r) = response else { continue };
+        if !(status.starts_with('4') || status.starts_with('5')) {
+            continue;
+        }
+        let codes = codes_in(&r.description);
+        if codes.is_empty() {
+            continue;
+        }
+        let ext = utoipa::openapi::extensions::ExtensionsBuilder::new()
+            .add("x-error-codes", json!(codes))
+            .build();
+        match &mut r.extensions {
+            Some(e) => e.merge(ext),
+            None => r.extensions = Some(ext),
+        }
+    }
+}
+
+/// The whole document, built once.
+pub(crate) fn document() -> &'static Value {
+    static DOC: LazyLock<Value> =
+        LazyLock::new(|| serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null));
+    &DOC
+}
+
+/// The approval tool's input: what a model writes. No `tool_call_id` (the runtime adds its
+/// own call id) and no turn (the turn is bound by the runtime, never by the model).
+pub fn approval_tool_schema() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "request_egress_approval",
+        "description": "Ask the person in the chat to allow network access that the sandbox \
+            was refused. Name the URLs you need and any packages to install; hosts refused \
+            in this turn are added by the server. Call it once, on its own; then wait for \
+            the answer and do not try to get around the proxy.",
+        "type": "object",
+        "properties": {
+            "reason": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": crate::approval::input::REASON_MAX_CHARS,
+                "description": "One sentence the person reads: why the data is needed."
+            },
+            "urls": {
+                "type": "array",
+                "items": {"type": "string", "description": "An http or https URL, without credentials."},
+                "description": "The URLs the next step will download from."
+            },
+            "packages": {
+                "type": "array",
+                "items": {"type": "string", "description": "A PyPI name (bare or pip:NAME) or npm:NAME."},
+                "description": "Packages the next step will install."
+            }
+        },
+        "required": ["reason"],
+        "additionalProperties": false
+    })
+}
+
+fn json_response(v: &Value) -> Response {
+    ([(header::CACHE_CONTROL, "no-cache")], Json(v.clone())).into_response()
+}
+
+/// `GET /openapi.json`: this document.
+#[utoipa::path(get, path = "/openapi.json", tag = "meta",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json", body = Object)))]
+pub(crate) async fn document_json() -> Response {
+    json_response(document())
+}
+
+/// `GET /v1/tools/approval.json`: the approval tool's input schema, for a model as is.
+#[utoipa::path(get, path = "/v1/tools/approval.json", tag = "approval",
+    responses((status = 200, description = "A JSON Schema (2020-12) object with root `type: object`: \
+        `reason`, `urls`, `packages`.", content_type = "application/json", body = Object)))]
+pub(crate) async fn approval_tool_json() -> Response {
+    static SCHEMA: LazyLock<Value> = LazyLock::new(approval_tool_schema);
+    json_response(&SCHEMA)
+}

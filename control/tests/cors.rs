@@ -1,0 +1,90 @@
+//! CORS: off by default (no header for any origin); with `--cors-origin`, exactly the
+//! configured origins get a preflight answer and the allow-origin header.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use axum::body::Body;
+use axum::http::{Request, Response};
+use egressgate_control::Settings;
+use support::TestApp;
+use tower::ServiceExt as _;
+
+async fn preflight(app: &TestApp, origin: &str) -> Response<Body> {
+    let req = Request::builder()
+        .method("OPTIONS")
+        .uri("/v1/turns")
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type",
+        )
+        .body(Body::empty())
+        .unwrap();
+    app.router.clone().oneshot(req).await.unwrap()
+}
+
+async fn simple_get(app: &TestApp, origin: &str) -> Response<Body> {
+    let req = Request::builder()
+        .uri("/openapi.json")
+        .header("origin", origin)
+        .body(Body::empty())
+        .unwrap();
+    app.router.clone().oneshot(req).await.unwrap()
+}
+
+#[tokio::test]
+async fn off_by_default() {
+    let app = TestApp::new().await;
+    let r = preflight(&app, "https://app.example.com").await;
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    let r = simple_get(&app, "https://app.example.com").await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn only_configured_origins() {
+    let app = TestApp::with_settings(Settings {
+        cors_origins: vec!["https://app.example.com".into()],
+        ..Settings::default()
+    })
+    .await;
+    let r = preflight(&app, "https://app.example.com").await;
+    assert_eq!(r.status(), 200);
+    let h = r.headers();
+    assert_eq!(h["access-control-allow-origin"], "https://app.example.com");
+    assert!(
+        h["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST")
+    );
+    assert!(
+        h["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+    assert!(h.get("access-control-allow-credentials").is_none());
+    let r = simple_get(&app, "https://app.example.com").await;
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+
+    for other in ["https://evil.example.com", "http://app.example.com", "null"] {
+        let r = preflight(&app, other).await;
+        assert!(
+            r.headers().get("access-control-allow-origin").is_none(),
+            "{other}"
+        );
+        let r = simple_get(&app, other).await;
+        assert!(
+            r.headers().get("access-control-allow-origin").is_none(),
+            "{other}"
+        );
+    }
+}

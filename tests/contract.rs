@@ -1,0 +1,91 @@
+//! Contract tests: schemathesis (from PyPI) generates requests from the served OpenAPI
+//! document and runs them against the real binary, with the runtime and the admin token for
+//! their security schemes, and fails on any 5xx, any response that violates its schema, any
+//! status or content type the document does not list, any ignored authentication, and any
+//! method the document does not name answered as if it existed.
+//!
+//! Not run: `positive_data_acceptance` and `negative_data_rejection`. Validation is semantic
+//! (IDNA, the Public Suffix List, internal names, byte lengths), so the document gives types
+//! and simple bounds and is looser than the handlers; every refusal is a documented 4xx
+//! with its code, which `status_code_conformance` and the schema checks do verify.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use support::*;
+
+const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
+    response_schema_conformance,response_headers_conformance,unsupported_method,ignored_auth,\
+    missing_required_header,use_after_free,ensure_resource_availability";
+
+/// schemathesis's CLI, run as a module of the same `python3` the other examples use (so no
+/// dependency on where pip put the `st` script).
+fn st() -> std::process::Command {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-m", "schemathesis.cli"]);
+    cmd
+}
+
+fn have_schemathesis() -> bool {
+    let ok = st()
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").is_err(),
+            "schemathesis is missing; .ci/run installs it"
+        );
+        eprintln!("skipped: schemathesis is missing (pip install schemathesis)");
+    }
+    ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_contract_violation() {
+    if !have_schemathesis() {
+        return;
+    }
+    let g = gate().start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("schemathesis.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth.openapi.runtime]\nbearer = \"{RUNTIME}\"\n\n[auth.openapi.admin]\nbearer = \"{ADMIN}\"\n"
+        ),
+    )
+    .unwrap();
+    let api = g.api();
+    let out = tokio::task::spawn_blocking(move || {
+        // In the temp dir: schemathesis keeps a cache (.schemathesis/) in its working dir.
+        st().current_dir(dir.path())
+            .arg("--config-file")
+            .arg(&config)
+            .args(["--no-color", "run"])
+            .arg(format!("http://{}/openapi.json", api.addr))
+            .args(["--checks", CHECKS])
+            .args(["--max-examples", "15", "--generation-deterministic"])
+            .args(["--workers", "2", "--request-timeout", "10"])
+            .arg("--report-dir")
+            .arg(dir.path().join("report"))
+            .env_remove("http_proxy")
+            .env_remove("HTTP_PROXY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found problems:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("26/26") || stdout.contains("Selected:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("passed"), "{stdout}");
+}

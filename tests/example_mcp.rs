@@ -1,0 +1,162 @@
+//! The MCP example (`examples/mcp_client.py`, the official Python `mcp` SDK) against the
+//! real binary: both tools over stdio and over streamable HTTP, the person's answer through
+//! `input_required` (2026-07-28) and through a URL-mode elicitation (2025-11-25), the replay
+//! of a sealed requestState (no second claim), and the proxy honouring the decision.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use support::*;
+
+/// Whether `python3 -c "import mods"` works; in CI a missing dependency fails the test
+/// loudly (`.ci/run` installs it), elsewhere the test says why it skipped.
+fn python_has(mods: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {mods}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").is_err(),
+            "python3 with {mods} is missing; .ci/run installs it"
+        );
+        eprintln!("skipped: python3 with {mods} is missing (pip install mcp)");
+    }
+    ok
+}
+
+fn run_example(g: &Gate, port: u16, args: &[&str]) -> String {
+    let out = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/mcp_client.py"
+        ))
+        .args(args)
+        .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
+        .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
+        .env("EGRESSGATE_BIN", env!("CARGO_BIN_EXE_egressgate"))
+        .env(
+            "EXAMPLE_URL",
+            format!("http://files.example.com:{port}/data.csv"),
+        )
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{args:?}:\n{stdout}");
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_client_example_over_stdio_and_http() {
+    if !python_has("mcp, httpx2") {
+        return;
+    }
+    let o = origin().await;
+    let port = o.addr.port();
+    let g = gate()
+        .resolve("files.example.com", "127.0.0.1")
+        .args(&[
+            "--allow-cidr",
+            "127.0.0.0/8",
+            "--allow-port",
+            &port.to_string(),
+        ])
+        .start();
+    for transport in ["stdio", "http"] {
+        let out = run_example(
+            &g,
+            port,
+            &["--transport", transport, "--protocol", "2026-07-28"],
+        );
+        for line in [
+            "script download: 403",
+            "tools: egress_refusals, request_egress_approval",
+            "refused this turn: files.example.com",
+            "input required: Allow connections (downloads and uploads) to files.example.com",
+            "retry without an answer refused",
+            "answer: approved",
+            "replayed: approved (no second claim)",
+            "tampered state refused",
+            "stored state: done",
+            "script download after the decision: 200",
+        ] {
+            assert!(
+                out.contains(line),
+                "{transport}: missing {line:?} in\n{out}"
+            );
+        }
+        let out = run_example(
+            &g,
+            port,
+            &[
+                "--transport",
+                transport,
+                "--protocol",
+                "2026-07-28",
+                "--decline",
+            ],
+        );
+        assert!(out.contains("answer: declined"), "{out}");
+        assert!(out.contains("replayed: declined"), "{out}");
+        assert!(
+            out.contains("script download after the decision: 403"),
+            "{out}"
+        );
+    }
+    for transport in ["stdio", "http"] {
+        let out = run_example(
+            &g,
+            port,
+            &["--transport", transport, "--protocol", "2025-11-25"],
+        );
+        assert!(out.contains("card page: /ui/cards/"), "{out}");
+        assert!(out.contains("asked through: url"), "{out}");
+        assert!(out.contains("answer: approved"), "{out}");
+        assert!(
+            out.contains("script download after the decision: 200"),
+            "{out}"
+        );
+        // A client without URL mode (no browser) is asked with a yes/no form.
+        let out = run_example(
+            &g,
+            port,
+            &[
+                "--transport",
+                transport,
+                "--protocol",
+                "2025-11-25",
+                "--form-only",
+                "--decline",
+            ],
+        );
+        assert!(out.contains("asked through: form"), "{out}");
+        assert!(out.contains("answer: declined"), "{out}");
+        assert!(
+            out.contains("script download after the decision: 403"),
+            "{out}"
+        );
+    }
+    // Eight cards were answered, each exactly once, replays and tampered states included.
+    let audit = g
+        .api()
+        .get("/v1/admin/audit?kind=approval_resolved", ADMIN)
+        .await
+        .json();
+    let rows = audit["audit"].as_array().unwrap();
+    let mut cards: Vec<&str> = rows
+        .iter()
+        .map(|r| r["interrupt_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(cards.len(), 8, "{audit}");
+    cards.sort_unstable();
+    cards.dedup();
+    assert_eq!(cards.len(), 8, "one resolution per card: {audit}");
+}
