@@ -55,14 +55,25 @@ fn v6_net(a: u16, b: u16, c: u16, len: u8) -> Option<Ipv6Net> {
     Ipv6Net::new(Ipv6Addr::new(a, b, c, 0, 0, 0, 0, 0), len).ok()
 }
 
-/// The IPv4 address an IPv6 address stands for, when it embeds one: IPv4-mapped and
-/// -compatible, NAT64 (64:ff9b::/96 and the local-use 64:ff9b:1::/48), 6to4 (2002::/16) and
-/// Teredo (2001::/32, client address inverted in the last 32 bits).
+/// The IPv4 address an IPv6 address stands for, when it embeds one: IPv4-mapped
+/// (::ffff:0:0/96), IPv4-translated (RFC 2765 SIIT, ::ffff:0:0:0/96), IPv4-compatible
+/// (deprecated ::/96), well-known NAT64 (64:ff9b::/96), 6to4 (2002::/16) and Teredo
+/// (2001::/32, client address inverted in the last 32 bits). The local-use NAT64 prefix
+/// (64:ff9b:1::/48, RFC 8215) places the IPv4 address where its operator chooses, so it is
+/// not decoded here but refused as a whole (see `V6_BLOCKED`).
+///
+/// Not embeddings: ISATAP-style interface ids (`…:5efe:a.b.c.d`) and any other IPv4 address
+/// written into the low 64 bits of a routable prefix. Such an address is routed by its
+/// prefix, not by the IPv4 address in its interface id, so it is judged by the prefix like
+/// every other IPv6 address.
 pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let low32 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
     if let Some(v4) = ip.to_ipv4_mapped() {
         return Some(v4);
+    }
+    if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return Some(low32(s[6], s[7])); // IPv4-translated (SIIT)
     }
     if s[..6] == [0, 0, 0, 0, 0, 0] && !(s[6] == 0 && s[7] <= 1) {
         return Some(low32(s[6], s[7])); // IPv4-compatible (deprecated), excluding :: and ::1
@@ -168,6 +179,15 @@ mod tests {
             "2002:a9fe:a9fe::1",
             "2001:0:4136:e378:8000:63bf:80ff:fffe",
             "::127.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:a9fe:a9fe",
+            "::ffff:0:10.0.0.1",
+            "::ffff:0:0.0.0.0",
+            "::10.0.0.1",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b:1::808:808",
+            "2002:a00:1::",
+            "2001:0:4136:e378:8000:63bf:f5ff:fffe",
             "100::1",
             "2001:2::1",
         ] {
@@ -187,7 +207,11 @@ mod tests {
             "2606:4700:4700::1111",
             "2a00:1450:4001:80b::200e",
             "::ffff:8.8.8.8",
+            "::ffff:0:8.8.8.8",
             "64:ff9b::808:808",
+            // ISATAP-style interface ids are not embeddings: routed by their public prefix.
+            "2a00:1450::5efe:7f00:1",
+            "2a00:1450::200:5efe:a00:1",
             "2002:808:808::1",
         ] {
             assert!(is_public_unicast(ip(s)), "{s} should count as public");

@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::handler::Shared;
 use crate::identify::TurnEntry;
-use crate::pool::{EgressMeter, Lease, PooledBody};
+use crate::pool::{EgressMeter, Key, Lease, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
@@ -74,15 +74,23 @@ pub(crate) async fn forward(
     addrs: &[SocketAddr],
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    let mut lease = match shared.pool.take(&target.host, target.port, addrs) {
+    let key = Key::new(&turn.turn.id, &target.host, target.port);
+    let mut lease = match shared.pool.take(&key, addrs) {
         Some(pooled) => pooled,
-        None => match open(shared, target, addrs).await {
+        None => match open(shared, key, addrs).await {
             Ok(fresh) => fresh,
             Err(resp) => return resp,
         },
     };
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    let reuse = Reuse::for_request(&body);
+    if reuse == Reuse::Close {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    lease.set_reuse(reuse);
     // Origin form from the already-parsed path and query (a shared-bytes clone, no re-parse).
     let mut origin_form = http::uri::Parts::default();
     origin_form.path_and_query = parts.uri.path_and_query().cloned();
@@ -120,12 +128,12 @@ pub(crate) async fn forward(
 /// Dials a vetted address and performs the HTTP/1.1 client handshake.
 async fn open(
     shared: &Shared,
-    target: &Target,
+    key: Key,
     addrs: &[SocketAddr],
 ) -> Result<Lease, Response<ProxyBody>> {
     let stream = shared
         .dialer
-        .connect(&target.host, addrs)
+        .connect(key.host(), addrs)
         .await
         .map_err(|e| respond::status(StatusCode::BAD_GATEWAY, e))?;
     let addr = stream
@@ -144,11 +152,5 @@ async fn open(
             tracing::debug!(error = %e, "upstream connection ended with an error");
         }
     });
-    Ok(Lease::new(
-        shared.pool.clone(),
-        target.host.clone(),
-        target.port,
-        addr,
-        sender,
-    ))
+    Ok(Lease::new(shared.pool.clone(), key, addr, sender))
 }

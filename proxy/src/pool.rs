@@ -1,7 +1,15 @@
 //! Upstream connection reuse for forwarded requests: an idle HTTP/1.1 connection to a vetted
-//! address is kept per (host, port) and reused by the next request to the same host, so
-//! keep-alive clients do not pay a TCP handshake per request. A connection is only ever
-//! reused for the host it was opened for, and only to an address the current request vetted.
+//! address is kept per (turn, host, port) and reused by the same turn's next request to the
+//! same host, so keep-alive clients do not pay a TCP handshake per request.
+//!
+//! Two rules keep one request's bytes from answering another's:
+//! - a connection is only ever reused by the turn that opened it, for the host it was opened
+//!   for, and only to an address the current request vetted (one tenant's connection never
+//!   carries another tenant's request, whatever an origin does with the bytes it was sent);
+//! - a connection goes back to the pool only after a request without a body (see
+//!   [`Reuse::for_request`]). An origin that ignores a body it was sent (a `GET` with
+//!   `Content-Length`, a `POST` answered early) reads what is left as the next request, so the
+//!   proxy cannot vouch for the framing of any connection that carried one.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,17 +27,67 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::recorder::Recorder;
 
-/// Idle connections kept per (host, port).
+/// Idle connections kept per (turn, host, port).
 const MAX_IDLE_PER_KEY: usize = 32;
 /// Idle connections older than this are closed rather than reused.
 const IDLE_TTL: Duration = Duration::from_secs(30);
+/// Keys kept before stale ones (ended turns, closed connections) are swept out.
+const SWEEP_AT_KEYS: usize = 4096;
 
-type Key = (Host, u16);
+/// Who may reuse a connection: one turn, one host, one port.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    turn: TurnId,
+    host: Host,
+    port: u16,
+}
+
+impl Key {
+    /// The key of `turn`'s connections to `host:port`.
+    pub fn new(turn: &TurnId, host: &Host, port: u16) -> Self {
+        Self {
+            turn: turn.clone(),
+            host: host.clone(),
+            port,
+        }
+    }
+
+    /// The host the connection was opened for.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+}
+
+/// Whether a connection may go back to the pool after the request it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reuse {
+    /// No request body: the origin has read exactly the head we sent.
+    Vouched,
+    /// The request carried a body (or may have): the connection is closed after it.
+    Close,
+}
+
+impl Reuse {
+    /// [`Reuse::Vouched`] only for a request whose body is known to be empty.
+    pub fn for_request<B: Body>(body: &B) -> Self {
+        if body.is_end_stream() {
+            Self::Vouched
+        } else {
+            Self::Close
+        }
+    }
+}
 
 struct Idle {
     addr: SocketAddr,
     sender: SendRequest<Incoming>,
     since: Instant,
+}
+
+impl Idle {
+    fn usable(&self) -> bool {
+        self.since.elapsed() < IDLE_TTL && !self.sender.is_closed()
+    }
 }
 
 /// The pool; cheap to share.
@@ -39,32 +97,41 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Takes a ready idle connection to `host:port` whose address is among `vetted`.
-    pub fn take(self: &Arc<Self>, host: &Host, port: u16, vetted: &[SocketAddr]) -> Option<Lease> {
-        let key = (host.clone(), port);
+    /// Takes a ready idle connection of `key` whose address is among `vetted`.
+    pub fn take(self: &Arc<Self>, key: &Key, vetted: &[SocketAddr]) -> Option<Lease> {
         let mut map = self.idle.lock().ok()?;
-        let list = map.get_mut(&key)?;
+        let list = map.get_mut(key)?;
         while let Some(c) = list.pop() {
-            if c.since.elapsed() < IDLE_TTL && c.sender.is_ready() && vetted.contains(&c.addr) {
+            if c.usable() && c.sender.is_ready() && vetted.contains(&c.addr) {
                 return Some(Lease {
                     pool: self.clone(),
-                    key,
+                    key: key.clone(),
                     addr: c.addr,
                     sender: c.sender,
+                    reuse: Reuse::Vouched,
                 });
             }
         }
         None
     }
 
-    /// Returns a connection whose last response was fully read.
+    /// Returns a connection whose last response was fully read, if its request allows it.
     fn put(&self, lease: Lease) {
-        if lease.sender.is_closed() {
+        if lease.reuse != Reuse::Vouched || lease.sender.is_closed() {
             return;
         }
         if let Ok(mut map) = self.idle.lock() {
+            if map.len() >= SWEEP_AT_KEYS && !map.contains_key(&lease.key) {
+                map.retain(|_, list| {
+                    list.retain(Idle::usable);
+                    !list.is_empty()
+                });
+                if map.len() >= SWEEP_AT_KEYS {
+                    return;
+                }
+            }
             let list = map.entry(lease.key).or_default();
-            list.retain(|c| c.since.elapsed() < IDLE_TTL && !c.sender.is_closed());
+            list.retain(Idle::usable);
             if list.len() < MAX_IDLE_PER_KEY {
                 list.push(Idle {
                     addr: lease.addr,
@@ -81,25 +148,26 @@ pub struct Lease {
     pool: Arc<Pool>,
     key: Key,
     addr: SocketAddr,
+    reuse: Reuse,
     /// The connection's request half.
     pub sender: SendRequest<Incoming>,
 }
 
 impl Lease {
     /// A fresh connection that will join the pool once its first response is read.
-    pub fn new(
-        pool: Arc<Pool>,
-        host: Host,
-        port: u16,
-        addr: SocketAddr,
-        sender: SendRequest<Incoming>,
-    ) -> Self {
+    pub fn new(pool: Arc<Pool>, key: Key, addr: SocketAddr, sender: SendRequest<Incoming>) -> Self {
         Self {
             pool,
-            key: (host, port),
+            key,
             addr,
+            reuse: Reuse::Vouched,
             sender,
         }
+    }
+
+    /// Marks the connection for closing after the request it is about to carry.
+    pub fn set_reuse(&mut self, reuse: Reuse) {
+        self.reuse = reuse;
     }
 }
 

