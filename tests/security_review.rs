@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::*;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
 const FILES: &str = "files.example.com";
@@ -171,4 +171,111 @@ async fn upstream_connections_are_reused_within_a_turn_and_never_across_turns() 
         3,
         "a new turn must not reuse an old turn's connection"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hole 4: a cached allow ends with the grant behind it.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_cached_approval_ends_at_its_own_expiry_without_the_janitor() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8"])
+        .args(&["--allow-port", &port.to_string()])
+        .args(&["--approval-ttl", "3s"])
+        .start();
+    let api = g.api();
+    let turn = api.turn("dora", "c1", &[]).await;
+    let url = format!("http://{FILES}:{port}/data.csv");
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    let (id, secret) = ask_card(&api, &turn, &[]).await;
+    approve_card(&api, &id, &secret).await;
+    let approved_at = tokio::time::Instant::now();
+    // The approval row is the only grant; the next request caches it for the turn.
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    // A tunnel opened under the approval ends with it too.
+    let (r, mut tunnel) = connect(g.proxy(), &turn, &format!("{FILES}:{port}")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        get_over(&mut tunnel, &format!("{FILES}:{port}"))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    // Just past the row's expiry (the janitor, every 60 s, has not deleted it): refused.
+    tokio::time::sleep_until(approved_at + Duration::from_millis(3_300)).await;
+    let r = proxy_get(g.proxy(), &turn, &url).await;
+    assert_eq!(
+        r.status,
+        403,
+        "an expired approval must not keep working: {}",
+        r.text()
+    );
+    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
+    assert!(
+        wait_closed(&mut tunnel, 2).await.is_ok(),
+        "a tunnel must not outlive the approval that allowed it"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The per-turn connection limit across a turn extension.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_per_turn_limit_holds_across_a_claim_that_extends_the_turn() {
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8"])
+        .args(&["--max-connections-per-turn", "2"])
+        .args(&["--client-hello-timeout", "60s"])
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = turn_with(
+        &api,
+        serde_json::json!({"user_id": "erin", "chat_id": "c1", "can_ask_human": true, "ttl_seconds": 2}),
+    )
+    .await;
+    let opened_at = tokio::time::Instant::now();
+    // Two tunnels that stay open: the client never sends its ClientHello.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (r, s) = connect(g.proxy(), &turn, &format!("{FILES}:443")).await;
+        assert_eq!(r.status, 200);
+        held.push(s);
+    }
+    let (r, _) = connect(g.proxy(), &turn, &format!("{FILES}:443")).await;
+    assert_eq!(r.status, 429, "the limit holds before the extension");
+    // A claim extends the turn past its first expiry.
+    let (id, secret) = ask_card(&api, &turn, &["http://other.example.org/"]).await;
+    approve_card(&api, &id, &secret).await;
+    tokio::time::sleep_until(opened_at + Duration::from_millis(2_300)).await;
+    // The proxy reloads the extended turn; its two open tunnels still count.
+    let (r, _) = connect(g.proxy(), &turn, &format!("{FILES}:443")).await;
+    assert_eq!(
+        r.status, 429,
+        "the extension must not reset the turn's connection count"
+    );
+    assert_eq!(r.header("x-egress-refused"), Some("limit_exceeded"));
+    // Closing one frees its place (the count is one counter, not two).
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (r, _) = connect(g.proxy(), &turn, &format!("{FILES}:443")).await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 429);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a closed tunnel never freed its place"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

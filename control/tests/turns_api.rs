@@ -300,7 +300,20 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
         )
         .await
         .unwrap();
-    assert_eq!(verdicts, [true, true, false, false, false]);
+    let kinds: Vec<Option<&str>> = verdicts
+        .iter()
+        .map(|g| g.as_ref().map(|g| g.kind_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [Some("approval"), Some("admin"), None, None, None],
+        "each allow names the grant behind it"
+    );
+    // The approval's grant carries the row's expiry (about 60 s from now), the admin's none.
+    let approval_expiry = verdicts[0].as_ref().and_then(|g| g.expires_at).unwrap();
+    let left = approval_expiry.millis() - Timestamp::now().millis();
+    assert!((50_000..=60_000).contains(&left), "{left} ms left");
+    assert_eq!(verdicts[1].as_ref().unwrap().expires_at, None);
     let (s, b) = app.turn_get(&t.turn_id, "refusals").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let mut rows: Vec<(String, String, i64)> = b["refusals"]

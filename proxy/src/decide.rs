@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use egressgate_store::{Host, RefusalReason};
+use egressgate_store::{Grant, Host, RefusalReason, Timestamp};
 
 use crate::identify::TurnEntry;
 use crate::target::Target;
@@ -36,10 +36,10 @@ impl CacheEpoch {
 }
 
 /// The outcome of the in-memory rules for one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Go ahead and dial (addresses are still vetted).
-    Allow,
+    /// Go ahead and dial (addresses are still vetted); the grant that allows it.
+    Allow(Grant),
     /// Refuse with this reason.
     Refuse(RefusalReason),
     /// Nothing in memory allows the host: the database decides, inside the transaction that
@@ -75,8 +75,11 @@ pub fn decide(
         return Decision::Refuse(reason);
     }
     let host = &target.host;
-    if turn.allowed_recently(host, cache_ttl, epoch) || turn.launch_allows(host) {
-        return Decision::Allow;
+    match turn
+        .allowed_recently(host, cache_ttl, epoch, Timestamp::now())
+        .or_else(|| turn.launch_grant(host))
+    {
+        Some(grant) => Decision::Allow(grant),
+        None => Decision::AskStore,
     }
-    Decision::AskStore
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent};
-use egressgate_store::{Host, RefusalReason, SanitizedUrl, Store, Timestamp};
+use egressgate_store::{Grant, Host, RefusalReason, SanitizedUrl, Store, Timestamp};
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use tokio::sync::watch;
@@ -106,14 +106,15 @@ impl Shared {
     }
 
     /// A host nothing in memory allows: the database decides, in the transaction that
-    /// records the refusal if it stands. `None`: allowed after all (and cached for the turn
-    /// under `epoch`, read before asking); otherwise the answer to send.
+    /// records the refusal if it stands. `Ok(grant)`: allowed after all (and cached for the
+    /// turn under `epoch`, read before asking, until the grant ends); `Err(answer)`: the
+    /// answer to send.
     async fn refuse_unless_allowed(
         &self,
         r: Refusal<'_>,
         host: &Host,
         epoch: Option<i64>,
-    ) -> Option<Response<ProxyBody>> {
+    ) -> Result<Grant, Response<ProxyBody>> {
         let started = Instant::now();
         let candidate = RefusalCandidate {
             event: r.event(),
@@ -126,17 +127,17 @@ impl Shared {
             .record_seconds
             .observe(started.elapsed().as_secs_f64());
         match verdict {
-            Ok(true) => {
-                r.turn.remember_allowed(host, epoch);
-                None
+            Ok(Some(grant)) => {
+                r.turn.remember_allowed(host, epoch, grant.clone());
+                Ok(grant)
             }
-            Ok(false) => {
+            Ok(None) => {
                 self.refused(&r, true);
-                Some(respond::refused(r.host, r.port, r.reason))
+                Err(respond::refused(r.host, r.port, r.reason))
             }
             Err(_) => {
                 self.refused(&r, false);
-                Some(unrecorded())
+                Err(unrecorded())
             }
         }
     }
@@ -212,18 +213,19 @@ pub(crate) async fn handle(
         shared.settings.allow_cache_ttl,
         epoch,
     );
-    match decision {
-        Decision::Allow => {}
+    let grant = match decision {
+        Decision::Allow(grant) => grant,
         Decision::Refuse(reason) => {
             return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
         }
         Decision::AskStore => {
             let r = refusal(RefusalReason::NotApproved);
-            if let Some(answer) = shared.refuse_unless_allowed(r, &target.host, epoch).await {
-                return answer;
+            match shared.refuse_unless_allowed(r, &target.host, epoch).await {
+                Ok(grant) => grant,
+                Err(answer) => return answer,
             }
         }
-    }
+    };
     shared
         .metrics
         .decision_seconds
@@ -256,10 +258,11 @@ pub(crate) async fn handle(
         host = target.host.as_str(),
         port = target.port,
         kind = if connect { "connect" } else { "forward" },
+        grant = grant.kind_str(),
         "proxy decision"
     );
     if connect {
-        tunnel::start(shared, turn, guard, target, addrs, req)
+        tunnel::start(shared, turn, guard, &grant, target, addrs, req)
     } else {
         forward::forward(&shared, &turn, &target, &addrs, req).await
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Host, Secret, Store, StoreError, Timestamp, TurnId};
+use egressgate_store::{Grant, Host, Secret, Store, StoreError, Timestamp, TurnId};
 use subtle::ConstantTimeEq as _;
 
 /// Why a request could not be tied to a live turn.
@@ -30,42 +30,69 @@ pub enum AuthError {
     Store(#[from] StoreError),
 }
 
+/// An allow decision remembered for a turn: the cache epoch it was made under, when, and the
+/// grant behind it (the remembered allow ends when the grant does).
+struct CachedAllow {
+    epoch: i64,
+    at: Instant,
+    grant: Grant,
+}
+
 /// A live turn as the proxy keeps it.
 pub struct TurnEntry {
     /// The stored turn (credential hash, chat, launch lists, expiry at load time).
     pub turn: Turn,
-    /// Hosts already allowed in this turn: the cache epoch the decision was made under, and
-    /// when.
-    allowed: RwLock<HashMap<Host, (i64, Instant)>>,
-    /// Open connections of this turn (for the per-turn limit).
-    pub active: AtomicUsize,
+    /// Hosts already allowed in this turn.
+    allowed: RwLock<HashMap<Host, CachedAllow>>,
+    /// Open connections of this turn (for the per-turn limit). Shared with the entry that
+    /// replaces this one when a claim extends the turn, so the count survives the reload.
+    pub active: Arc<AtomicUsize>,
 }
 
 impl TurnEntry {
-    /// Whether `host` was allowed in this turn within `ttl`, under the current cache epoch
-    /// (a decision made under an older epoch may predate a revocation). An unknown epoch
-    /// (`None`: the database is not answering) trusts nothing.
-    pub fn allowed_recently(&self, host: &Host, ttl: Duration, epoch: Option<i64>) -> bool {
-        let Some(epoch) = epoch else { return false };
-        self.allowed
-            .read()
-            .ok()
-            .and_then(|m| m.get(host).copied())
-            .is_some_and(|(e, at)| e == epoch && at.elapsed() < ttl)
-    }
-
-    /// Remembers an allow decision read from the database under `epoch` (read *before* the
-    /// database query, so a revocation racing the query invalidates the entry).
-    pub fn remember_allowed(&self, host: &Host, epoch: Option<i64>) {
-        let Some(epoch) = epoch else { return };
-        if let Ok(mut m) = self.allowed.write() {
-            m.insert(host.clone(), (epoch, Instant::now()));
+    fn new(turn: Turn) -> Self {
+        Self {
+            turn,
+            allowed: RwLock::new(HashMap::new()),
+            active: Arc::default(),
         }
     }
 
-    /// Launch-time sites matching `host`.
-    pub fn launch_allows(&self, host: &Host) -> bool {
-        self.turn.sites.iter().any(|p| p.matches(host))
+    /// The grant that allowed `host` in this turn within `ttl`, under the current cache epoch
+    /// (a decision made under an older epoch may predate a revocation), while that grant is
+    /// live at `now`. An unknown epoch (`None`: the database is not answering) trusts nothing.
+    pub fn allowed_recently(
+        &self,
+        host: &Host,
+        ttl: Duration,
+        epoch: Option<i64>,
+        now: Timestamp,
+    ) -> Option<Grant> {
+        let epoch = epoch?;
+        let map = self.allowed.read().ok()?;
+        let c = map.get(host)?;
+        (c.epoch == epoch && c.at.elapsed() < ttl && c.grant.is_live(now)).then(|| c.grant.clone())
+    }
+
+    /// Remembers an allow decision read from the database under `epoch` (read *before* the
+    /// database query, so a revocation racing the query invalidates the entry), with the grant
+    /// that made it.
+    pub fn remember_allowed(&self, host: &Host, epoch: Option<i64>, grant: Grant) {
+        let Some(epoch) = epoch else { return };
+        if let Ok(mut m) = self.allowed.write() {
+            let at = Instant::now();
+            m.insert(host.clone(), CachedAllow { epoch, at, grant });
+        }
+    }
+
+    /// The launch-time grant for `host`, when one of the turn's launch-time sites matches it
+    /// (it ends with the turn).
+    pub fn launch_grant(&self, host: &Host) -> Option<Grant> {
+        self.turn
+            .sites
+            .iter()
+            .any(|p| p.matches(host))
+            .then(|| Grant::launch(self.turn.expires_at))
     }
 }
 
@@ -193,24 +220,26 @@ impl TurnCache {
         let Some(turn) = self.store.turn(id).await? else {
             return Ok(None);
         };
-        let entry = Arc::new(TurnEntry {
-            turn,
-            allowed: RwLock::new(HashMap::new()),
-            active: AtomicUsize::new(0),
-        });
-        if let Ok(mut m) = self.map.write() {
-            if m.len() >= SWEEP_AT {
-                let now = Timestamp::now();
-                m.retain(|_, e| !e.turn.expires_at.has_passed(now));
-            }
-            // Keep the existing entry's connection count if one raced us.
-            let kept = m.entry(id.clone()).or_insert_with(|| entry.clone());
-            if kept.turn.expires_at < entry.turn.expires_at {
-                *kept = entry.clone();
-            }
-            return Ok(Some(kept.clone()));
+        let mut fresh = TurnEntry::new(turn);
+        let Ok(mut m) = self.map.write() else {
+            return Ok(Some(Arc::new(fresh)));
+        };
+        if m.len() >= SWEEP_AT {
+            let now = Timestamp::now();
+            m.retain(|_, e| !e.turn.expires_at.has_passed(now));
         }
-        Ok(Some(entry))
+        match m.get(id) {
+            // Another request loaded it first (or it is already as fresh): keep that one.
+            Some(kept) if kept.turn.expires_at >= fresh.turn.expires_at => {
+                return Ok(Some(kept.clone()));
+            }
+            // A claim extended the turn: the same turn, so the same open connections.
+            Some(kept) => fresh.active = kept.active.clone(),
+            None => {}
+        }
+        let fresh = Arc::new(fresh);
+        m.insert(id.clone(), fresh.clone());
+        Ok(Some(fresh))
     }
 
     /// Forgets every cached turn, so the next request of each turn re-reads the database

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent};
-use egressgate_store::{Host, Store, Timestamp, TurnId};
+use egressgate_store::{Grant, Host, Store, Timestamp, TurnId};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most events folded into one transaction.
@@ -14,8 +14,8 @@ const BATCH: usize = 512;
 enum Job {
     Refusal(RefusalEvent, oneshot::Sender<bool>),
     /// A refusal that stands only if the database does not allow the host after all; the
-    /// answer is `Some(allowed)`, or `None` when the transaction failed.
-    Candidate(RefusalCandidate, oneshot::Sender<Option<bool>>),
+    /// answer is `Some(grant that allows it, if any)`, or `None` when the transaction failed.
+    Candidate(RefusalCandidate, oneshot::Sender<Option<Option<Grant>>>),
     Egress(EgressEvent),
 }
 
@@ -52,12 +52,12 @@ impl Recorder {
     }
 
     /// Refuses `candidate` unless the database allows its host, checked inside the
-    /// transaction that records the refusal. `Ok(true)`: allowed, nothing recorded;
-    /// `Ok(false)`: refused, and the refusal is committed.
+    /// transaction that records the refusal. `Ok(Some(grant))`: allowed by `grant`, nothing
+    /// recorded; `Ok(None)`: refused, and the refusal is committed.
     pub async fn refuse_unless_allowed(
         &self,
         candidate: RefusalCandidate,
-    ) -> Result<bool, RecordError> {
+    ) -> Result<Option<Grant>, RecordError> {
         let (done, wait) = oneshot::channel();
         self.tx
             .send(Job::Candidate(candidate, done))
@@ -136,7 +136,7 @@ struct Batch {
     refusals: Vec<RefusalEvent>,
     refusal_waiters: Vec<oneshot::Sender<bool>>,
     candidates: Vec<RefusalCandidate>,
-    candidate_waiters: Vec<oneshot::Sender<Option<bool>>>,
+    candidate_waiters: Vec<oneshot::Sender<Option<Option<Grant>>>>,
 }
 
 impl Batch {

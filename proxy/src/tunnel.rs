@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{Host, RefusalReason, Timestamp};
+use egressgate_store::{Grant, Host, RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -27,15 +27,20 @@ use crate::target::Target;
 /// server-first protocol and relaying without an SNI check.
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(500);
 
-/// Answers `200` and moves the rest of the tunnel's life to its own task.
+/// Answers `200` and moves the rest of the tunnel's life to its own task. The tunnel ends at
+/// the latest when its turn's credential or the `grant` that allowed it expires.
 pub(crate) fn start(
     shared: Arc<Shared>,
     turn: Arc<TurnEntry>,
     guard: ActiveGuard,
+    grant: &Grant,
     target: Target,
     addrs: Vec<SocketAddr>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let ends_at = grant
+        .expires_at
+        .map_or(turn.turn.expires_at, |g| g.min(turn.turn.expires_at));
     // The tunnel counts as an open connection until it ends, although hyper's connection
     // future finishes at the upgrade.
     let (conn_guard, _) = ConnGuard::new(&shared.active);
@@ -60,14 +65,20 @@ pub(crate) fn start(
                 drop(read_buf);
                 let client = io.into_inner();
                 let relay = |client, origin| {
-                    relay_tcp::relay_tcp(client, origin, idle, deadline_of(&turn), drained(&shared))
+                    relay_tcp::relay_tcp(
+                        client,
+                        origin,
+                        idle,
+                        deadline_at(ends_at),
+                        drained(&shared),
+                    )
                 };
                 run(&shared, &turn, &target, &addrs, client, first, relay).await;
             }
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
                 let relay = |client, origin| {
-                    relay::relay(client, origin, idle, deadline_of(&turn), drained(&shared))
+                    relay::relay(client, origin, idle, deadline_at(ends_at), drained(&shared))
                 };
                 run(&shared, &turn, &target, &addrs, client, Vec::new(), relay).await;
             }
@@ -237,8 +248,8 @@ async fn check_hello<C: AsyncRead + Unpin>(
     }
 }
 
-/// When the tunnel must end because its turn's credential expires.
-fn deadline_of(turn: &TurnEntry) -> tokio::time::Instant {
-    let left = turn.turn.expires_at.millis() - Timestamp::now().millis();
+/// The timer instant of wall-clock time `at` (now, if it has passed).
+fn deadline_at(at: Timestamp) -> tokio::time::Instant {
+    let left = at.millis() - Timestamp::now().millis();
     tokio::time::Instant::now() + Duration::from_millis(u64::try_from(left).unwrap_or(0))
 }

@@ -6,6 +6,7 @@
 pub mod blob;
 pub mod card;
 pub mod db;
+pub mod grant;
 pub mod host;
 pub mod ids;
 pub mod package;
@@ -16,6 +17,7 @@ pub mod weburl;
 
 pub use card::Card;
 pub use db::{Backend, PoolOptions, Store, StoreError};
+pub use grant::{Grant, GrantKind};
 pub use host::{Host, HostError};
 pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
 pub use package::{Package, PackageError};

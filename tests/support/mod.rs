@@ -789,3 +789,48 @@ pub async fn get_over<S: AsyncRead + AsyncWrite + Unpin>(
             )
         })?
 }
+
+/// Runs the approval tool for `urls` (plus what the turn was refused) and registers the
+/// interrupt; returns (interrupt id, resume secret).
+pub async fn ask_card(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
+    let r = api
+        .post(
+            &format!("/v1/turns/{}/approval-requests", turn.id),
+            RUNTIME,
+            serde_json::json!({"reason": "the analysis needs the data file", "urls": urls}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["outcome"], "ask", "{v}");
+    let r = api
+        .post(
+            "/v1/interrupts",
+            RUNTIME,
+            serde_json::json!({"draft_id": v["draft_id"]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    (
+        v["interrupt"]["id"].as_str().unwrap().to_owned(),
+        v["resume_secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Answers card `id` with `{"approved": true}` (which claims it and extends its turn) and
+/// asserts the claim.
+pub async fn approve_card(api: &Api, id: &str, secret: &str) {
+    let body = serde_json::json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]});
+    let r = api
+        .call(
+            "POST",
+            &format!("/v1/interrupts/{id}/resume"),
+            None,
+            None,
+            Some(&body.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["state"], "claimed", "{}", r.text());
+}

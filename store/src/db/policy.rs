@@ -4,6 +4,7 @@
 use sqlx::Row as _;
 
 use super::{Store, StoreError, placeholders};
+use crate::grant::Grant;
 use crate::host::Host;
 use crate::ids::{ChatId, UserId};
 use crate::pattern::SitePattern;
@@ -52,16 +53,17 @@ pub struct ApprovalRow {
 }
 
 impl Store {
-    /// Whether `host` is on the administrators' list or approved for this chat (unexpired).
-    /// Launch-time sites live on the turn and are checked by the caller in memory. One query,
-    /// matching exact and `*.parent` keys through the primary-key indexes.
+    /// The grant that allows `host` for this chat: the administrators' list, or an unexpired
+    /// approval row (the longest-lived when several match). Launch-time sites live on the
+    /// turn and are checked by the caller in memory. One query, matching exact and
+    /// `*.parent` keys through the primary-key indexes.
     pub async fn site_allowed(
         &self,
         user: &UserId,
         chat: &ChatId,
         host: &Host,
         now: Timestamp,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Grant>, StoreError> {
         let mut conn = self.pool().acquire().await?;
         site_allowed_on(&mut conn, user, chat, host, now).await
     }
@@ -103,13 +105,13 @@ pub(crate) async fn site_allowed_on(
     chat: &ChatId,
     host: &Host,
     now: Timestamp,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Grant>, StoreError> {
     let keys = SitePattern::candidate_keys(host);
     let list = placeholders(4, keys.len());
     let sql = format!(
-        "SELECT 1 FROM admin_sites WHERE pattern IN ({list}) \
-         UNION ALL SELECT 1 FROM approvals WHERE user_id = $1 AND chat_id = $2 \
-         AND kind = 'site' AND expires_at > $3 AND value IN ({list}) LIMIT 1"
+        "SELECT 'admin', '', CAST(0 AS BIGINT) FROM admin_sites WHERE pattern IN ({list}) \
+         UNION ALL SELECT 'approval', card_id, expires_at FROM approvals WHERE user_id = $1 \
+         AND chat_id = $2 AND kind = 'site' AND expires_at > $3 AND value IN ({list})"
     );
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(user.as_str())
@@ -118,5 +120,16 @@ pub(crate) async fn site_allowed_on(
     for k in &keys {
         q = q.bind(k.as_str());
     }
-    Ok(q.fetch_optional(&mut *conn).await?.is_some())
+    let mut best: Option<Grant> = None;
+    for row in q.fetch_all(&mut *conn).await? {
+        let grant = match row.try_get::<String, _>(0)?.as_str() {
+            "admin" => Grant::admin(),
+            _ => Grant::approval(row.try_get(1)?, Timestamp::from_millis(row.try_get(2)?)),
+        };
+        best = Some(match best {
+            Some(b) => b.outlasting(grant),
+            None => grant,
+        });
+    }
+    Ok(best)
 }

@@ -5,6 +5,7 @@ use sqlx::Row as _;
 
 use super::policy::site_allowed_on;
 use super::{Store, StoreError};
+use crate::grant::Grant;
 use crate::host::Host;
 use crate::ids::{ChatId, TurnId, UserId};
 use crate::reason::RefusalReason;
@@ -141,7 +142,8 @@ impl Store {
     /// The proxy's refusal path in one transaction: each candidate (a host nothing in memory
     /// allowed) is checked against the administrators' list and the chat's approvals, and
     /// recorded only if still not allowed; `refusals` (other reasons) are recorded as they are.
-    /// Returns, per candidate, whether it turned out to be allowed. Checking inside the
+    /// Returns, per candidate, the grant that allows it after all (`None`: refused and
+    /// recorded), so a cached allow can end with its grant. Checking inside the
     /// recording transaction sees every committed approval, so a fresh approval still wins on
     /// the very next request, while a burst of refusals costs one transaction rather than a
     /// read per request plus a write per batch (the database hand-offs were most of a
@@ -152,18 +154,18 @@ impl Store {
         refusals: &[RefusalEvent],
         max_hosts: i64,
         now: Timestamp,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Option<Grant>>, StoreError> {
         let mut tx = self.begin().await?;
         let mut verdicts = Vec::with_capacity(candidates.len());
-        let mut known: std::collections::HashMap<(&UserId, &ChatId, &Host), bool> =
+        let mut known: std::collections::HashMap<(&UserId, &ChatId, &Host), Option<Grant>> =
             std::collections::HashMap::new();
         for c in candidates {
             let key = (&c.user, &c.chat, &c.host);
             let allowed = match known.get(&key) {
-                Some(&a) => a,
+                Some(a) => a.clone(),
                 None => {
                     let a = site_allowed_on(&mut tx, &c.user, &c.chat, &c.host, now).await?;
-                    known.insert(key, a);
+                    known.insert(key, a.clone());
                     a
                 }
             };
@@ -172,7 +174,7 @@ impl Store {
         let refused = candidates
             .iter()
             .zip(&verdicts)
-            .filter(|(_, allowed)| !**allowed)
+            .filter(|(_, allowed)| allowed.is_none())
             .map(|(c, _)| &c.event);
         insert_refusals(&mut tx, refusals.iter().chain(refused), max_hosts).await?;
         tx.commit().await?;

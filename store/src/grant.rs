@@ -1,0 +1,100 @@
+//! What let a host through: the grant behind an allow decision and the expiry it carries, so
+//! a decision remembered in memory ends when the grant behind it ends (and so a later record
+//! can say which grant let a connection through).
+
+use crate::time::Timestamp;
+
+/// Where an allow came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GrantKind {
+    /// The administrators' pre-approved sites (no expiry; removals bump the cache epoch).
+    Admin,
+    /// The turn's launch-time sites (they end with the turn).
+    Launch,
+    /// An approval row of the chat, written when a person approved card `card_id`.
+    Approval {
+        /// The card (interrupt id) that created the row.
+        card_id: String,
+    },
+}
+
+/// One grant that allows a host, with the moment it stops counting (`None`: never by itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Where it came from.
+    pub kind: GrantKind,
+    /// When it stops counting; "expired" means `now >= expires_at`.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl Grant {
+    /// An administrators' site.
+    pub fn admin() -> Self {
+        Self {
+            kind: GrantKind::Admin,
+            expires_at: None,
+        }
+    }
+
+    /// A launch-time site of a turn expiring at `turn_expires_at`.
+    pub fn launch(turn_expires_at: Timestamp) -> Self {
+        Self {
+            kind: GrantKind::Launch,
+            expires_at: Some(turn_expires_at),
+        }
+    }
+
+    /// An approval row of card `card_id`, expiring at `expires_at`.
+    pub fn approval(card_id: String, expires_at: Timestamp) -> Self {
+        Self {
+            kind: GrantKind::Approval { card_id },
+            expires_at: Some(expires_at),
+        }
+    }
+
+    /// Whether the grant still counts at `now`.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.expires_at.is_none_or(|e| !e.has_passed(now))
+    }
+
+    /// The grant that lasts longer, of two that both allow a host (the host stays allowed as
+    /// long as either does); on a tie the first.
+    pub fn outlasting(self, other: Self) -> Self {
+        match (self.expires_at, other.expires_at) {
+            (None, _) => self,
+            (Some(_), None) => other,
+            (Some(a), Some(b)) if b > a => other,
+            _ => self,
+        }
+    }
+
+    /// The short name of the kind, for logs.
+    pub fn kind_str(&self) -> &'static str {
+        match self.kind {
+            GrantKind::Admin => "admin",
+            GrantKind::Launch => "launch",
+            GrantKind::Approval { .. } => "approval",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_and_precedence() {
+        let t = Timestamp::from_millis(1_000);
+        let later = Timestamp::from_millis(2_000);
+        let a = Grant::approval("int_a".into(), t);
+        assert!(a.is_live(Timestamp::from_millis(999)));
+        assert!(!a.is_live(t), "expired means now >= expires_at");
+        assert!(Grant::admin().is_live(Timestamp::from_millis(i64::MAX)));
+        let b = Grant::approval("int_b".into(), later);
+        assert_eq!(a.clone().outlasting(b.clone()), b);
+        assert_eq!(b.clone().outlasting(a.clone()), b);
+        assert_eq!(a.clone().outlasting(Grant::admin()), Grant::admin());
+        assert_eq!(Grant::admin().outlasting(a), Grant::admin());
+        assert_eq!(Grant::launch(t).expires_at, Some(t));
+    }
+}
