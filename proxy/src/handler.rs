@@ -17,6 +17,7 @@ use crate::identify::{ActiveGuard, AuthError, ConnAuth, TurnCache, TurnEntry};
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::recorder::Recorder;
 use crate::respond::{self, ProxyBody};
+use crate::revoke::{ConnWatch, Registry};
 use crate::settings::Settings;
 use crate::target;
 use crate::{forward, tunnel};
@@ -37,6 +38,18 @@ pub(crate) struct Shared {
     pub pool: Arc<crate::pool::Pool>,
     /// Flips to true when the process starts draining.
     pub draining: watch::Receiver<bool>,
+    /// Open tunnels and keep-alive connections with the grant behind each, so a revocation
+    /// closes them.
+    pub registry: Arc<Registry>,
+}
+
+/// What one client connection carries between its requests.
+#[derive(Default)]
+pub(crate) struct ClientConn {
+    /// The credential it last proved.
+    pub auth: ConnAuth,
+    /// Its registrations for revocation, and the signal that closes it.
+    pub watch: ConnWatch,
 }
 
 /// What a refusal is about, for the record and the log.
@@ -154,7 +167,7 @@ fn unrecorded() -> Response<ProxyBody> {
 /// Serves one request.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
-    conn: Arc<ConnAuth>,
+    conn: Arc<ClientConn>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let connect = req.method() == Method::CONNECT;
@@ -167,7 +180,13 @@ pub(crate) async fn handle(
         .headers()
         .get(header::PROXY_AUTHORIZATION)
         .map(|v| v.as_bytes());
-    let turn = match shared.turns.authenticate_conn(&conn, auth).await {
+    // Read before any database question, so a revocation racing it voids what it allows.
+    let epoch = shared.epoch.get();
+    let turn = match shared
+        .turns
+        .authenticate_conn(&conn.auth, auth, epoch)
+        .await
+    {
         Ok(t) => t,
         Err(AuthError::Store(e)) => {
             tracing::error!(error = %e, "cannot read turns; failing closed");
@@ -203,8 +222,6 @@ pub(crate) async fn handle(
     };
 
     let started = Instant::now();
-    // Read before any database question, so a revocation racing it voids what it allows.
-    let epoch = shared.epoch.get();
     let decision = decide::decide(
         &turn,
         &target,
@@ -262,8 +279,17 @@ pub(crate) async fn handle(
         "proxy decision"
     );
     if connect {
-        tunnel::start(shared, turn, guard, &grant, target, addrs, req)
+        tunnel::start(shared, turn, guard, &grant, epoch, target, addrs, req)
     } else {
+        // Once per (turn, host, grant) on this connection: a revocation closes it.
+        conn.watch.watch(
+            &shared.registry,
+            &turn.turn,
+            &target.host,
+            &grant,
+            epoch,
+            &shared.epoch,
+        );
         forward::forward(&shared, &turn, &target, &addrs, req).await
     }
 }

@@ -16,6 +16,7 @@ pub mod recorder;
 pub mod relay;
 pub mod relay_tcp;
 pub mod respond;
+mod revoke;
 pub mod settings;
 pub mod sni;
 pub mod target;

@@ -71,6 +71,7 @@ impl Proxy {
             metrics: Metrics::new(registry),
             pool: Arc::default(),
             epoch: Default::default(),
+            registry: Arc::default(),
             active: Arc::default(),
             dialer,
             store,
@@ -165,15 +166,28 @@ const EPOCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// Polls the store's cache epoch (bumped by revocations, declines and admin removals in any
 /// process). Cached allows are tagged with the epoch they were decided under, so a change
 /// invalidates them; a failed read makes the epoch unknown, which trusts no cached allow and
-/// drops cached turns, so nothing is allowed on unknown state. Ends with the proxy.
+/// drops cached turns, so nothing is allowed on unknown state. Each new epoch also re-checks
+/// the open connections ([`crate::revoke::sweep`]) and closes those nothing allows any more.
+/// Ends with the proxy.
 async fn watch_epoch(shared: std::sync::Weak<Shared>) {
     let mut healthy = true;
+    // The epoch the open connections were last checked under.
+    let mut swept: Option<i64> = None;
     loop {
         let Some(s) = shared.upgrade() else { return };
         match s.store.cache_epoch().await {
             Ok(epoch) => {
                 s.epoch.set(Some(epoch));
                 healthy = true;
+                if swept != Some(epoch) || crate::revoke::take_late(&s.registry) {
+                    match crate::revoke::sweep(&s.registry, &s.store).await {
+                        Ok(_) => swept = Some(epoch),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot re-check open connections; retrying");
+                            swept = None;
+                        }
+                    }
+                }
             }
             Err(e) => {
                 if healthy {
@@ -195,11 +209,12 @@ where
 {
     let mut draining = shared.draining.clone();
     let svc_shared = shared.clone();
-    let conn_auth = Arc::new(crate::identify::ConnAuth::default());
+    let client = Arc::new(handler::ClientConn::default());
+    let revoked = client.watch.stop.stopped();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
-        let conn_auth = conn_auth.clone();
-        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, conn_auth, req).await) }
+        let client = client.clone();
+        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, client, req).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -210,6 +225,9 @@ where
     tokio::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => log_conn_end(r),
+        // A grant a forwarded request relied on was revoked: close the connection now (an
+        // upgraded tunnel has its own registration and lives on its own task).
+        () = revoked => tracing::debug!("client connection closed by a revocation"),
         _ = async { draining.wait_for(|d| *d).await.map(|_| ()) } => {
             conn.as_mut().graceful_shutdown();
             log_conn_end(conn.await);

@@ -19,6 +19,7 @@ use crate::identify::{ActiveGuard, TurnEntry};
 use crate::relay::{self, End};
 use crate::relay_tcp;
 use crate::respond::{self, ProxyBody};
+use crate::revoke::Stop;
 use crate::server::ConnGuard;
 use crate::sni::{self, Hello};
 use crate::target::Target;
@@ -28,12 +29,16 @@ use crate::target::Target;
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(500);
 
 /// Answers `200` and moves the rest of the tunnel's life to its own task. The tunnel ends at
-/// the latest when its turn's credential or the `grant` that allowed it expires.
+/// the latest when its turn's credential or the `grant` that allowed it expires, and at once
+/// when a revocation leaves nothing that allows it (the `grant` was decided under cache epoch
+/// `decided`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     shared: Arc<Shared>,
     turn: Arc<TurnEntry>,
     guard: ActiveGuard,
     grant: &Grant,
+    decided: Option<i64>,
     target: Target,
     addrs: Vec<SocketAddr>,
     req: Request<Incoming>,
@@ -44,11 +49,20 @@ pub(crate) fn start(
     // The tunnel counts as an open connection until it ends, although hyper's connection
     // future finishes at the upgrade.
     let (conn_guard, _) = ConnGuard::new(&shared.active);
+    let stop = Arc::new(Stop::default());
+    let registration = shared.registry.register(
+        &turn.turn,
+        &target.host,
+        grant,
+        stop.clone(),
+        decided,
+        &shared.epoch,
+    );
     // Only the upgrade handle moves into the task (a captured request would sit in the task's
     // memory for the tunnel's whole life).
     let upgrade = hyper::upgrade::on(req);
     tokio::spawn(async move {
-        let _guards = (guard, conn_guard);
+        let _guards = (guard, conn_guard, registration);
         let upgraded = match upgrade.await {
             Ok(u) => u,
             Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
@@ -70,17 +84,28 @@ pub(crate) fn start(
                         origin,
                         idle,
                         deadline_at(ends_at),
-                        drained(&shared),
+                        stopped(&shared, &stop),
                     )
                 };
-                run(&shared, &turn, &target, &addrs, client, first, relay).await;
+                run(&shared, &turn, &target, &addrs, client, first, relay, &stop).await;
             }
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
                 let relay = |client, origin| {
-                    relay::relay(client, origin, idle, deadline_at(ends_at), drained(&shared))
+                    let stop = stopped(&shared, &stop);
+                    relay::relay(client, origin, idle, deadline_at(ends_at), stop)
                 };
-                run(&shared, &turn, &target, &addrs, client, Vec::new(), relay).await;
+                run(
+                    &shared,
+                    &turn,
+                    &target,
+                    &addrs,
+                    client,
+                    Vec::new(),
+                    relay,
+                    &stop,
+                )
+                .await;
             }
         }
     });
@@ -90,6 +115,7 @@ pub(crate) fn start(
 /// Opens the tunnel (ClientHello check, then the dial), relays with `relay` and reports.
 /// Both phases are boxed, so a long-lived tunnel task holds only the relay's state (measured:
 /// 2.4 KiB with the relay inline against 1 KiB for the relay alone).
+#[allow(clippy::too_many_arguments)]
 async fn run<C, R, F>(
     shared: &Shared,
     turn: &TurnEntry,
@@ -98,6 +124,7 @@ async fn run<C, R, F>(
     client: C,
     first: Vec<u8>,
     relay: R,
+    revoked: &Stop,
 ) where
     C: AsyncRead + Unpin,
     R: FnOnce(C, TcpStream) -> F,
@@ -106,7 +133,7 @@ async fn run<C, R, F>(
     if let Some((client, origin)) = Box::pin(open(shared, turn, target, addrs, client, first)).await
     {
         let totals = Box::pin(relay(client, origin)).await;
-        finish(shared, turn, target, totals);
+        finish(shared, turn, target, totals, revoked.is_stopped());
     }
 }
 
@@ -157,6 +184,18 @@ where
     Some((client, origin))
 }
 
+/// Resolves when the tunnel must stop: drained, or revoked.
+fn stopped(shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
+    let drained = drained(shared);
+    let revoked = stop.stopped();
+    async move {
+        tokio::select! {
+            () = drained => {}
+            () = revoked => {}
+        }
+    }
+}
+
 /// Resolves when the process has been draining for the drain timeout.
 fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
     let mut draining = shared.draining.clone();
@@ -168,11 +207,19 @@ fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
 }
 
 /// Metrics, the end-of-tunnel log line and the egress summary.
-fn finish(shared: &Shared, turn: &TurnEntry, target: &Target, totals: relay::Totals) {
+fn finish(
+    shared: &Shared,
+    turn: &TurnEntry,
+    target: &Target,
+    totals: relay::Totals,
+    revoked: bool,
+) {
     shared.metrics.active_tunnels.dec();
     shared.metrics.bytes_up.inc_by(totals.up);
     shared.metrics.bytes_down.inc_by(totals.down);
-    if totals.end != End::Closed {
+    if revoked {
+        tracing::info!(end = "revoked", turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
+    } else if totals.end != End::Closed {
         tracing::info!(end = ?totals.end, turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
     }
     shared.recorder.egress(EgressEvent {

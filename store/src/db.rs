@@ -12,6 +12,7 @@ pub mod policy;
 pub mod refusals;
 pub mod register;
 pub mod resume;
+pub mod revalidate;
 pub mod turns;
 
 use std::path::Path;
@@ -90,6 +91,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "cache epoch",
         include_str!("../../migrations/sqlite/0002_cache_epoch.sql"),
         include_str!("../../migrations/postgres/0002_cache_epoch.sql"),
+    ),
+    (
+        3,
+        "revocation",
+        include_str!("../../migrations/sqlite/0003_revocation.sql"),
+        include_str!("../../migrations/postgres/0003_revocation.sql"),
     ),
 ];
 

@@ -144,7 +144,9 @@ impl Store {
             .collect()
     }
 
-    /// Sets whether a user may approve cards.
+    /// Sets whether a user may approve cards. Taking the right away also withdraws the
+    /// approvals that person made (every chat's site and package rows of the user), so what
+    /// they let through stops, open connections included, within a proxy poll.
     pub async fn set_can_approve(
         &self,
         user: &UserId,
@@ -163,7 +165,15 @@ impl Store {
         .bind(now.millis())
         .execute(&mut *tx)
         .await?;
-        let detail = serde_json::json!({"action": "set_user", "user_id": user.as_str(), "can_approve": can_approve});
+        let mut detail = serde_json::json!({"action": "set_user", "user_id": user.as_str(), "can_approve": can_approve});
+        if !can_approve {
+            let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1")
+                .bind(user.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            detail["approvals_revoked"] = revoked.into();
+        }
         audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
         tx.commit().await?;
         Ok(())
