@@ -158,3 +158,50 @@ async fn a_user_losing_can_approve_loses_what_they_approved() {
         r.text()
     );
 }
+
+/// A card expired past its claim cap withdraws what it approved (its rows are deleted), the
+/// path by which a card's decision is undone; its tunnel closes like any other revocation.
+#[tokio::test]
+async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8"])
+        .args(&["--allow-port", &port.to_string()])
+        .args(&["--claim-cap", "1", "--lease", "1s"])
+        .start();
+    let api = g.api();
+    let c1 = api.turn("alice", "c1", &[]).await;
+    let c2 = api.turn("alice", "c2", &[]).await;
+    support::held::approve(&api, &c2, port).await;
+    let (id, secret) = ask_card(&api, &c1, &[&url(port)]).await;
+    approve_card(&api, &id, &secret).await;
+    let claimed = tokio::time::Instant::now();
+    let mut held1 = Held::open(g.proxy(), &c1, port).await;
+    let mut held2 = Held::open(g.proxy(), &c2, port).await;
+    // The worker never completes; after its lease the next click is past the cap.
+    tokio::time::sleep_until(claimed + std::time::Duration::from_millis(1_200)).await;
+    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]});
+    let r = api
+        .call(
+            "POST",
+            &format!("/v1/interrupts/{id}/resume"),
+            None,
+            None,
+            Some(&body.to_string()),
+        )
+        .await;
+    assert_ne!(
+        r.status,
+        200,
+        "past the cap the card is expired: {}",
+        r.text()
+    );
+    let expired = Instant::now();
+    held1
+        .assert_closed_within_a_second(expired, "card past its claim cap")
+        .await;
+    held2.assert_open(&c2, port, "another chat's card").await;
+    assert_eq!(proxy_get(g.proxy(), &c1, &url(port)).await.status, 403);
+}
