@@ -144,6 +144,11 @@ pub struct RawConfig {
     #[arg(long, env = "EGRESSGATE_DNS_SERVER", value_delimiter = ',')]
     #[serde(default)]
     pub dns_server: Vec<String>,
+    /// The control plane's addresses `HOST:PORT`, never dialled by the proxy even inside
+    /// `--allow-cidr` (repeatable; for a proxy-only process).
+    #[arg(long, env = "EGRESSGATE_CONTROL_ADDR", value_delimiter = ',')]
+    #[serde(default)]
+    pub control_addr: Vec<String>,
     /// Reachable private ranges `CIDR` or `CIDR=PATTERN` (repeatable).
     #[arg(long, env = "EGRESSGATE_ALLOW_CIDR", value_delimiter = ',')]
     #[serde(default)]

@@ -2,7 +2,7 @@
 //! then validate into typed settings for each plane. Any bad value is one clear error line.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs as _};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +95,8 @@ pub struct Config {
     pub control_listen: SocketAddr,
     /// Metrics listener for a proxy-only process.
     pub metrics_listen: Option<SocketAddr>,
+    /// The control plane's addresses (`--control-addr`), never dialled by the proxy.
+    pub control_addrs: Vec<SocketAddr>,
     /// Whether `--proxy-public-url` was given (required for `control`).
     pub proxy_public_url_given: bool,
     /// Data-plane settings.
@@ -410,6 +412,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         proxy_listen,
         control_listen,
         metrics_listen,
+        control_addrs: crate::selfaddr::control_addrs(&raw.control_addr)?,
         proxy_public_url_given: raw.proxy_public_url.is_some(),
         proxy,
         control,
@@ -455,21 +458,4 @@ pub fn redact(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
-}
-
-/// The database server's address, so the proxy never dials its own database.
-pub fn database_addrs(db: &Database) -> Vec<SocketAddr> {
-    let Database::Url(u) = db else {
-        return Vec::new();
-    };
-    let Ok(url) = url::Url::parse(u) else {
-        return Vec::new();
-    };
-    let (Some(h), port) = (url.host_str(), url.port().unwrap_or(5432)) else {
-        return Vec::new();
-    };
-    (h.trim_start_matches('[').trim_end_matches(']'), port)
-        .to_socket_addrs()
-        .map(Iterator::collect)
-        .unwrap_or_default()
 }

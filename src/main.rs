@@ -4,6 +4,7 @@
 mod cli;
 mod config;
 mod run;
+mod selfaddr;
 mod tls;
 mod tokens;
 

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::cli::{AdminListCmd, AdminOp, Command, RawConfig};
 use crate::config::{self, Config, Database};
+use crate::selfaddr;
 
 /// Runs a non-sandbox subcommand to completion.
 pub async fn run(command: Command) -> Result<()> {
@@ -151,8 +152,13 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         (false, Some(a)) => Some(bind("metrics", a).await?),
         _ => None,
     };
-    // The gate never dials itself or its database, even inside an allowed range.
-    let mut forbidden = config::database_addrs(&cfg.database);
+    // The gate never dials itself, its control plane or its database, even inside an
+    // allowed range.
+    let mut forbidden = match &cfg.database {
+        Database::Url(u) => selfaddr::database_addrs(u),
+        Database::Sqlite => Vec::new(),
+    };
+    forbidden.extend(cfg.control_addrs.iter().copied());
     forbidden.extend(
         proxy_listener
             .iter()

@@ -30,10 +30,12 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     HeaderName::from_static("keep-alive"),
 ];
 
-/// `Some(HostMismatch)` when a `Host` header names another host or port than the URI.
+/// `Some(HostMismatch)` when a `Host` header names another host or port than `target` (a
+/// `Host` without a port names `default_port`).
 pub(crate) fn host_header_mismatch(
     req: &Request<Incoming>,
     target: &Target,
+    default_port: u16,
 ) -> Option<RefusalReason> {
     let mut values = req.headers().get_all(header::HOST).iter();
     let first = values.next()?;
@@ -43,7 +45,7 @@ pub(crate) fn host_header_mismatch(
     let parsed = first
         .to_str()
         .ok()
-        .and_then(|v| target::parse_host_header(v, 80).ok());
+        .and_then(|v| target::parse_host_header(v, default_port).ok());
     match parsed {
         Some(t) if t == *target => None,
         _ => Some(RefusalReason::HostMismatch),

@@ -247,7 +247,7 @@ pub(crate) async fn handle(
         .metrics
         .decision_seconds
         .observe(started.elapsed().as_secs_f64());
-    if !connect && let Some(reason) = forward::host_header_mismatch(&req, &target) {
+    if !connect && let Some(reason) = forward::host_header_mismatch(&req, &target, 80) {
         return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
     }
     let Some(guard) = ActiveGuard::try_new(&turn, shared.settings.max_connections_per_turn) else {

@@ -2,13 +2,15 @@
 //!
 //! `server` (accept, TLS, limits) → `handler` (one request) → `identify` (turn credential) →
 //! `target` (parse and normalise) → `decide` (ordered rules) → `dial` + `addr` (resolve once,
-//! vet, connect) → `tunnel` (CONNECT: SNI check, `relay`) or `forward` (absolute-form HTTP)
+//! vet, connect) → `tunnel` (CONNECT: first bytes judged by `first_bytes` + `sni`, then `relay`, or HTTP served
+//! request by request) or `forward` (absolute-form HTTP)
 //! → `recorder` (refusals before the 403, egress summaries). `respond` writes what the proxy
 //! says itself; `metrics` counts it all.
 
 pub mod addr;
 pub mod decide;
 pub mod dial;
+pub mod first_bytes;
 pub mod identify;
 pub mod metrics;
 pub mod pool;

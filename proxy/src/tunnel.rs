@@ -1,17 +1,22 @@
-//! CONNECT tunnels: answer `200`, read the client's first bytes, refuse domain fronting
-//! (an SNI that is not the CONNECT host, or none on 443 when SNI is required), then dial the
-//! vetted addresses and relay. The origin is only dialled after the SNI check passed.
+//! CONNECT tunnels: answer `200`, judge the client's first bytes against the CONNECT host
+//! (`judge`: an SNI that is not the CONNECT host, or none on 443 when SNI is required, is
+//! domain fronting; plain HTTP is served request by request by `plain_http`, each `Host` checked),
+//! then dial the vetted addresses and relay. The origin is only dialled after the check
+//! passed, except for a server-first protocol, whose client bytes are judged when they come.
+
+mod judge;
+mod plain_http;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{Grant, Host, RefusalReason, Timestamp};
+use egressgate_store::{Grant, RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::handler::{Refusal, Shared};
@@ -21,11 +26,10 @@ use crate::relay_tcp;
 use crate::respond::{self, ProxyBody};
 use crate::revoke::Stop;
 use crate::server::ConnGuard;
-use crate::sni::{self, Hello};
 use crate::target::Target;
 
 /// How long a non-443 tunnel waits for the client to speak first before assuming a
-/// server-first protocol and relaying without an SNI check.
+/// server-first protocol and dialling (its client bytes are still judged when they come).
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(500);
 
 /// Answers `200` and moves the rest of the tunnel's life to its own task. The tunnel ends at
@@ -87,7 +91,15 @@ pub(crate) fn start(
                         stopped(&shared, &stop),
                     )
                 };
-                run(&shared, &turn, &target, &addrs, client, first, relay, &stop).await;
+                let tunnel = Tunnel {
+                    shared: &shared,
+                    turn: &turn,
+                    target: &target,
+                    addrs: &addrs,
+                    ends_at,
+                    stop: &stop,
+                };
+                tunnel.run(client, first, relay).await;
             }
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
@@ -95,93 +107,188 @@ pub(crate) fn start(
                     let stop = stopped(&shared, &stop);
                     relay::relay(client, origin, idle, deadline_at(ends_at), stop)
                 };
-                run(
-                    &shared,
-                    &turn,
-                    &target,
-                    &addrs,
-                    client,
-                    Vec::new(),
-                    relay,
-                    &stop,
-                )
-                .await;
+                let tunnel = Tunnel {
+                    shared: &shared,
+                    turn: &turn,
+                    target: &target,
+                    addrs: &addrs,
+                    ends_at,
+                    stop: &stop,
+                };
+                tunnel.run(client, Vec::new(), relay).await;
             }
         }
     });
     Response::new(respond::empty())
 }
 
-/// Opens the tunnel (ClientHello check, then the dial), relays with `relay` and reports.
-/// Both phases are boxed, so a long-lived tunnel task holds only the relay's state (measured:
-/// 2.4 KiB with the relay inline against 1 KiB for the relay alone).
-#[allow(clippy::too_many_arguments)]
-async fn run<C, R, F>(
-    shared: &Shared,
-    turn: &TurnEntry,
-    target: &Target,
-    addrs: &[SocketAddr],
-    client: C,
-    first: Vec<u8>,
-    relay: R,
-    revoked: &Stop,
-) where
-    C: AsyncRead + Unpin,
-    R: FnOnce(C, TcpStream) -> F,
-    F: std::future::Future<Output = relay::Totals>,
-{
-    if let Some((client, origin)) = Box::pin(open(shared, turn, target, addrs, client, first)).await
+/// One tunnel's fixed facts.
+struct Tunnel<'a> {
+    shared: &'a Arc<Shared>,
+    turn: &'a Arc<TurnEntry>,
+    target: &'a Target,
+    addrs: &'a [SocketAddr],
+    /// The earlier of the turn's and the grant's expiry.
+    ends_at: Timestamp,
+    /// Given when a revocation leaves nothing that allows the tunnel.
+    stop: &'a Stop,
+}
+
+/// How an opened tunnel carries on.
+enum Opened<C> {
+    /// Bytes both ways; `down` bytes of a server-first banner were already relayed.
+    Raw {
+        client: C,
+        origin: TcpStream,
+        down: u64,
+    },
+    /// HTTP, request by request; `first` holds the bytes read so far.
+    Http { client: C, first: Vec<u8> },
+}
+
+impl Tunnel<'_> {
+    /// Opens the tunnel (first-bytes check, then the dial), serves it and reports. Both
+    /// phases are boxed, so a long-lived tunnel task holds only the relay's state (measured:
+    /// 2.4 KiB with the relay inline against 1 KiB for the relay alone).
+    async fn run<C, R, F>(&self, client: C, first: Vec<u8>, relay: R)
+    where
+        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        R: FnOnce(C, TcpStream) -> F,
+        F: std::future::Future<Output = relay::Totals>,
     {
-        let totals = Box::pin(relay(client, origin)).await;
-        finish(shared, turn, target, totals, revoked.is_stopped());
-    }
-}
-
-/// Outcome of looking at the first client bytes.
-enum Check {
-    Pass,
-    Refuse,
-    Gone,
-}
-
-/// Checks the ClientHello, then dials the origin and hands it the bytes read so far.
-async fn open<C>(
-    shared: &Shared,
-    turn: &TurnEntry,
-    target: &Target,
-    addrs: &[SocketAddr],
-    mut client: C,
-    mut first: Vec<u8>,
-) -> Option<(C, TcpStream)>
-where
-    C: AsyncRead + Unpin,
-{
-    match check_hello(shared, target, &mut client, &mut first).await {
-        Check::Pass => {}
-        Check::Gone => return None,
-        Check::Refuse => {
-            shared
-                .record_refusal(Refusal {
+        match Box::pin(self.open(client, first)).await {
+            Some(Opened::Raw {
+                client,
+                origin,
+                down,
+            }) => {
+                self.shared.metrics.active_tunnels.inc();
+                let mut totals = Box::pin(relay(client, origin)).await;
+                totals.down += down;
+                finish(
+                    self.shared,
+                    self.turn,
+                    self.target,
+                    totals,
+                    self.stop.is_stopped(),
+                );
+            }
+            Some(Opened::Http { client, first }) => {
+                let (shared, turn) = (self.shared, self.turn);
+                let ends = deadline_at(self.ends_at);
+                let stop = stopped(shared, self.stop);
+                let served = plain_http::serve(
+                    shared,
                     turn,
-                    host: target.host.as_str(),
-                    port: target.port,
-                    reason: RefusalReason::SniMismatch,
-                    url: None,
-                })
-                .await;
-            return None;
+                    self.target,
+                    self.addrs,
+                    client,
+                    first,
+                    ends,
+                    stop,
+                );
+                Box::pin(served).await;
+            }
+            None => {}
         }
     }
-    let mut origin = match shared.dialer.connect(&target.host, addrs).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::info!(error = %e, turn_id = %turn.turn.id, "tunnel upstream connect failed");
-            return None;
+
+    /// Judges the first client bytes, then dials the origin and hands it the bytes read so
+    /// far (or hands the client to the HTTP path).
+    async fn open<C>(&self, mut client: C, mut first: Vec<u8>) -> Option<Opened<C>>
+    where
+        C: AsyncRead + AsyncWrite + Unpin,
+    {
+        let settings = &self.shared.settings;
+        let tls_port = self.target.port == 443;
+        let sni_required = tls_port && settings.require_sni;
+        let first_wait = if tls_port {
+            settings.client_hello_timeout
+        } else {
+            FIRST_BYTES_WAIT
+        };
+        let mut down = 0;
+        let mut origin = None;
+        if first.is_empty() {
+            first.reserve(4096);
+            match tokio::time::timeout(first_wait, client.read_buf(&mut first)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return None,
+                Ok(Ok(_)) => {}
+                // Silence: a server-first protocol may proceed off 443, but its client's
+                // bytes are judged when they come.
+                Err(_) if sni_required => {
+                    return self.refuse(RefusalReason::SniMismatch).await;
+                }
+                Err(_) => {
+                    let mut o = self.dial().await?;
+                    let ends = deadline_at(self.ends_at);
+                    let idle = settings.idle_timeout;
+                    down = judge::banner(&mut client, &mut o, &mut first, idle, ends).await?;
+                    origin = Some(o);
+                }
+            }
         }
-    };
-    origin.write_all(&first).await.ok()?;
-    shared.metrics.active_tunnels.inc();
-    Some((client, origin))
+        let deadline = tokio::time::Instant::now() + settings.client_hello_timeout;
+        let verdict =
+            judge::read_and_judge(&mut client, &mut first, self.target, sni_required, deadline)
+                .await;
+        match verdict {
+            judge::Verdict::Relay => {}
+            judge::Verdict::Http => return Some(Opened::Http { client, first }),
+            judge::Verdict::Refuse(reason) => return self.refuse(reason).await,
+            judge::Verdict::Gone => return None,
+        }
+        let mut origin = match origin {
+            Some(o) => o,
+            None => self.dial().await?,
+        };
+        origin.write_all(&first).await.ok()?;
+        Some(Opened::Raw {
+            client,
+            origin,
+            down,
+        })
+    }
+
+    /// Connects to a vetted address of the CONNECT host.
+    async fn dial(&self) -> Option<TcpStream> {
+        match self
+            .shared
+            .dialer
+            .connect(&self.target.host, self.addrs)
+            .await
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::info!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
+                None
+            }
+        }
+    }
+
+    /// Records the refusal that closes the tunnel.
+    async fn refuse<T>(&self, reason: RefusalReason) -> Option<T> {
+        self.shared
+            .record_refusal(Refusal {
+                turn: self.turn,
+                host: self.target.host.as_str(),
+                port: self.target.port,
+                reason,
+                url: None,
+            })
+            .await;
+        None
+    }
+}
+
+/// Resolves when the process has been draining for the drain timeout.
+fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
+    let mut draining = shared.draining.clone();
+    let drain = shared.settings.drain_timeout;
+    async move {
+        let _ = draining.wait_for(|d| *d).await.map(|_| ());
+        tokio::time::sleep(drain).await;
+    }
 }
 
 /// Resolves when the tunnel must stop: drained, or revoked.
@@ -193,16 +300,6 @@ fn stopped(shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()
             () = drained => {}
             () = revoked => {}
         }
-    }
-}
-
-/// Resolves when the process has been draining for the drain timeout.
-fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
-    let mut draining = shared.draining.clone();
-    let drain = shared.settings.drain_timeout;
-    async move {
-        let _ = draining.wait_for(|d| *d).await.map(|_| ());
-        tokio::time::sleep(drain).await;
     }
 }
 
@@ -230,69 +327,6 @@ fn finish(
         bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
         at: Timestamp::now(),
     });
-}
-
-/// Reads until the ClientHello is complete (or it is clearly not TLS) and judges its SNI.
-/// Once the first bytes look like TLS, only a parsed hello whose SNI is the CONNECT host (or,
-/// off port 443 or with `require-sni` off, a parsed hello without SNI) passes: a stalled,
-/// oversized or unparseable hello is refused on every port, since a real TLS server might
-/// still accept it. Bytes go straight into `buf` (no stack buffer), so a waiting tunnel task
-/// stays small.
-async fn check_hello<C: AsyncRead + Unpin>(
-    shared: &Shared,
-    target: &Target,
-    client: &mut C,
-    buf: &mut Vec<u8>,
-) -> Check {
-    let tls_port = target.port == 443;
-    let sni_required = tls_port && shared.settings.require_sni;
-    let first_wait = if tls_port {
-        shared.settings.client_hello_timeout
-    } else {
-        FIRST_BYTES_WAIT
-    };
-    let deadline = tokio::time::Instant::now() + shared.settings.client_hello_timeout;
-    loop {
-        if !buf.is_empty() {
-            match sni::inspect(buf) {
-                Hello::Incomplete => {}
-                Hello::Malformed => return Check::Refuse,
-                Hello::NotTls | Hello::NoSni => {
-                    return if sni_required {
-                        Check::Refuse
-                    } else {
-                        Check::Pass
-                    };
-                }
-                Hello::Sni(name) => {
-                    return match Host::parse(&name) {
-                        Ok(h) if h == target.host => Check::Pass,
-                        _ => Check::Refuse,
-                    };
-                }
-            }
-        }
-        let wait = if buf.is_empty() {
-            tokio::time::Instant::now() + first_wait
-        } else {
-            deadline
-        };
-        buf.reserve(4096);
-        match tokio::time::timeout_at(wait, client.read_buf(buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return Check::Gone,
-            Ok(Ok(_)) => {}
-            // Silence from the client: a server-first protocol may proceed off port 443.
-            Err(_) if buf.is_empty() => {
-                return if sni_required {
-                    Check::Refuse
-                } else {
-                    Check::Pass
-                };
-            }
-            // A hello that started but never finished.
-            Err(_) => return Check::Refuse,
-        }
-    }
 }
 
 /// The timer instant of wall-clock time `at` (now, if it has passed).

@@ -1,0 +1,148 @@
+//! Judging a tunnel's first client bytes against its CONNECT host, whenever they arrive: a
+//! TLS ClientHello must name the host in its SNI (`sni_mismatch`), plain HTTP is served
+//! request by request so each `Host` is checked (`host_mismatch`), and only bytes that name no
+//! host at all (an opaque protocol) are relayed unjudged. A server-first protocol gets the
+//! origin's banner first, but the client's first bytes are judged all the same.
+
+use std::time::Duration;
+
+use egressgate_store::{Host, RefusalReason};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::time::Instant;
+
+use crate::first_bytes::{self, FirstBytes};
+use crate::sni::Hello;
+use crate::target::Target;
+
+/// What the tunnel does with its client.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Relay bytes both ways (TLS for the right name, or an opaque protocol).
+    Relay,
+    /// Serve it as HTTP, each request checked.
+    Http,
+    /// Close it and record this reason.
+    Refuse(RefusalReason),
+    /// The client went away.
+    Gone,
+}
+
+/// The verdict on classified (complete) first bytes.
+fn judge(first: FirstBytes, target: &Target, sni_required: bool) -> Verdict {
+    let nameless = if sni_required {
+        Verdict::Refuse(RefusalReason::SniMismatch)
+    } else {
+        Verdict::Relay
+    };
+    match first {
+        FirstBytes::Tls(Hello::Sni(name)) => match Host::parse(&name) {
+            Ok(h) if h == target.host => Verdict::Relay,
+            _ => Verdict::Refuse(RefusalReason::SniMismatch),
+        },
+        FirstBytes::Tls(Hello::Malformed) | FirstBytes::Incomplete => {
+            Verdict::Refuse(RefusalReason::SniMismatch)
+        }
+        FirstBytes::Tls(Hello::NoSni | Hello::NotTls | Hello::Incomplete) | FirstBytes::Opaque => {
+            nameless
+        }
+        FirstBytes::Http if sni_required => Verdict::Refuse(RefusalReason::SniMismatch),
+        FirstBytes::Http => Verdict::Http,
+    }
+}
+
+/// Reads more of the client's first bytes (`buf`, not empty) until they can be judged, or
+/// refuses them at `deadline`: a ClientHello or request line that started but never finished
+/// is never let through, since a real server might still accept it.
+pub(crate) async fn read_and_judge<C: AsyncRead + Unpin>(
+    client: &mut C,
+    buf: &mut Vec<u8>,
+    target: &Target,
+    sni_required: bool,
+    deadline: Instant,
+) -> Verdict {
+    loop {
+        match first_bytes::classify(buf) {
+            FirstBytes::Incomplete => {}
+            first => return judge(first, target, sni_required),
+        }
+        buf.reserve(4096);
+        match tokio::time::timeout_at(deadline, client.read_buf(buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Verdict::Gone,
+            Ok(Ok(_)) => {}
+            Err(_) if buf.first() == Some(&0x16) => {
+                return Verdict::Refuse(RefusalReason::SniMismatch);
+            }
+            Err(_) => return Verdict::Refuse(RefusalReason::HostMismatch),
+        }
+    }
+}
+
+/// A server-first protocol: copies what the origin says to the client until the client
+/// speaks (its first bytes land in `buf`, for judging) and returns how many bytes went down.
+/// `None` when either side closed, nothing moved for `idle`, or `ends` passed.
+pub(crate) async fn banner<C, O>(
+    client: &mut C,
+    origin: &mut O,
+    buf: &mut Vec<u8>,
+    idle: Duration,
+    ends: Instant,
+) -> Option<u64>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    O: AsyncRead + Unpin,
+{
+    let mut down = 0u64;
+    let mut chunk = vec![0u8; 4096];
+    loop {
+        buf.reserve(4096);
+        tokio::select! {
+            r = client.read_buf(buf) => return match r {
+                Ok(n) if n > 0 => Some(down),
+                _ => None,
+            },
+            r = origin.read(&mut chunk) => match r {
+                Ok(n) if n > 0 => {
+                    client.write_all(chunk.get(..n)?).await.ok()?;
+                    down += n as u64;
+                }
+                _ => return None,
+            },
+            () = tokio::time::sleep(idle) => return None,
+            () = tokio::time::sleep_until(ends) => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(s: &str) -> Target {
+        crate::target::parse_authority(s).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    #[test]
+    fn verdicts() {
+        let t = target("files.example.com:80");
+        let sni = |n: &str| FirstBytes::Tls(Hello::Sni(n.into()));
+        assert_eq!(judge(sni("FILES.example.com."), &t, false), Verdict::Relay);
+        assert_eq!(
+            judge(sni("other.example.com"), &t, false),
+            Verdict::Refuse(RefusalReason::SniMismatch)
+        );
+        assert_eq!(judge(FirstBytes::Http, &t, false), Verdict::Http);
+        assert_eq!(
+            judge(FirstBytes::Http, &t, true),
+            Verdict::Refuse(RefusalReason::SniMismatch)
+        );
+        assert_eq!(judge(FirstBytes::Opaque, &t, false), Verdict::Relay);
+        assert_eq!(
+            judge(FirstBytes::Tls(Hello::Malformed), &t, false),
+            Verdict::Refuse(RefusalReason::SniMismatch)
+        );
+        assert_eq!(
+            judge(FirstBytes::Tls(Hello::NoSni), &t, true),
+            Verdict::Refuse(RefusalReason::SniMismatch)
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! Plain HTTP inside a CONNECT tunnel, served request by request through the forwarding path
+//! rather than relayed as bytes: every request must name the CONNECT host (its `Host` header,
+//! and its URI when in absolute form), or it is refused as `host_mismatch`, recorded, and the
+//! tunnel closed. So a tunnel to `approved.example.com:80` cannot reach another virtual host
+//! on the same address, on its first request or on any keep-alive request after it, and the
+//! egress summary only ever names the CONNECT host.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use egressgate_store::RefusalReason;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::forward;
+use crate::handler::{Refusal, Shared};
+use crate::identify::TurnEntry;
+use crate::relay::{self, Activity, End};
+use crate::respond::{self, ProxyBody};
+use crate::target::{self, Target};
+
+/// The client stream: first yields bytes already read from it, and notes activity both ways
+/// for the tunnel's idle timeout.
+struct Prefixed<C> {
+    first: Vec<u8>,
+    at: usize,
+    inner: C,
+    start: tokio::time::Instant,
+    up: Arc<Activity>,
+    down: Arc<Activity>,
+}
+
+impl<C: AsyncRead + Unpin> AsyncRead for Prefixed<C> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.at < self.first.len() {
+            let n = buf.remaining().min(self.first.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.first[at..at + n]);
+            self.at += n;
+            if self.at == self.first.len() {
+                self.first = Vec::new();
+                self.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.up.note(n, self.start);
+        }
+        r
+    }
+}
+
+impl<C: AsyncWrite + Unpin> AsyncWrite for Prefixed<C> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.down.note(n, self.start);
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// `Some(HostMismatch)` when a request inside a tunnel to `target` names anything else: a
+/// nested `CONNECT`, an absolute URI for another host or port, or a `Host` naming another
+/// host or port.
+fn mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
+    if req.method() == Method::CONNECT {
+        return Some(RefusalReason::HostMismatch);
+    }
+    if req.uri().authority().is_some() && target::parse_absolute(req.uri()).as_ref() != Ok(target) {
+        return Some(RefusalReason::HostMismatch);
+    }
+    // A `Host` without a port names the tunnel's port (clients often omit it); one with a
+    // port must name the tunnel's.
+    forward::host_header_mismatch(req, target, target.port)
+}
+
+/// One request of the tunnel: judged, then forwarded to the vetted addresses.
+async fn one(
+    shared: Arc<Shared>,
+    turn: Arc<TurnEntry>,
+    target: Arc<Target>,
+    addrs: Arc<[SocketAddr]>,
+    req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    if let Some(reason) = mismatch(&req, &target) {
+        let recorded = shared
+            .record_refusal(Refusal {
+                turn: &turn,
+                host: target.host.as_str(),
+                port: target.port,
+                reason,
+                url: None,
+            })
+            .await;
+        let mut resp = if recorded {
+            respond::refused(target.host.as_str(), target.port, reason)
+        } else {
+            respond::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "refusal could not be recorded; refusing",
+            )
+        };
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return resp;
+    }
+    forward::forward(&shared, &turn, &target, &addrs, req).await
+}
+
+/// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
+/// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
+/// up (`ends_at`: the earlier of its turn's and its grant's expiry) or `stop` resolves (the
+/// process drained).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn serve<C>(
+    shared: &Arc<Shared>,
+    turn: &Arc<TurnEntry>,
+    target: &Target,
+    addrs: &[SocketAddr],
+    client: C,
+    first: Vec<u8>,
+    ends_at: tokio::time::Instant,
+    stop: impl std::future::Future<Output = ()>,
+) where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let start = tokio::time::Instant::now();
+    let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
+    let io = TokioIo::new(Prefixed {
+        first,
+        at: 0,
+        inner: client,
+        start,
+        up: up.clone(),
+        down: down.clone(),
+    });
+    let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
+        (Arc::new(target.clone()), addrs.into());
+    let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
+    let service = service_fn(move |req| {
+        let fut = one(
+            svc_shared.clone(),
+            svc_turn.clone(),
+            target.clone(),
+            addrs.clone(),
+            req,
+        );
+        async move { Ok::<_, std::convert::Infallible>(fut.await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.settings.header_read_timeout)
+        .max_buf_size(shared.settings.max_header_bytes)
+        .serve_connection(io, service);
+    shared.metrics.active_tunnels.inc();
+    tokio::select! {
+        r = conn => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, turn_id = %turn.turn.id, "HTTP in tunnel ended with an error");
+            }
+        }
+        end = relay::deadline(start, &up, &down, shared.settings.idle_timeout, ends_at) => {
+            if end == End::TurnExpired {
+                tracing::info!(turn_id = %turn.turn.id, "HTTP tunnel closed: its turn or grant expired");
+            }
+        }
+        () = stop => {}
+    }
+    shared.metrics.active_tunnels.dec();
+}
