@@ -323,6 +323,12 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         dns_servers,
         internal_suffixes: internal_suffixes.clone(),
         require_sni: raw.require_sni.unwrap_or(true),
+        mode: match raw.mode.as_deref() {
+            None => egressgate_store::Mode::Enforce,
+            Some(m) => m
+                .parse()
+                .map_err(|e: String| anyhow!("{} {m:?}: {e}", l("mode")))?,
+        },
         max_refusals_per_turn: positive(
             &l("max-refusals-per-turn"),
             raw.max_refusals_per_turn,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent};
-use egressgate_store::{Grant, Host, RefusalReason, SanitizedUrl, Store, Timestamp};
+use egressgate_store::{Grant, Host, Mode, RefusalReason, SanitizedUrl, Store, Timestamp};
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use tokio::sync::watch;
@@ -59,6 +59,9 @@ pub(crate) struct Refusal<'a> {
     pub port: u16,
     pub reason: RefusalReason,
     pub url: Option<String>,
+    /// Shadow mode: recorded and logged, but the request goes ahead (only ever set for a
+    /// [`RefusalReason::shadowable`] reason).
+    pub shadow: bool,
 }
 
 impl<'a> Refusal<'a> {
@@ -70,6 +73,7 @@ impl<'a> Refusal<'a> {
             reason: self.reason,
             url: self.url.clone(),
             at: Timestamp::now(),
+            shadow: self.shadow,
         }
     }
 }
@@ -103,8 +107,20 @@ impl Shared {
             host = r.host,
             port = r.port,
             recorded,
+            shadow = r.shadow,
             "proxy decision"
         );
+    }
+
+    /// A would-be refusal in shadow mode: recorded with `shadow: true` and logged, then the
+    /// request goes ahead. `Err` (503) when the record could not be committed.
+    async fn shadow_pass(&self, r: Refusal<'_>) -> Result<Grant, Response<ProxyBody>> {
+        let reason = r.reason;
+        if self.record_refusal(r).await {
+            Ok(Grant::shadow(reason))
+        } else {
+            Err(unrecorded())
+        }
     }
 
     /// Records and answers a refusal (`403`, or `status` for limits).
@@ -143,6 +159,10 @@ impl Shared {
             Ok(Some(grant)) => {
                 r.turn.remember_allowed(host, epoch, grant.clone());
                 Ok(grant)
+            }
+            Ok(None) if r.shadow => {
+                self.refused(&r, true);
+                Ok(Grant::shadow(r.reason))
             }
             Ok(None) => {
                 self.refused(&r, true);
@@ -212,13 +232,15 @@ pub(crate) async fn handle(
     };
     // The sanitised URL is only written with a refusal, so it is only built for one.
     let path = req.uri().path();
-    let refusal = |reason| Refusal {
+    let shadow_mode = turn.mode(shared.settings.mode) == Mode::Shadow;
+    let refusal = |reason: RefusalReason| Refusal {
         turn: &turn,
         host: target.host.as_str(),
         port: target.port,
         reason,
         url: (!connect)
             .then(|| SanitizedUrl::from_parts("http", &target.host, target.port, path).text),
+        shadow: shadow_mode && reason.shadowable(),
     };
 
     let started = Instant::now();
@@ -233,7 +255,14 @@ pub(crate) async fn handle(
     let grant = match decision {
         Decision::Allow(grant) => grant,
         Decision::Refuse(reason) => {
-            return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
+            let r = refusal(reason);
+            if !r.shadow {
+                return shared.refuse(r, StatusCode::FORBIDDEN).await;
+            }
+            match shared.shadow_pass(r).await {
+                Ok(grant) => grant,
+                Err(answer) => return answer,
+            }
         }
         Decision::AskStore => {
             let r = refusal(RefusalReason::NotApproved);

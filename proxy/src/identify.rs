@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Grant, Host, Secret, Store, StoreError, Timestamp, TurnId};
+use egressgate_store::{Grant, Host, Mode, Secret, Store, StoreError, Timestamp, TurnId};
 use subtle::ConstantTimeEq as _;
 
 /// Why a request could not be tied to a live turn.
@@ -93,6 +93,11 @@ impl TurnEntry {
             let at = Instant::now();
             m.insert(host.clone(), CachedAllow { epoch, at, grant });
         }
+    }
+
+    /// The mode this turn's requests are decided in: its user's own, else the deployment's.
+    pub fn mode(&self, deployment: Mode) -> Mode {
+        self.turn.user_mode.unwrap_or(deployment)
     }
 
     /// The launch-time grant for `host`, when one of the turn's launch-time sites matches it

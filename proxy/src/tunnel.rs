@@ -275,6 +275,7 @@ impl Tunnel<'_> {
                 port: self.target.port,
                 reason,
                 url: None,
+                shadow: false,
             })
             .await;
         None

@@ -98,6 +98,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0003_revocation.sql"),
         include_str!("../../migrations/postgres/0003_revocation.sql"),
     ),
+    (
+        4,
+        "shadow mode",
+        include_str!("../../migrations/sqlite/0004_shadow_mode.sql"),
+        include_str!("../../migrations/postgres/0004_shadow_mode.sql"),
+    ),
 ];
 
 impl Store {

@@ -58,7 +58,8 @@ pub(crate) fn merge(
     sites.extend(
         refusals
             .iter()
-            .filter(|r| r.reason == RefusalReason::NotApproved)
+            // A shadow-mode refusal was let through: nothing to ask a person for.
+            .filter(|r| r.reason == RefusalReason::NotApproved && !r.shadow)
             .filter_map(|r| approvable_host(&r.host, extra_internal)),
     );
     if sites.is_empty() && req.packages.is_empty() {
@@ -142,6 +143,7 @@ mod tests {
             count: 1,
             first_seen: Timestamp::from_millis(0),
             last_seen: Timestamp::from_millis(0),
+            shadow: false,
         }
     }
 

@@ -115,6 +115,7 @@ async fn one(
                 port: target.port,
                 reason,
                 url: None,
+                shadow: false,
             })
             .await;
         let mut resp = if recorded {

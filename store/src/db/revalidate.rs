@@ -42,7 +42,8 @@ pub struct OpenGrant<'a> {
 
 impl StillAllowed {
     /// Whether `open` may stay open at `now`: its turn is still live (hiding a chat ends its
-    /// turns) and, unless a launch-time site let it through (those end with the turn), the
+    /// turns) and, unless a launch-time site or shadow mode let it through (those end with
+    /// the turn), the
     /// administrators' list or one of the chat's approvals still matches its host. Another
     /// grant taking over from a revoked one keeps the connection: it is still allowed.
     pub fn keeps(&self, open: OpenGrant<'_>, now: Timestamp) -> bool {
@@ -53,7 +54,10 @@ impl StillAllowed {
         if !turn_live {
             return false;
         }
-        if open.grant.kind == GrantKind::Launch {
+        if matches!(
+            open.grant.kind,
+            GrantKind::Launch | GrantKind::Shadow { .. }
+        ) {
             return true;
         }
         self.admin.iter().any(|p| p.matches(open.host))
