@@ -210,6 +210,10 @@ pub struct RawConfig {
     /// and let the request through (a user's own mode wins). [default: enforce]
     #[arg(long, env = "EGRESSGATE_MODE")]
     pub mode: Option<String>,
+    /// Which allowed requests get a `proxy decision` line: `all`, `none` or `1/N` (refusals
+    /// and failures always do, one identical line a second at most). [default: all]
+    #[arg(long, env = "EGRESSGATE_LOG_ALLOWED")]
+    pub log_allowed: Option<String>,
     /// Refuse TLS without SNI on port 443. [default: true]
     #[arg(long, env = "EGRESSGATE_REQUIRE_SNI", action = ArgAction::Set)]
     pub require_sni: Option<bool>,
@@ -295,6 +299,7 @@ const CONTROL_ONLY: &[&str] = &[
 /// Settings only the proxy reads: hidden from `control --help`.
 const PROXY_ONLY: &[&str] = &[
     "proxy_listen",
+    "control_addr",
     "resolve",
     "dns_server",
     "allow_cidr",
@@ -303,6 +308,7 @@ const PROXY_ONLY: &[&str] = &[
     "tls_key",
     "metrics_listen",
     "mode",
+    "log_allowed",
     "require_sni",
     "max_refusals_per_turn",
     "header_read_timeout",

@@ -9,6 +9,7 @@
 
 pub mod addr;
 pub mod decide;
+pub mod decision_log;
 pub mod dial;
 pub mod first_bytes;
 pub mod identify;

@@ -22,6 +22,13 @@ pub struct ReasonLabel {
     pub reason: &'static str,
 }
 
+/// `status` label: an answer the proxy gave itself (not an origin's).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    /// The HTTP status code.
+    pub status: u16,
+}
+
 /// `direction` label for relayed bytes.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DirectionLabel {
@@ -35,6 +42,9 @@ pub struct DirectionLabel {
 pub struct Metrics {
     /// Refusals by reason (refusals are rare next to requests; looked up per refusal).
     pub refusals: Family<ReasonLabel, Counter>,
+    /// Answers the proxy gave itself outside a refusal (`400`, `407`, `429`, `502`, `503`,
+    /// `504`), by status; rare next to requests, so looked up per answer.
+    pub failures: Family<StatusLabel, Counter>,
     /// `requests{kind="connect"}`.
     pub requests_connect: Counter,
     /// `requests{kind="forward"}`.
@@ -65,6 +75,7 @@ impl Metrics {
         let bytes_down = series(&bytes, &DirectionLabel { direction: "down" });
         let m = Self {
             refusals: Family::default(),
+            failures: Family::default(),
             requests_connect,
             requests_forward,
             bytes_up,
@@ -76,6 +87,11 @@ impl Metrics {
         let r = registry.sub_registry_with_prefix("egressgate_proxy");
         r.register("requests", "Proxy requests by kind", requests);
         r.register("refusals", "Refused requests by reason", m.refusals.clone());
+        r.register(
+            "failures",
+            "Requests the proxy answered itself outside a refusal (bad credentials, upstream or database failures, limits), by status",
+            m.failures.clone(),
+        );
         r.register("relayed_bytes", "Bytes relayed by direction", bytes);
         r.register(
             "active_tunnels",
@@ -93,6 +109,13 @@ impl Metrics {
             m.record_seconds.clone(),
         );
         m
+    }
+}
+
+impl Metrics {
+    /// Counts one answer with `status` the proxy gave itself.
+    pub fn count_status(&self, status: u16) {
+        self.failures.get_or_create(&StatusLabel { status }).inc();
     }
 }
 

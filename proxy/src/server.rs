@@ -72,6 +72,7 @@ impl Proxy {
             pool: Arc::default(),
             epoch: Default::default(),
             registry: Arc::default(),
+            log: Arc::new(crate::decision_log::DecisionLog::new(settings.log_allowed)),
             active: Arc::default(),
             dialer,
             store,
@@ -129,6 +130,15 @@ impl Proxy {
         let shared = self.shared.clone();
         let (guard, prev) = ConnGuard::new(&shared.active);
         if prev >= shared.settings.max_connections {
+            shared.failed(crate::decision_log::Line {
+                reason: Some("too_many_connections"),
+                ..crate::decision_log::Line::new(
+                    crate::decision_log::Verdict::Fail,
+                    429,
+                    "connection",
+                    std::time::Instant::now(),
+                )
+            });
             tokio::spawn(async move {
                 let _guard = guard;
                 let mut stream = stream;

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{Grant, RefusalReason, Timestamp};
+use egressgate_store::{RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
+use crate::decision_log::{Allowed, Line, Verdict};
 use crate::handler::{Refusal, Shared};
 use crate::identify::{ActiveGuard, TurnEntry};
 use crate::relay::{self, End};
@@ -41,12 +42,13 @@ pub(crate) fn start(
     shared: Arc<Shared>,
     turn: Arc<TurnEntry>,
     guard: ActiveGuard,
-    grant: &Grant,
+    allowed: Allowed,
     decided: Option<i64>,
     target: Target,
     addrs: Vec<SocketAddr>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let grant = &allowed.grant;
     let ends_at = grant
         .expires_at
         .map_or(turn.turn.expires_at, |g| g.min(turn.turn.expires_at));
@@ -98,6 +100,7 @@ pub(crate) fn start(
                     addrs: &addrs,
                     ends_at,
                     stop: &stop,
+                    allowed: &allowed,
                 };
                 tunnel.run(client, first, relay).await;
             }
@@ -114,6 +117,7 @@ pub(crate) fn start(
                     addrs: &addrs,
                     ends_at,
                     stop: &stop,
+                    allowed: &allowed,
                 };
                 tunnel.run(client, Vec::new(), relay).await;
             }
@@ -132,6 +136,8 @@ struct Tunnel<'a> {
     ends_at: Timestamp,
     /// Given when a revocation leaves nothing that allows the tunnel.
     stop: &'a Stop,
+    /// Its decision, for its line at the end.
+    allowed: &'a Allowed,
 }
 
 /// How an opened tunnel carries on.
@@ -163,15 +169,10 @@ impl Tunnel<'_> {
                 down,
             }) => {
                 self.shared.metrics.active_tunnels.inc();
+                let addr = origin.peer_addr().ok();
                 let mut totals = Box::pin(relay(client, origin)).await;
                 totals.down += down;
-                finish(
-                    self.shared,
-                    self.turn,
-                    self.target,
-                    totals,
-                    self.stop.is_stopped(),
-                );
+                self.finish(totals, addr);
             }
             Some(Opened::Http { client, first }) => {
                 let (shared, turn) = (self.shared, self.turn);
@@ -180,6 +181,7 @@ impl Tunnel<'_> {
                 let served = plain_http::serve(
                     shared,
                     turn,
+                    self.allowed,
                     self.target,
                     self.addrs,
                     client,
@@ -187,7 +189,16 @@ impl Tunnel<'_> {
                     ends,
                     stop,
                 );
-                Box::pin(served).await;
+                let totals = Box::pin(served).await;
+                let end = self.end_of(totals.end);
+                // Its requests had their own lines (with the addresses dialled); this one
+                // closes the tunnel's account.
+                shared.log.allowed(&Line {
+                    end: Some(end),
+                    ..self
+                        .allowed
+                        .line(200, None, Some(totals.up), Some(totals.down))
+                });
             }
             None => {}
         }
@@ -260,7 +271,16 @@ impl Tunnel<'_> {
         {
             Ok(s) => Some(s),
             Err(e) => {
-                tracing::info!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
+                tracing::debug!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
+                let (status, reason) = match e {
+                    crate::dial::DialError::Timeout { .. } => (504, "timeout"),
+                    _ => (502, "connect"),
+                };
+                self.shared.failed(Line {
+                    decision: Verdict::Fail,
+                    reason: Some(reason),
+                    ..self.allowed.line(status, None, None, None)
+                });
                 None
             }
         }
@@ -304,30 +324,38 @@ fn stopped(shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()
     }
 }
 
-/// Metrics, the end-of-tunnel log line and the egress summary.
-fn finish(
-    shared: &Shared,
-    turn: &TurnEntry,
-    target: &Target,
-    totals: relay::Totals,
-    revoked: bool,
-) {
-    shared.metrics.active_tunnels.dec();
-    shared.metrics.bytes_up.inc_by(totals.up);
-    shared.metrics.bytes_down.inc_by(totals.down);
-    if revoked {
-        tracing::info!(end = "revoked", turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
-    } else if totals.end != End::Closed {
-        tracing::info!(end = ?totals.end, turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
+impl Tunnel<'_> {
+    /// How the tunnel ended, for its line: a stop by revocation reads `revoked`.
+    fn end_of(&self, end: End) -> &'static str {
+        if self.stop.is_stopped() && end == End::Shutdown {
+            "revoked"
+        } else {
+            end.as_str()
+        }
     }
-    shared.recorder.egress(EgressEvent {
-        turn: turn.turn.id.clone(),
-        host: target.host.clone(),
-        connections: 1,
-        bytes_up: i64::try_from(totals.up).unwrap_or(i64::MAX),
-        bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
-        at: Timestamp::now(),
-    });
+
+    /// Metrics, the tunnel's decision line (with how it ended) and the egress summary.
+    fn finish(&self, totals: relay::Totals, addr: Option<SocketAddr>) {
+        let shared = self.shared;
+        shared.metrics.active_tunnels.dec();
+        shared.metrics.bytes_up.inc_by(totals.up);
+        shared.metrics.bytes_down.inc_by(totals.down);
+        let end = self.end_of(totals.end);
+        shared.log.allowed(&Line {
+            end: Some(end),
+            ..self
+                .allowed
+                .line(200, addr, Some(totals.up), Some(totals.down))
+        });
+        shared.recorder.egress(EgressEvent {
+            turn: self.turn.turn.id.clone(),
+            host: self.target.host.clone(),
+            connections: 1,
+            bytes_up: i64::try_from(totals.up).unwrap_or(i64::MAX),
+            bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
+            at: Timestamp::now(),
+        });
+    }
 }
 
 /// The timer instant of wall-clock time `at` (now, if it has passed).

@@ -19,6 +19,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::decision_log::Allowed;
 use crate::forward;
 use crate::handler::{Refusal, Shared};
 use crate::identify::TurnEntry;
@@ -48,6 +49,9 @@ impl<C: AsyncRead + Unpin> AsyncRead for Prefixed<C> {
             let at = self.at;
             buf.put_slice(&self.first[at..at + n]);
             self.at += n;
+            // Bytes read ahead are the client's too: they count towards the tunnel's totals.
+            let start = self.start;
+            self.up.note(n, start);
             if self.at == self.first.len() {
                 self.first = Vec::new();
                 self.at = 0;
@@ -103,6 +107,7 @@ fn mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
 async fn one(
     shared: Arc<Shared>,
     turn: Arc<TurnEntry>,
+    tunnel: Arc<Allowed>,
     target: Arc<Target>,
     addrs: Arc<[SocketAddr]>,
     req: Request<Incoming>,
@@ -130,7 +135,13 @@ async fn one(
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return resp;
     }
-    forward::forward(&shared, &turn, &target, &addrs, req).await
+    // Each request inside the tunnel gets its own decision line.
+    let allowed = Allowed {
+        kind: "tunnel_http",
+        started: std::time::Instant::now(),
+        ..Allowed::clone(&tunnel)
+    };
+    forward::forward(&shared, &turn, &target, &addrs, req, allowed).await
 }
 
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
@@ -141,13 +152,15 @@ async fn one(
 pub(crate) async fn serve<C>(
     shared: &Arc<Shared>,
     turn: &Arc<TurnEntry>,
+    allowed: &Allowed,
     target: &Target,
     addrs: &[SocketAddr],
     client: C,
     first: Vec<u8>,
     ends_at: tokio::time::Instant,
     stop: impl std::future::Future<Output = ()>,
-) where
+) -> relay::Totals
+where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let start = tokio::time::Instant::now();
@@ -163,10 +176,12 @@ pub(crate) async fn serve<C>(
     let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
         (Arc::new(target.clone()), addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
+    let svc_allowed = Arc::new(allowed.clone());
     let service = service_fn(move |req| {
         let fut = one(
             svc_shared.clone(),
             svc_turn.clone(),
+            svc_allowed.clone(),
             target.clone(),
             addrs.clone(),
             req,
@@ -179,18 +194,22 @@ pub(crate) async fn serve<C>(
         .max_buf_size(shared.settings.max_header_bytes)
         .serve_connection(io, service);
     shared.metrics.active_tunnels.inc();
-    tokio::select! {
+    let end = tokio::select! {
         r = conn => {
             if let Err(e) = r {
                 tracing::debug!(error = %e, turn_id = %turn.turn.id, "HTTP in tunnel ended with an error");
+                End::Error
+            } else {
+                End::Closed
             }
         }
-        end = relay::deadline(start, &up, &down, shared.settings.idle_timeout, ends_at) => {
-            if end == End::TurnExpired {
-                tracing::info!(turn_id = %turn.turn.id, "HTTP tunnel closed: its turn or grant expired");
-            }
-        }
-        () = stop => {}
-    }
+        end = relay::deadline(start, &up, &down, shared.settings.idle_timeout, ends_at) => end,
+        () = stop => End::Shutdown,
+    };
     shared.metrics.active_tunnels.dec();
+    relay::Totals {
+        up: up.bytes(),
+        down: down.bytes(),
+        end,
+    }
 }
