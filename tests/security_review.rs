@@ -64,6 +64,22 @@ async fn body_ignoring_origin() -> (SocketAddr, Arc<Mutex<usize>>) {
                 };
                 while let Some(head) = read_head(&mut s).await {
                     let path = path_of(&head);
+                    if path == "/switch" {
+                        // Switches protocols unasked; what it sends next is not HTTP framing
+                        // the proxy could vouch for.
+                        let _ = s
+                            .write_all(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\nconnection: upgrade\r\n\r\n")
+                            .await;
+                        let Some(next) = read_head(&mut s).await else {
+                            return;
+                        };
+                        let _ = s
+                            .write_all(
+                                answer(&format!("{} after a switch", path_of(&next))).as_bytes(),
+                            )
+                            .await;
+                        continue;
+                    }
                     if path == "/smuggled" {
                         let next = read_head(&mut s).await;
                         if s.write_all(answer(&path).as_bytes()).await.is_err() {
@@ -134,6 +150,31 @@ async fn a_get_body_smuggled_past_an_origin_never_answers_another_tenant() {
         let r = get_on(&mut a, &alice, port, &format!("/a{round}"), "\r\n").await;
         assert_eq!(r.text(), format!("answer for /a{round}"));
     }
+}
+
+#[tokio::test]
+async fn a_connection_that_switched_protocols_is_never_reused() {
+    let (origin, conns) = body_ignoring_origin().await;
+    let port = origin.port();
+    let (gate, api) = pool_gate(port).await;
+    let alice = api.turn("alice", "c1", &[]).await;
+    let mut a = TcpStream::connect(gate.proxy()).await.unwrap();
+    let req = format!(
+        "GET http://{FILES}:{port}/switch HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
+        alice.auth_header()
+    );
+    a.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    let _ = tokio::time::timeout(Duration::from_secs(5), a.read_exact(&mut head)).await;
+    drop(a);
+    let mut b = TcpStream::connect(gate.proxy()).await.unwrap();
+    let r = get_on(&mut b, &alice, port, "/next", "\r\n").await;
+    assert_eq!(r.text(), "answer for /next");
+    assert_eq!(
+        *conns.lock().unwrap(),
+        2,
+        "the switched connection was reused"
+    );
 }
 
 #[tokio::test]

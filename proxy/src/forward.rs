@@ -118,6 +118,10 @@ pub(crate) async fn forward(
     match lease.sender.send_request(upstream_req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
+            // An origin that switched protocols anyway no longer speaks HTTP on it.
+            if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+                lease.set_reuse(Reuse::Close);
+            }
             strip_hop_by_hop(&mut parts.headers);
             let meter = EgressMeter::new(
                 shared.recorder.clone(),

@@ -7,9 +7,10 @@
 //!   for, and only to an address the current request vetted (one tenant's connection never
 //!   carries another tenant's request, whatever an origin does with the bytes it was sent);
 //! - a connection goes back to the pool only after a request without a body (see
-//!   [`Reuse::for_request`]). An origin that ignores a body it was sent (a `GET` with
-//!   `Content-Length`, a `POST` answered early) reads what is left as the next request, so the
-//!   proxy cannot vouch for the framing of any connection that carried one.
+//!   [`Reuse::for_request`]) whose response was read to its end and did not switch protocols.
+//!   An origin that ignores a body it was sent (a `GET` with `Content-Length`, a `POST`
+//!   answered early) reads what is left as the next request, so the proxy cannot vouch for
+//!   the framing of any connection that carried one.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -175,26 +175,11 @@ impl Tunnel<'_> {
                 self.finish(totals, addr);
             }
             Some(Opened::Http { client, first }) => {
-                let (shared, turn) = (self.shared, self.turn);
-                let ends = deadline_at(self.ends_at);
-                let stop = stopped(shared, self.stop);
-                let served = plain_http::serve(
-                    shared,
-                    turn,
-                    self.allowed,
-                    self.target,
-                    self.addrs,
-                    client,
-                    first,
-                    ends,
-                    stop,
-                );
-                let totals = Box::pin(served).await;
-                let end = self.end_of(totals.end);
+                let totals = Box::pin(plain_http::serve(self, client, first)).await;
                 // Its requests had their own lines (with the addresses dialled); this one
                 // closes the tunnel's account.
-                shared.log.allowed(&Line {
-                    end: Some(end),
+                self.shared.log.allowed(&Line {
+                    end: Some(self.end_of(totals.end)),
                     ..self
                         .allowed
                         .line(200, None, Some(totals.up), Some(totals.down))

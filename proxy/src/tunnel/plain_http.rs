@@ -27,6 +27,8 @@ use crate::relay::{self, Activity, End};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
+use super::{Tunnel, deadline_at, stopped};
+
 /// The client stream: first yields bytes already read from it, and notes activity both ways
 /// for the tunnel's idle timeout.
 struct Prefixed<C> {
@@ -146,23 +148,15 @@ async fn one(
 
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
 /// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
-/// up (`ends_at`: the earlier of its turn's and its grant's expiry) or `stop` resolves (the
-/// process drained).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn serve<C>(
-    shared: &Arc<Shared>,
-    turn: &Arc<TurnEntry>,
-    allowed: &Allowed,
-    target: &Target,
-    addrs: &[SocketAddr],
-    client: C,
-    first: Vec<u8>,
-    ends_at: tokio::time::Instant,
-    stop: impl std::future::Future<Output = ()>,
-) -> relay::Totals
+/// up (the earlier of its turn's and its grant's expiry), the process has drained or a
+/// revocation stopped it. Returns the bytes each way and how it ended.
+pub(super) async fn serve<C>(tunnel: &Tunnel<'_>, client: C, first: Vec<u8>) -> relay::Totals
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (shared, turn) = (tunnel.shared, tunnel.turn);
+    let ends_at = deadline_at(tunnel.ends_at);
+    let stop = stopped(shared, tunnel.stop);
     let start = tokio::time::Instant::now();
     let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
     let io = TokioIo::new(Prefixed {
@@ -174,9 +168,9 @@ where
         down: down.clone(),
     });
     let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
-        (Arc::new(target.clone()), addrs.into());
+        (Arc::new(tunnel.target.clone()), tunnel.addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
-    let svc_allowed = Arc::new(allowed.clone());
+    let svc_allowed = Arc::new(tunnel.allowed.clone());
     let service = service_fn(move |req| {
         let fut = one(
             svc_shared.clone(),
