@@ -184,6 +184,9 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         let stop = stopped(stop_rx.clone());
         tasks.spawn(async move { proxy.serve(listener, stop).await.context("proxy") });
     }
+    let control_metrics = control_listener
+        .is_some()
+        .then(|| egressgate_control::metrics::ControlMetrics::new(&mut registry));
     let registry = Arc::new(registry);
     let blobs: Arc<dyn BlobStore> = match store.backend() {
         Backend::Sqlite => Arc::new(
@@ -200,7 +203,11 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
             tokens: Arc::new(tokens),
             blobs: blobs.clone(),
         };
-        let app = egressgate_control::app(state).merge(metrics_router(registry.clone()));
+        let app = match control_metrics {
+            Some(m) => egressgate_control::app_with_metrics(state, m),
+            None => egressgate_control::app(state),
+        }
+        .merge(metrics_router(registry.clone()));
         tracing::info!(addr = %listener.local_addr()?, "control plane listening");
         let stop = stopped(stop_rx.clone());
         tasks.spawn(async move {

@@ -78,6 +78,13 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, axum::Json(body)).into_response()
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        // For the metrics middleware: errors are counted by code without reading the body.
+        resp.extensions_mut().insert(ErrorCode(self.code));
+        resp
     }
 }
+
+/// The code of an error response, carried as a response extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorCode(pub &'static str);

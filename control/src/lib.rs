@@ -7,6 +7,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod error;
+pub mod metrics;
 pub mod settings;
 
 mod approval;
@@ -44,4 +45,13 @@ pub struct AppState {
 /// serve it on any listener.
 pub fn app(state: AppState) -> axum::Router {
     routes::router(state)
+}
+
+/// [`app`] with every request counted in `metrics` (by route template, method, status and
+/// error code).
+pub fn app_with_metrics(state: AppState, metrics: metrics::ControlMetrics) -> axum::Router {
+    routes::router(state).layer(axum::middleware::from_fn_with_state(
+        metrics,
+        metrics::track,
+    ))
 }

@@ -55,6 +55,14 @@ pub struct Metrics {
     pub bytes_down: Counter,
     /// Open tunnels.
     pub active_tunnels: Gauge,
+    /// The store's cache epoch as this process last read it (compare across processes).
+    pub cache_epoch: Gauge,
+    /// Seconds since this process last read the cache epoch: the bound on how stale its
+    /// cached allows can be (a poll is 0.25 s; it grows while the database is unreachable).
+    pub cache_epoch_age_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Open tunnels and keep-alive connections closed because a revocation left nothing
+    /// that allows them.
+    pub revoked_connections: Counter,
     /// Time to decide an allowed request (seconds), including any database question.
     pub decision_seconds: Histogram,
     /// Time to commit a refusal record, or to learn from the database that there is none to
@@ -81,6 +89,9 @@ impl Metrics {
             bytes_up,
             bytes_down,
             active_tunnels: Gauge::default(),
+            cache_epoch: Gauge::default(),
+            cache_epoch_age_seconds: Gauge::default(),
+            revoked_connections: Counter::default(),
             decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
             record_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
         };
@@ -97,6 +108,21 @@ impl Metrics {
             "active_tunnels",
             "Open CONNECT tunnels",
             m.active_tunnels.clone(),
+        );
+        r.register(
+            "cache_epoch",
+            "The store's cache epoch as this process last read it",
+            m.cache_epoch.clone(),
+        );
+        r.register(
+            "cache_epoch_age_seconds",
+            "Seconds since this process last read the cache epoch",
+            m.cache_epoch_age_seconds.clone(),
+        );
+        r.register(
+            "revoked_connections",
+            "Open connections closed by a revocation",
+            m.revoked_connections.clone(),
         );
         r.register(
             "decision_seconds",

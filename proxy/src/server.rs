@@ -183,15 +183,21 @@ async fn watch_epoch(shared: std::sync::Weak<Shared>) {
     let mut healthy = true;
     // The epoch the open connections were last checked under.
     let mut swept: Option<i64> = None;
+    let mut last_read = std::time::Instant::now();
     loop {
         let Some(s) = shared.upgrade() else { return };
         match s.store.cache_epoch().await {
             Ok(epoch) => {
                 s.epoch.set(Some(epoch));
+                last_read = std::time::Instant::now();
+                s.metrics.cache_epoch.set(epoch);
                 healthy = true;
                 if swept != Some(epoch) || crate::revoke::take_late(&s.registry) {
                     match crate::revoke::sweep(&s.registry, &s.store).await {
-                        Ok(_) => swept = Some(epoch),
+                        Ok(done) => {
+                            s.metrics.revoked_connections.inc_by(done.stopped as u64);
+                            swept = Some(epoch);
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot re-check open connections; retrying");
                             swept = None;
@@ -208,6 +214,9 @@ async fn watch_epoch(shared: std::sync::Weak<Shared>) {
                 healthy = false;
             }
         }
+        s.metrics
+            .cache_epoch_age_seconds
+            .set(last_read.elapsed().as_secs_f64());
         drop(s);
         tokio::time::sleep(EPOCH_POLL).await;
     }

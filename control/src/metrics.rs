@@ -1,0 +1,139 @@
+//! Prometheus metrics for the control plane, from one middleware: requests by route template
+//! (never the raw path, so ids cannot blow up the label set), method and status; errors by
+//! code; resume outcomes; claim conflicts; audit failures. Handlers need not count anything:
+//! an error response carries its code as an extension ([`crate::error::ErrorCode`]).
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+use crate::error::ErrorCode;
+
+/// The resume route's template.
+const RESUME: &str = "/v1/interrupts/{id}/resume";
+
+/// Codes that mean a claim lost a race or collided with an earlier decision.
+const CLAIM_CONFLICTS: [&str; 3] = ["RESUME_IN_PROGRESS", "DECISION_CONFLICT", "CLAIM_LOST"];
+
+/// Labels of one API request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    /// The route template (`/v1/turns/{turn_id}/refusals`), or `unmatched`.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+    /// The status answered.
+    pub status: u16,
+}
+
+/// Labels of one error answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    /// The route template.
+    pub route: String,
+    /// The error code (`RESUME_IN_PROGRESS`, …).
+    pub code: &'static str,
+}
+
+/// `outcome` label of a resume.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `ok` (claimed or replayed), or the error code.
+    pub outcome: &'static str,
+}
+
+/// The control plane's metrics.
+#[derive(Clone)]
+pub struct ControlMetrics {
+    requests: Family<RouteLabel, Counter>,
+    errors: Family<CodeLabel, Counter>,
+    resumes: Family<OutcomeLabel, Counter>,
+    claim_conflicts: Counter,
+    audit_failures: Counter,
+}
+
+impl ControlMetrics {
+    /// Creates the metrics and registers them under `egressgate_control_`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self {
+            requests: Family::default(),
+            errors: Family::default(),
+            resumes: Family::default(),
+            claim_conflicts: Counter::default(),
+            audit_failures: Counter::default(),
+        };
+        let r = registry.sub_registry_with_prefix("egressgate_control");
+        r.register(
+            "requests",
+            "API requests by route template, method and status",
+            m.requests.clone(),
+        );
+        r.register("errors", "API errors by route and code", m.errors.clone());
+        r.register(
+            "resumes",
+            "Resume requests by outcome (ok, or the error code)",
+            m.resumes.clone(),
+        );
+        r.register(
+            "claim_conflicts",
+            "Resumes and claim calls that lost a race or collided with the first decision",
+            m.claim_conflicts.clone(),
+        );
+        r.register(
+            "audit_failures",
+            "Changes refused because their audit row could not be written",
+            m.audit_failures.clone(),
+        );
+        m
+    }
+
+    fn observe(&self, route: &str, method: &str, resp: &Response) {
+        let status = resp.status().as_u16();
+        self.requests
+            .get_or_create(&RouteLabel {
+                route: route.to_owned(),
+                method: method.to_owned(),
+                status,
+            })
+            .inc();
+        let code = resp.extensions().get::<ErrorCode>().map(|c| c.0);
+        if let Some(code) = code {
+            self.errors
+                .get_or_create(&CodeLabel {
+                    route: route.to_owned(),
+                    code,
+                })
+                .inc();
+            if CLAIM_CONFLICTS.contains(&code) {
+                self.claim_conflicts.inc();
+            }
+            if code == "AUDIT_FAILED" {
+                self.audit_failures.inc();
+            }
+        }
+        if route == RESUME {
+            let outcome = match code {
+                Some(c) => c,
+                None if resp.status().is_success() => "ok",
+                None => "other",
+            };
+            self.resumes.get_or_create(&OutcomeLabel { outcome }).inc();
+        }
+    }
+}
+
+/// The middleware: counts each request under its route template once it is answered.
+pub async fn track(State(m): State<ControlMetrics>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let resp = next.run(req).await;
+    m.observe(&route, &method, &resp);
+    resp
+}
