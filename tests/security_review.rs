@@ -745,3 +745,43 @@ async fn a_proxy_process_refuses_its_control_plane_and_a_query_named_database() 
         );
     }
 }
+
+/// The family of hole 2: whatever shape the first bytes take, a request for another host
+/// never reaches the origin through a tunnel.
+#[tokio::test]
+async fn split_request_lines_and_http2_prefaces_in_a_tunnel_are_judged_too() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let (g, api, turn) = fronting_gate(&[port]).await;
+    let authority = format!("{FILES}:{port}");
+    // A request line split across a pause longer than the server-first allowance.
+    let (_, mut s) = connect(g.proxy(), &turn, &authority).await;
+    s.write_all(b"G").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let rest = format!("ET / HTTP/1.1\r\nhost: {OTHER}:{port}\r\n\r\n");
+    assert_host_mismatch(&send_over(&mut s, &rest).await.unwrap());
+    // Leading empty lines, which HTTP servers skip.
+    let (_, mut s) = connect(g.proxy(), &turn, &authority).await;
+    let raw = format!("\r\n\r\nGET / HTTP/1.1\r\nhost: {OTHER}:{port}\r\n\r\n");
+    assert_host_mismatch(&send_over(&mut s, &raw).await.unwrap());
+    // An HTTP/2 prior-knowledge preface (its :authority would be invisible to an HTTP/1
+    // check): never relayed raw; the tunnel closes.
+    let (_, mut s) = connect(g.proxy(), &turn, &authority).await;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    assert!(
+        buf.is_empty() || buf.starts_with(b"HTTP/1.1 4"),
+        "{:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    assert!(o.requests().is_empty(), "{:?}", o.requests());
+    assert_eq!(o.connection_count(), 0, "nothing was relayed to the origin");
+    assert!(
+        wait_for_refusal(&api, &turn, "host_mismatch", 5)
+            .await
+            .is_some()
+    );
+}

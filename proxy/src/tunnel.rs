@@ -216,6 +216,7 @@ impl Tunnel<'_> {
                     return self.refuse(RefusalReason::SniMismatch).await;
                 }
                 Err(_) => {
+                    first = Vec::new(); // a silent tunnel holds no read buffer
                     let mut o = self.dial().await?;
                     let ends = deadline_at(self.ends_at);
                     let idle = settings.idle_timeout;

@@ -8,11 +8,15 @@ use std::time::Duration;
 
 use egressgate_store::{Host, RefusalReason};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::first_bytes::{self, FirstBytes};
 use crate::sni::Hello;
 use crate::target::Target;
+
+/// Most origin bytes copied at once while waiting for a server-first protocol's client.
+const BANNER_CHUNK: usize = 16 * 1024;
 
 /// What the tunnel does with its client.
 #[derive(Debug, PartialEq, Eq)]
@@ -78,37 +82,43 @@ pub(crate) async fn read_and_judge<C: AsyncRead + Unpin>(
 }
 
 /// A server-first protocol: copies what the origin says to the client until the client
-/// speaks (its first bytes land in `buf`, for judging) and returns how many bytes went down.
-/// `None` when either side closed, nothing moved for `idle`, or `ends` passed.
-pub(crate) async fn banner<C, O>(
+/// speaks (its first byte lands in `buf`, for judging) and returns how many bytes went down.
+/// `None` when either side closed, nothing moved for `idle`, or `ends` passed. A silent
+/// tunnel waits here, so the wait holds no buffer: one byte is read from either side, and a
+/// buffer exists only while the origin's bytes are being copied.
+pub(crate) async fn banner<C>(
     client: &mut C,
-    origin: &mut O,
+    origin: &mut TcpStream,
     buf: &mut Vec<u8>,
     idle: Duration,
     ends: Instant,
 ) -> Option<u64>
 where
     C: AsyncRead + AsyncWrite + Unpin,
-    O: AsyncRead + Unpin,
 {
     let mut down = 0u64;
-    let mut chunk = vec![0u8; 4096];
     loop {
-        buf.reserve(4096);
+        let (mut from_client, mut from_origin) = ([0u8; 1], [0u8; 1]);
+        let wake = (Instant::now() + idle).min(ends);
         tokio::select! {
-            r = client.read_buf(buf) => return match r {
-                Ok(n) if n > 0 => Some(down),
-                _ => None,
-            },
-            r = origin.read(&mut chunk) => match r {
-                Ok(n) if n > 0 => {
-                    client.write_all(chunk.get(..n)?).await.ok()?;
-                    down += n as u64;
+            r = client.read(&mut from_client) => {
+                return matches!(r, Ok(1)).then(|| {
+                    buf.extend_from_slice(&from_client);
+                    down
+                });
+            }
+            r = origin.read(&mut from_origin) => {
+                if !matches!(r, Ok(1)) {
+                    return None;
                 }
-                _ => return None,
-            },
-            () = tokio::time::sleep(idle) => return None,
-            () = tokio::time::sleep_until(ends) => return None,
+                let mut chunk = vec![0u8; BANNER_CHUNK];
+                chunk[0] = from_origin[0];
+                let more = origin.try_read(&mut chunk[1..]).unwrap_or(0);
+                let n = 1 + more;
+                client.write_all(chunk.get(..n)?).await.ok()?;
+                down += n as u64;
+            }
+            () = tokio::time::sleep_until(wake) => return None,
         }
     }
 }
