@@ -299,6 +299,38 @@ impl DecisionLog {
 mod tests {
     use super::*;
 
+    /// The repeat limit counts what it holds back per identical line, and keeps distinct
+    /// lines apart.
+    #[test]
+    fn identical_lines_are_held_back_and_counted() {
+        let log = DecisionLog::new(Sampling::All);
+        let turn = TurnId::from_db("t_a".into());
+        let line = |host| Line {
+            reason: Some("not_approved"),
+            turn: Some(&turn),
+            host,
+            ..Line::new(Verdict::Refuse, 403, "forward", Instant::now())
+        };
+        for _ in 0..5 {
+            log.refused(&line("a.example"));
+        }
+        log.refused(&line("b.example"));
+        let held = |host: &str| {
+            let key = RepeatKey {
+                turn: Some(turn.clone()),
+                host: host.to_owned(),
+                reason: Some("not_approved".to_owned()),
+                status: 403,
+            };
+            log.repeats
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&key).map(|r| r.suppressed))
+        };
+        assert_eq!(held("a.example"), Some(4));
+        assert_eq!(held("b.example"), Some(0));
+    }
+
     #[test]
     fn sampling_spellings() {
         assert_eq!("all".parse(), Ok(Sampling::All));

@@ -146,3 +146,54 @@ impl Store {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reason::RefusalReason;
+
+    #[test]
+    fn what_keeps_a_connection_open() {
+        let now = Timestamp::from_millis(10_000);
+        let (t1, t2) = (
+            TurnId::from_db("t_one".into()),
+            TurnId::from_db("t_two".into()),
+        );
+        let user = UserId::from_db("alice".into());
+        let (c1, c2) = (ChatId::from_db("c1".into()), ChatId::from_db("c2".into()));
+        let host = Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}"));
+        let pattern = SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!());
+        let mut s = StillAllowed::default();
+        s.turns.insert(t1.clone(), Timestamp::from_millis(20_000));
+        s.turns.insert(t2.clone(), Timestamp::from_millis(10_000));
+        s.approvals
+            .insert((user.clone(), c2.clone()), vec![pattern.clone()]);
+        let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
+        let open = |turn, chat, grant| OpenGrant {
+            turn,
+            user: &user,
+            chat,
+            host: &host,
+            grant,
+        };
+        // c1's approval row is gone; c2's is still there.
+        assert!(!s.keeps(open(&t1, &c1, &approval), now));
+        assert!(s.keeps(open(&t1, &c2, &approval), now));
+        // Launch-time sites and shadow passes end with the turn only.
+        let launch = Grant::launch(Timestamp::from_millis(20_000));
+        let shadow = Grant::shadow(RefusalReason::NotApproved);
+        assert!(s.keeps(open(&t1, &c1, &launch), now));
+        assert!(s.keeps(open(&t1, &c1, &shadow), now));
+        // A turn that ended (a hidden chat) or is unknown keeps nothing.
+        assert!(!s.keeps(open(&t2, &c2, &approval), now));
+        assert!(!s.keeps(open(&t2, &c1, &launch), now));
+        let unknown = TurnId::from_db("t_gone".into());
+        assert!(!s.keeps(open(&unknown, &c2, &launch), now));
+        // An admin grant taken over by an approval stays; by nothing, it closes.
+        let admin = Grant::admin();
+        assert!(s.keeps(open(&t1, &c2, &admin), now));
+        assert!(!s.keeps(open(&t1, &c1, &admin), now));
+        s.admin.push(pattern);
+        assert!(s.keeps(open(&t1, &c1, &admin), now));
+    }
+}
