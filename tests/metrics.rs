@@ -1,5 +1,5 @@
 //! `/metrics` for both planes, scraped from the real binary: control API requests by route
-//! template and status, resume outcomes and claim conflicts, audit failures; the proxy's own
+//! template and status, resume outcomes, claim conflicts, card states, audit failures; the proxy's own
 //! answers by status (407, 502, …), connections closed by revocations, and the cache epoch
 //! with how long ago it was read.
 
@@ -171,6 +171,21 @@ async fn metrics_cover_both_planes() {
     assert!(
         value(&text, "egressgate_proxy_cache_epoch ", &[]) >= 1.0,
         "the removal bumped it: {text}"
+    );
+    // Card states, read at the scrape: the one card is claimed, none pending.
+    assert_eq!(
+        value(&text, "egressgate_control_cards", &["state=\"claimed\""]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "egressgate_control_cards", &["state=\"pending\""]),
+        0.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("egressgate_control_cards{state=\"done\"} 0"),
+        "{text}"
     );
     let age = value(&text, "egressgate_proxy_cache_epoch_age_seconds", &[]);
     assert!((0.0..2.0).contains(&age), "epoch read {age}s ago: {text}");

@@ -9,7 +9,10 @@ use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use egressgate_store::Store;
 
 use crate::error::ErrorCode;
 
@@ -46,9 +49,20 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+/// `state` label of a card.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// `pending`, `claimed`, `done` or `expired`.
+    pub state: &'static str,
+}
+
+/// Every card state, so each series exists (at 0) from the first scrape.
+const CARD_STATES: [&str; 4] = ["pending", "claimed", "done", "expired"];
+
 /// The control plane's metrics.
 #[derive(Clone)]
 pub struct ControlMetrics {
+    cards: Family<StateLabel, Gauge>,
     requests: Family<RouteLabel, Counter>,
     errors: Family<CodeLabel, Counter>,
     resumes: Family<OutcomeLabel, Counter>,
@@ -60,6 +74,7 @@ impl ControlMetrics {
     /// Creates the metrics and registers them under `egressgate_control_`.
     pub fn new(registry: &mut Registry) -> Self {
         let m = Self {
+            cards: Family::default(),
             requests: Family::default(),
             errors: Family::default(),
             resumes: Family::default(),
@@ -73,6 +88,11 @@ impl ControlMetrics {
             m.requests.clone(),
         );
         r.register("errors", "API errors by route and code", m.errors.clone());
+        r.register(
+            "cards",
+            "Cards by state, in the whole database (read at each scrape)",
+            m.cards.clone(),
+        );
         r.register(
             "resumes",
             "Resume requests by outcome (ok, or the error code)",
@@ -89,6 +109,20 @@ impl ControlMetrics {
             m.audit_failures.clone(),
         );
         m
+    }
+
+    /// Re-reads the card counts (one grouped query), just before a scrape is encoded; on a
+    /// database error the last counts stay.
+    pub async fn refresh_cards(&self, store: &Store) {
+        match store.card_states().await {
+            Ok(rows) => {
+                for state in CARD_STATES {
+                    let n = rows.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
+                    self.cards.get_or_create(&StateLabel { state }).set(n);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot count cards for /metrics"),
+        }
     }
 
     fn observe(&self, route: &str, method: &str, resp: &Response) {
