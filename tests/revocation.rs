@@ -119,6 +119,11 @@ async fn hiding_a_chat_ends_its_turns_and_closes_their_connections() {
     assert_eq!(r.status, 407, "{}", r.text());
     let (r, _) = connect(g.proxy(), &c1, &format!("{FILES}:{port}")).await;
     assert_eq!(r.status, 407);
+    let r = api
+        .get(&format!("/v1/turns/{}/refusals", c1.id), RUNTIME)
+        .await;
+    assert_eq!(r.status, 410, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "TURN_EXPIRED");
     assert_eq!(proxy_get(g.proxy(), &c2, &url(port)).await.status, 200);
 }
 
