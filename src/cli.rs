@@ -276,6 +276,14 @@ pub struct RawConfig {
     /// Whether users without a row may approve. [default: true]
     #[arg(long, env = "EGRESSGATE_DEFAULT_CAN_APPROVE", action = ArgAction::Set)]
     pub default_can_approve: Option<bool>,
+    /// `enforce` refusals, or `shadow`: record and log policy refusals with `"shadow": true`
+    /// and let the request through (a user's own mode wins). [default: enforce]
+    #[arg(long, env = "EGRESSGATE_MODE")]
+    pub mode: Option<String>,
+    /// Which allowed requests get a `proxy decision` line: `all`, `none` or `1/N` (refusals
+    /// and failures always do, one identical line a second at most). [default: all]
+    #[arg(long, env = "EGRESSGATE_LOG_ALLOWED")]
+    pub log_allowed: Option<String>,
     /// Refuse TLS without SNI on port 443. [default: true]
     #[arg(long, env = "EGRESSGATE_REQUIRE_SNI", action = ArgAction::Set)]
     pub require_sni: Option<bool>,
@@ -397,6 +405,8 @@ const PROXY_ONLY: &[&str] = &[
     "tls_cert",
     "tls_key",
     "metrics_listen",
+    "mode",
+    "log_allowed",
     "require_sni",
     "max_refusals_per_turn",
     "header_read_timeout",

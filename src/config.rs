@@ -326,6 +326,18 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         dns_servers,
         internal_suffixes: internal_suffixes.clone(),
         require_sni: raw.require_sni.unwrap_or(true),
+        log_allowed: match raw.log_allowed.as_deref() {
+            None => egressgate_proxy::decision_log::Sampling::All,
+            Some(v) => v
+                .parse()
+                .map_err(|e: String| anyhow!("{} {v:?}: {e}", l("log-allowed")))?,
+        },
+        mode: match raw.mode.as_deref() {
+            None => egressgate_store::Mode::Enforce,
+            Some(m) => m
+                .parse()
+                .map_err(|e: String| anyhow!("{} {m:?}: {e}", l("mode")))?,
+        },
         max_refusals_per_turn: positive(
             &l("max-refusals-per-turn"),
             raw.max_refusals_per_turn,

@@ -188,6 +188,9 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         let stop = stopped(stop_rx.clone());
         tasks.spawn(async move { proxy.serve(listener, stop).await.context("proxy") });
     }
+    let control_metrics = control_listener
+        .is_some()
+        .then(|| egressgate_control::metrics::ControlMetrics::new(&mut registry));
     let registry = Arc::new(registry);
     let blobs: Arc<dyn BlobStore> = match store.backend() {
         Backend::Sqlite => Arc::new(
@@ -208,7 +211,12 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
             tokens: Arc::new(tokens),
             blobs: blobs.clone(),
         };
-        let app = egressgate_control::app(state).merge(metrics_router(registry.clone()));
+        let cards = control_metrics.clone().map(|m| (m, store.clone()));
+        let app = match control_metrics {
+            Some(m) => egressgate_control::app_with_metrics(state, m),
+            None => egressgate_control::app(state),
+        }
+        .merge(metrics_router(registry.clone(), cards));
         tracing::info!(addr = %listener.local_addr()?, "control plane listening");
         let stop = stopped(stop_rx.clone());
         // The peer address keys the resume attempt limits.
@@ -227,7 +235,7 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         ));
     }
     if let Some(listener) = metrics_listener {
-        let app = metrics_router(registry.clone()).merge(health_router(store.clone()));
+        let app = metrics_router(registry.clone(), None).merge(health_router(store.clone()));
         let stop = stopped(stop_rx.clone());
         tasks.spawn(async move {
             axum::serve(listener, app)
@@ -293,12 +301,20 @@ async fn janitor(
     }
 }
 
-fn metrics_router(registry: Arc<Registry>) -> axum::Router {
+/// `/metrics`; with `cards`, the control plane's card counts are re-read before each scrape.
+fn metrics_router(
+    registry: Arc<Registry>,
+    cards: Option<(egressgate_control::metrics::ControlMetrics, Store)>,
+) -> axum::Router {
     axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
             let registry = registry.clone();
+            let cards = cards.clone();
             async move {
+                if let Some((m, store)) = &cards {
+                    m.refresh_cards(store).await;
+                }
                 let mut text = String::new();
                 match prometheus_client::encoding::text::encode(&mut text, &registry) {
                     Ok(()) => (

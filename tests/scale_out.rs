@@ -225,3 +225,96 @@ async fn a_control_process_killed_while_holding_a_claim_is_taken_over_after_its_
     );
     assert_eq!(proxy_get(f.p2.proxy(), &turn, &f.url).await.status, 200);
 }
+
+/// Every kind of revocation, made through one control process, closes the open tunnels and
+/// keep-alive connections that relied on it on both proxies within one second, while another
+/// chat's connections to the same host stay open throughout.
+#[tokio::test]
+async fn revocations_close_open_connections_on_every_proxy() {
+    use support::held::{Held, approve};
+    let f = fleet("30s").await;
+    let (a, b) = (f.a.api(), f.b.api());
+    let port = f.origin.addr.port();
+    let proxies = [f.p1.proxy(), f.p2.proxy()];
+    let open_on_both = async |turn: &Turn| {
+        let mut held = Vec::new();
+        for p in proxies {
+            held.push(Held::open(p, turn, port).await);
+        }
+        held
+    };
+    let closed_within_a_second = async |held: &mut Vec<Held>, since: Instant, what: &str| {
+        for h in held.iter_mut() {
+            h.assert_closed_within_a_second(since, what).await;
+        }
+    };
+    let c1 = a.turn("alice", "c1", &[]).await;
+    let c2 = a.turn("alice", "c2", &[]).await;
+    let bob = a.turn("bob", "b1", &[]).await;
+    for t in [&c1, &c2, &bob] {
+        approve(&a, t, port).await;
+    }
+    let mut stays = open_on_both(&c2).await;
+
+    // An approval revoked.
+    let mut held = open_on_both(&c1).await;
+    let r = b
+        .call(
+            "DELETE",
+            &format!("/v1/chats/c1/approvals/site/{FILES}"),
+            Some(RUNTIME),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    closed_within_a_second(&mut held, Instant::now(), "revoked approval").await;
+    assert_eq!(proxy_get(f.p2.proxy(), &c1, &f.url).await.status, 403);
+
+    // An admin site removed (chat c3 reached the host through it alone).
+    a.admin_site(FILES).await;
+    let c3 = a.turn("alice", "c3", &[]).await;
+    let mut held = open_on_both(&c3).await;
+    let r = b
+        .call(
+            "DELETE",
+            &format!("/v1/admin/sites/{FILES}"),
+            Some(ADMIN),
+            None,
+            None,
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.text());
+    closed_within_a_second(&mut held, Instant::now(), "removed admin site").await;
+    assert_eq!(proxy_get(f.p1.proxy(), &c3, &f.url).await.status, 403);
+
+    // A chat hidden (its turn had the host as a launch-time site).
+    let c4 = a.turn("alice", "c4", &[FILES]).await;
+    let mut held = open_on_both(&c4).await;
+    let r = b
+        .call("DELETE", "/v1/chats/c4", Some(RUNTIME), Some("alice"), None)
+        .await;
+    assert!(r.status < 300, "{}", r.text());
+    closed_within_a_second(&mut held, Instant::now(), "hidden chat").await;
+    assert_eq!(proxy_get(f.p2.proxy(), &c4, &f.url).await.status, 407);
+
+    // A user losing can_approve.
+    let mut held = open_on_both(&bob).await;
+    let r = b
+        .call(
+            "PUT",
+            "/v1/admin/users/bob",
+            Some(ADMIN),
+            None,
+            Some(&json!({"can_approve": false}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    closed_within_a_second(&mut held, Instant::now(), "can_approve lost").await;
+    assert_eq!(proxy_get(f.p1.proxy(), &bob, &f.url).await.status, 403);
+
+    for h in &mut stays {
+        h.assert_open(&c2, port, "another chat, through every revocation")
+            .await;
+    }
+}

@@ -92,6 +92,12 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, secs.into());
         }
+        // For the metrics middleware: errors are counted by code without reading the body.
+        resp.extensions_mut().insert(ErrorCode(self.code));
         resp
     }
 }
+
+/// The code of an error response, carried as a response extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorCode(pub &'static str);

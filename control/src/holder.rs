@@ -67,6 +67,15 @@ impl FromRequestParts<AppState> for SecretHolder {
             });
         }
         ApprovalsAuth::from_request_parts(parts, state).await?;
+        // A header that is there but unreadable must not silently turn a named person's
+        // click into an anonymous one.
+        if parts.headers.contains_key(USER_HEADER) && user_header(&parts.headers).is_none() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "MISSING_USER",
+                "X-Egressgate-User is not a valid user id",
+            ));
+        }
         Ok(Self {
             user: user_header(&parts.headers),
             runtime: true,

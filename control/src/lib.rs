@@ -8,6 +8,7 @@ pub mod batch;
 pub mod body;
 pub mod error;
 pub mod mcp;
+pub mod metrics;
 pub mod settings;
 
 mod approval;
@@ -69,4 +70,13 @@ pub fn app(state: AppState) -> axum::Router {
         Some(layer) => router.layer(layer),
         None => router,
     }
+}
+
+/// [`app`] with every request counted in `metrics` (by route template, method, status and
+/// error code).
+pub fn app_with_metrics(state: AppState, metrics: metrics::ControlMetrics) -> axum::Router {
+    app(state).layer(axum::middleware::from_fn_with_state(
+        metrics,
+        metrics::track,
+    ))
 }

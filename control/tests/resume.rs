@@ -592,7 +592,15 @@ async fn losing_the_right_to_approve_expires_the_card() {
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
     let alice = UserId::parse("alice").unwrap();
     app.store
-        .set_can_approve(&alice, false, "admin", Timestamp::now())
+        .set_user(
+            &alice,
+            egressgate_store::db::admin::UserChange {
+                can_approve: Some(false),
+                mode: None,
+            },
+            "admin",
+            Timestamp::now(),
+        )
         .await
         .unwrap();
     let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;

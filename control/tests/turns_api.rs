@@ -294,6 +294,7 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
         reason,
         url: None,
         at: Timestamp::now(),
+        shadow: false,
     };
     let candidate = |host: &str| RefusalCandidate {
         event: ev(host, RefusalReason::NotApproved),
@@ -381,6 +382,7 @@ async fn refusals_list_the_record_and_the_overflow() {
         reason,
         url: url.map(Into::into),
         at: Timestamp::now(),
+        shadow: false,
     };
     app.store
         .record_refusals(

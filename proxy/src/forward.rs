@@ -8,12 +8,14 @@ use egressgate_store::RefusalReason;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 
+use crate::decision_log::{Allowed, Line, Verdict};
+use crate::dial::DialError;
 use crate::handler::Shared;
 use crate::identify::TurnEntry;
-use crate::pool::{EgressMeter, Key, Lease, PooledBody, Reuse};
+use crate::pool::{EgressMeter, Key, Lease, MeteredLine, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
@@ -68,23 +70,28 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// Sends the request upstream over a pooled or fresh connection to a vetted address and
-/// streams the answer back.
+/// streams the answer back; its decision line (`allowed`) is written when the response is
+/// done, or at once with `502`/`504` when the origin cannot be reached.
 pub(crate) async fn forward(
     shared: &Shared,
     turn: &TurnEntry,
     target: &Target,
     addrs: &[SocketAddr],
     req: Request<Incoming>,
+    allowed: Allowed,
 ) -> Response<ProxyBody> {
     let key = Key::new(&turn.turn.id, &target.host, target.port);
     let mut lease = match shared.pool.take(&key, addrs) {
         Some(pooled) => pooled,
         None => match open(shared, key, addrs).await {
             Ok(fresh) => fresh,
-            Err(resp) => return resp,
+            Err((status, reason, addr, e)) => {
+                return upstream_failed(shared, &allowed, status, reason, addr, e);
+            }
         },
     };
     let (mut parts, body) = req.into_parts();
+    let up = body.size_hint().exact();
     strip_hop_by_hop(&mut parts.headers);
     let reuse = Reuse::for_request(&body);
     if reuse == Reuse::Close {
@@ -107,6 +114,7 @@ pub(crate) async fn forward(
         parts.headers.insert(header::HOST, v);
     }
     let upstream_req = Request::from_parts(parts, body);
+    let addr = lease.addr();
     match lease.sender.send_request(upstream_req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
@@ -120,36 +128,71 @@ pub(crate) async fn forward(
                 turn.turn.id.clone(),
                 target.host.clone(),
                 shared.metrics.bytes_down.clone(),
-            );
+            )
+            .with_line(MeteredLine {
+                log: shared.log.clone(),
+                allowed,
+                status: parts.status.as_u16(),
+                addr,
+                up,
+            });
             let body = PooledBody::new(body, lease, meter);
             Response::from_parts(parts, body.boxed())
         }
-        Err(e) => respond::status(
+        Err(e) => upstream_failed(
+            shared,
+            &allowed,
             StatusCode::BAD_GATEWAY,
+            "upstream",
+            Some(addr),
             format!("upstream request failed: {e}"),
         ),
     }
 }
 
-/// Dials a vetted address and performs the HTTP/1.1 client handshake.
-async fn open(
+/// Logs and answers a forwarded request whose origin could not be reached or answer.
+fn upstream_failed(
     shared: &Shared,
-    key: Key,
-    addrs: &[SocketAddr],
-) -> Result<Lease, Response<ProxyBody>> {
+    allowed: &Allowed,
+    status: StatusCode,
+    reason: &'static str,
+    addr: Option<SocketAddr>,
+    message: String,
+) -> Response<ProxyBody> {
+    shared.failed(Line {
+        decision: Verdict::Fail,
+        reason: Some(reason),
+        ..allowed.line(status.as_u16(), addr, None, None)
+    });
+    respond::status(status, message)
+}
+
+/// Why a fresh upstream connection failed: the status, a short reason, the address if one
+/// was reached, and the message for the client.
+type OpenError = (StatusCode, &'static str, Option<SocketAddr>, String);
+
+/// Dials a vetted address and performs the HTTP/1.1 client handshake.
+async fn open(shared: &Shared, key: Key, addrs: &[SocketAddr]) -> Result<Lease, OpenError> {
     let stream = shared
         .dialer
         .connect(key.host(), addrs)
         .await
-        .map_err(|e| respond::status(StatusCode::BAD_GATEWAY, e))?;
+        .map_err(|e| match e {
+            DialError::Timeout { .. } => {
+                (StatusCode::GATEWAY_TIMEOUT, "timeout", None, e.to_string())
+            }
+            _ => (StatusCode::BAD_GATEWAY, "connect", None, e.to_string()),
+        })?;
     let addr = stream
         .peer_addr()
-        .map_err(|e| respond::status(StatusCode::BAD_GATEWAY, e))?;
+        .map_err(|e| (StatusCode::BAD_GATEWAY, "connect", None, e.to_string()))?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| {
-            respond::status(
+            (
                 StatusCode::BAD_GATEWAY,
+                "upstream",
+                Some(addr),
                 format!("upstream handshake failed: {e}"),
             )
         })?;

@@ -6,17 +6,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent};
-use egressgate_store::{Grant, Host, RefusalReason, SanitizedUrl, Store, Timestamp};
+use egressgate_store::{
+    Grant, GrantKind, Host, Mode, RefusalReason, SanitizedUrl, Store, Timestamp,
+};
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use tokio::sync::watch;
 
 use crate::decide::{self, Decision};
+use crate::decision_log::{Allowed, DecisionLog, Line, Verdict};
 use crate::dial::{DialError, Dialer};
 use crate::identify::{ActiveGuard, AuthError, ConnAuth, TurnCache, TurnEntry};
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::recorder::Recorder;
 use crate::respond::{self, ProxyBody};
+use crate::revoke::{ConnWatch, Registry};
 use crate::settings::Settings;
 use crate::target;
 use crate::{forward, tunnel};
@@ -37,6 +41,20 @@ pub(crate) struct Shared {
     pub pool: Arc<crate::pool::Pool>,
     /// Flips to true when the process starts draining.
     pub draining: watch::Receiver<bool>,
+    /// Open tunnels and keep-alive connections with the grant behind each, so a revocation
+    /// closes them.
+    pub registry: Arc<Registry>,
+    /// The canonical decision lines (sampling, repeat limit).
+    pub log: Arc<DecisionLog>,
+}
+
+/// What one client connection carries between its requests.
+#[derive(Default)]
+pub(crate) struct ClientConn {
+    /// The credential it last proved.
+    pub auth: ConnAuth,
+    /// Its registrations for revocation, and the signal that closes it.
+    pub watch: ConnWatch,
 }
 
 /// What a refusal is about, for the record and the log.
@@ -46,6 +64,9 @@ pub(crate) struct Refusal<'a> {
     pub port: u16,
     pub reason: RefusalReason,
     pub url: Option<String>,
+    /// Shadow mode: recorded and logged, but the request goes ahead (only ever set for a
+    /// [`RefusalReason::shadowable`] reason).
+    pub shadow: bool,
 }
 
 impl<'a> Refusal<'a> {
@@ -57,6 +78,7 @@ impl<'a> Refusal<'a> {
             reason: self.reason,
             url: self.url.clone(),
             at: Timestamp::now(),
+            shadow: self.shadow,
         }
     }
 }
@@ -70,28 +92,57 @@ impl Shared {
         self.metrics
             .record_seconds
             .observe(started.elapsed().as_secs_f64());
-        self.refused(&r, ok);
+        self.refused(&r, ok, started);
         ok
     }
 
-    /// Metrics and the canonical decision line of a refusal.
-    fn refused(&self, r: &Refusal<'_>, recorded: bool) {
+    /// Metrics and the canonical decision line of a refusal (`503` when it could not be
+    /// recorded; for a shadowed one, the status it would have had).
+    fn refused(&self, r: &Refusal<'_>, recorded: bool, started: Instant) {
         self.metrics
             .refusals
             .get_or_create(&ReasonLabel {
                 reason: r.reason.as_str(),
             })
             .inc();
-        tracing::info!(
-            decision = "refuse",
-            reason = r.reason.as_str(),
-            turn_id = %r.turn.turn.id,
-            chat_id = %r.turn.turn.chat,
-            host = r.host,
-            port = r.port,
-            recorded,
-            "proxy decision"
-        );
+        let status = if !recorded {
+            503
+        } else if r.reason == RefusalReason::LimitExceeded {
+            429
+        } else {
+            403
+        };
+        let kind = if r.url.is_some() {
+            "forward"
+        } else {
+            "connect"
+        };
+        self.log.refused(&Line {
+            reason: Some(r.reason.as_str()),
+            turn: Some(&r.turn.turn.id),
+            chat: Some(&r.turn.turn.chat),
+            host: r.host,
+            port: r.port,
+            shadow: r.shadow,
+            ..Line::new(Verdict::Refuse, status, kind, started)
+        });
+    }
+
+    /// The decision line of a request that failed before or outside a policy decision.
+    pub(crate) fn failed(&self, line: Line<'_>) {
+        self.metrics.count_status(line.status);
+        self.log.refused(&line);
+    }
+
+    /// A would-be refusal in shadow mode: recorded with `shadow: true` and logged, then the
+    /// request goes ahead. `Err` (503) when the record could not be committed.
+    async fn shadow_pass(&self, r: Refusal<'_>) -> Result<Grant, Response<ProxyBody>> {
+        let reason = r.reason;
+        if self.record_refusal(r).await {
+            Ok(Grant::shadow(reason))
+        } else {
+            Err(unrecorded())
+        }
     }
 
     /// Records and answers a refusal (`403`, or `status` for limits).
@@ -131,12 +182,16 @@ impl Shared {
                 r.turn.remember_allowed(host, epoch, grant.clone());
                 Ok(grant)
             }
+            Ok(None) if r.shadow => {
+                self.refused(&r, true, started);
+                Ok(Grant::shadow(r.reason))
+            }
             Ok(None) => {
-                self.refused(&r, true);
+                self.refused(&r, true, started);
                 Err(respond::refused(r.host, r.port, r.reason))
             }
             Err(_) => {
-                self.refused(&r, false);
+                self.refused(&r, false, started);
                 Err(unrecorded())
             }
         }
@@ -154,10 +209,12 @@ fn unrecorded() -> Response<ProxyBody> {
 /// Serves one request.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
-    conn: Arc<ConnAuth>,
+    conn: Arc<ClientConn>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let begun = Instant::now();
     let connect = req.method() == Method::CONNECT;
+    let kind = if connect { "connect" } else { "forward" };
     if connect {
         shared.metrics.requests_connect.inc();
     } else {
@@ -167,16 +224,36 @@ pub(crate) async fn handle(
         .headers()
         .get(header::PROXY_AUTHORIZATION)
         .map(|v| v.as_bytes());
-    let turn = match shared.turns.authenticate_conn(&conn, auth).await {
+    // Read before any database question, so a revocation racing it voids what it allows.
+    let epoch = shared.epoch.get();
+    let turn = match shared
+        .turns
+        .authenticate_conn(&conn.auth, auth, epoch)
+        .await
+    {
         Ok(t) => t,
-        Err(AuthError::Store(e)) => {
-            tracing::error!(error = %e, "cannot read turns; failing closed");
-            return respond::status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "approval state unavailable; refusing",
-            );
+        Err(e) => {
+            let (status, reason) = match &e {
+                AuthError::Store(_) => (503, "store_unavailable"),
+                AuthError::Missing => (407, "credentials_missing"),
+                AuthError::Wrong => (407, "credentials_wrong"),
+                AuthError::Expired => (407, "turn_expired"),
+            };
+            shared.failed(Line {
+                reason: Some(reason),
+                host: req.uri().host().unwrap_or(""),
+                port: req.uri().port_u16().unwrap_or(0),
+                ..Line::new(Verdict::Fail, status, kind, begun)
+            });
+            if let AuthError::Store(e) = e {
+                tracing::error!(error = %e, "cannot read turns; failing closed");
+                return respond::status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "approval state unavailable; refusing",
+                );
+            }
+            return respond::auth_required(&e.to_string());
         }
-        Err(e) => return respond::auth_required(&e.to_string()),
     };
     let parsed = if connect {
         req.uri()
@@ -189,22 +266,32 @@ pub(crate) async fn handle(
     };
     let target = match parsed {
         Ok(t) => t,
-        Err(e) => return respond::status(StatusCode::BAD_REQUEST, e),
+        Err(e) => {
+            shared.failed(Line {
+                reason: Some("bad_target"),
+                turn: Some(&turn.turn.id),
+                chat: Some(&turn.turn.chat),
+                host: req.uri().host().unwrap_or(""),
+                port: req.uri().port_u16().unwrap_or(0),
+                ..Line::new(Verdict::Fail, 400, kind, begun)
+            });
+            return respond::status(StatusCode::BAD_REQUEST, e);
+        }
     };
     // The sanitised URL is only written with a refusal, so it is only built for one.
     let path = req.uri().path();
-    let refusal = |reason| Refusal {
+    let shadow_mode = turn.mode(shared.settings.mode) == Mode::Shadow;
+    let refusal = |reason: RefusalReason| Refusal {
         turn: &turn,
         host: target.host.as_str(),
         port: target.port,
         reason,
         url: (!connect)
             .then(|| SanitizedUrl::from_parts("http", &target.host, target.port, path).text),
+        shadow: shadow_mode && reason.shadowable(),
     };
 
     let started = Instant::now();
-    // Read before any database question, so a revocation racing it voids what it allows.
-    let epoch = shared.epoch.get();
     let decision = decide::decide(
         &turn,
         &target,
@@ -216,7 +303,14 @@ pub(crate) async fn handle(
     let grant = match decision {
         Decision::Allow(grant) => grant,
         Decision::Refuse(reason) => {
-            return shared.refuse(refusal(reason), StatusCode::FORBIDDEN).await;
+            let r = refusal(reason);
+            if !r.shadow {
+                return shared.refuse(r, StatusCode::FORBIDDEN).await;
+            }
+            match shared.shadow_pass(r).await {
+                Ok(grant) => grant,
+                Err(answer) => return answer,
+            }
         }
         Decision::AskStore => {
             let r = refusal(RefusalReason::NotApproved);
@@ -247,44 +341,51 @@ pub(crate) async fn handle(
         .await
     {
         Ok(a) => a,
-        Err(e) => return dial_failure(&shared, refusal, e).await,
+        Err(DialError::Private { .. }) => {
+            let r = refusal(RefusalReason::PrivateAddress);
+            return shared.refuse(r, StatusCode::FORBIDDEN).await;
+        }
+        Err(e) => {
+            let (status, reason) = match e {
+                DialError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
+                DialError::Connect { .. } => (StatusCode::BAD_GATEWAY, "connect"),
+                _ => (StatusCode::BAD_GATEWAY, "dns"),
+            };
+            shared.failed(Line {
+                reason: Some(reason),
+                turn: Some(&turn.turn.id),
+                chat: Some(&turn.turn.chat),
+                host: target.host.as_str(),
+                port: target.port,
+                grant: Some(&grant),
+                ..Line::new(Verdict::Fail, status.as_u16(), kind, begun)
+            });
+            return respond::status(status, e);
+        }
     };
-    // Allowed requests log at debug (an access log at info would cost more than the proxying);
-    // refusals always log at info.
-    tracing::debug!(
-        decision = "allow",
-        turn_id = %turn.turn.id,
-        chat_id = %turn.turn.chat,
-        host = target.host.as_str(),
-        port = target.port,
-        kind = if connect { "connect" } else { "forward" },
-        grant = grant.kind_str(),
-        "proxy decision"
-    );
+    // The allowed line is written when the request or tunnel ends (with its bytes).
+    let allowed = Allowed {
+        kind,
+        turn: turn.turn.id.clone(),
+        chat: turn.turn.chat.clone(),
+        host: target.host.clone(),
+        port: target.port,
+        shadow: matches!(grant.kind, GrantKind::Shadow { .. }),
+        grant: grant.clone(),
+        started: begun,
+    };
     if connect {
-        tunnel::start(shared, turn, guard, &grant, target, addrs, req)
+        tunnel::start(shared, turn, guard, allowed, epoch, target, addrs, req)
     } else {
-        forward::forward(&shared, &turn, &target, &addrs, req).await
-    }
-}
-
-async fn dial_failure<'a>(
-    shared: &Shared,
-    refusal: impl Fn(RefusalReason) -> Refusal<'a>,
-    e: DialError,
-) -> Response<ProxyBody> {
-    match e {
-        DialError::Private { .. } => {
-            shared
-                .refuse(
-                    refusal(RefusalReason::PrivateAddress),
-                    StatusCode::FORBIDDEN,
-                )
-                .await
-        }
-        DialError::Timeout { .. } => respond::status(StatusCode::GATEWAY_TIMEOUT, e),
-        DialError::NoAnswer { .. } | DialError::Connect { .. } => {
-            respond::status(StatusCode::BAD_GATEWAY, e)
-        }
+        // Once per (turn, host, grant) on this connection: a revocation closes it.
+        conn.watch.watch(
+            &shared.registry,
+            &turn.turn,
+            &target.host,
+            &grant,
+            epoch,
+            &shared.epoch,
+        );
+        forward::forward(&shared, &turn, &target, &addrs, req, allowed).await
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Grant, Host, Secret, Store, StoreError, Timestamp, TurnId};
+use egressgate_store::{Grant, Host, Mode, Secret, Store, StoreError, Timestamp, TurnId};
 use subtle::ConstantTimeEq as _;
 
 /// Why a request could not be tied to a live turn.
@@ -45,15 +45,25 @@ pub struct TurnEntry {
     /// Open connections of this turn (for the per-turn limit). Shared with the entry that
     /// replaces this one when a claim extends the turn, so the count survives the reload.
     pub active: Arc<AtomicUsize>,
+    /// The cache epoch read before the turn was loaded. Once the epoch moves on (hiding a chat
+    /// ends its turns and bumps it) the entry is re-read before it is trusted again, so a
+    /// hidden chat's credential stops working within one poll.
+    loaded_epoch: Option<i64>,
 }
 
 impl TurnEntry {
-    fn new(turn: Turn) -> Self {
+    fn new(turn: Turn, loaded_epoch: Option<i64>) -> Self {
         Self {
             turn,
             allowed: RwLock::new(HashMap::new()),
             active: Arc::default(),
+            loaded_epoch,
         }
+    }
+
+    /// Whether the entry may be used without re-reading the turn under `epoch`.
+    fn current(&self, epoch: Option<i64>, now: Timestamp) -> bool {
+        epoch.is_some() && self.loaded_epoch == epoch && !self.turn.expires_at.has_passed(now)
     }
 
     /// The grant that allowed `host` in this turn within `ttl`, under the current cache epoch
@@ -81,6 +91,11 @@ impl TurnEntry {
             let at = Instant::now();
             m.insert(host.clone(), CachedAllow { epoch, at, grant });
         }
+    }
+
+    /// The mode this turn's requests are decided in: its user's own, else the deployment's.
+    pub fn mode(&self, deployment: Mode) -> Mode {
+        self.turn.user_mode.unwrap_or(deployment)
     }
 
     /// The launch-time grant for `host`, when one of the turn's launch-time sites matches it
@@ -171,26 +186,33 @@ impl TurnCache {
 
     /// [`TurnCache::authenticate`], remembering the result for the connection: the same
     /// header on the same connection is recognised without re-checking the credential, as
-    /// long as the turn has not expired and the cache was not cleared since.
+    /// long as the turn has not expired, the cache epoch is still `epoch` and the cache was
+    /// not cleared since.
     pub async fn authenticate_conn(
         &self,
         conn: &ConnAuth,
         header: Option<&[u8]>,
+        epoch: Option<i64>,
     ) -> Result<Arc<TurnEntry>, AuthError> {
         let header = header.ok_or(AuthError::Missing)?;
         let generation = self.generation.load(Ordering::Acquire);
         if let Some(entry) = conn.recall(header, generation)
-            && !entry.turn.expires_at.has_passed(Timestamp::now())
+            && entry.current(epoch, Timestamp::now())
         {
             return Ok(entry);
         }
-        let entry = self.authenticate(Some(header)).await?;
+        let entry = self.authenticate(Some(header), epoch).await?;
         conn.remember(header, &entry, generation);
         Ok(entry)
     }
 
-    /// Parses the header and returns the live turn it names.
-    pub async fn authenticate(&self, header: Option<&[u8]>) -> Result<Arc<TurnEntry>, AuthError> {
+    /// Parses the header and returns the live turn it names; a cached turn loaded under
+    /// another cache epoch than `epoch` is re-read first.
+    pub async fn authenticate(
+        &self,
+        header: Option<&[u8]>,
+        epoch: Option<i64>,
+    ) -> Result<Arc<TurnEntry>, AuthError> {
         let (id, secret) = parse_basic(header.ok_or(AuthError::Missing)?)?;
         let Some(id) = TurnId::parse(&id) else {
             // Still hash, so an invalid id costs the same as a wrong secret.
@@ -201,9 +223,10 @@ impl TurnCache {
         let now = Timestamp::now();
         let cached = self.map.read().ok().and_then(|m| m.get(&id).cloned());
         let entry = match cached {
-            Some(e) if !e.turn.expires_at.has_passed(now) => e,
-            // Unknown, or expired at load time: a claim may have extended it since.
-            _ => self.load(&id).await?.ok_or(AuthError::Wrong)?,
+            Some(e) if e.current(epoch, now) => e,
+            // Unknown, expired at load time (a claim may have extended it since), or loaded
+            // before a revocation (hiding the chat may have ended it).
+            _ => self.load(&id, epoch).await?.ok_or(AuthError::Wrong)?,
         };
         if !entry.turn.secret_hash.matches(&secret) {
             return Err(AuthError::Wrong);
@@ -214,11 +237,15 @@ impl TurnCache {
         Ok(entry)
     }
 
-    async fn load(&self, id: &TurnId) -> Result<Option<Arc<TurnEntry>>, StoreError> {
+    async fn load(
+        &self,
+        id: &TurnId,
+        epoch: Option<i64>,
+    ) -> Result<Option<Arc<TurnEntry>>, StoreError> {
         let Some(turn) = self.store.turn(id).await? else {
             return Ok(None);
         };
-        let mut fresh = TurnEntry::new(turn);
+        let mut fresh = TurnEntry::new(turn, epoch);
         let Ok(mut m) = self.map.write() else {
             return Ok(Some(Arc::new(fresh)));
         };
@@ -227,11 +254,16 @@ impl TurnCache {
             m.retain(|_, e| !e.turn.expires_at.has_passed(now));
         }
         match m.get(id) {
-            // Another request loaded it first (or it is already as fresh): keep that one.
-            Some(kept) if kept.turn.expires_at >= fresh.turn.expires_at => {
+            // Another request loaded it first under the same epoch (or it is already as
+            // fresh): keep that one.
+            Some(kept)
+                if kept.loaded_epoch == fresh.loaded_epoch
+                    && kept.turn.expires_at >= fresh.turn.expires_at =>
+            {
                 return Ok(Some(kept.clone()));
             }
-            // A claim extended the turn: the same turn, so the same open connections.
+            // A claim extended the turn, or it was re-read after a revocation (which may have
+            // shortened it): the same turn, so the same open connections.
             Some(kept) => fresh.active = kept.active.clone(),
             None => {}
         }

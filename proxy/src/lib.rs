@@ -9,6 +9,7 @@
 
 pub mod addr;
 pub mod decide;
+pub mod decision_log;
 pub mod dial;
 pub mod first_bytes;
 pub mod identify;
@@ -18,6 +19,7 @@ pub mod recorder;
 pub mod relay;
 pub mod relay_tcp;
 pub mod respond;
+mod revoke;
 pub mod settings;
 pub mod sni;
 pub mod target;

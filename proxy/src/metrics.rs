@@ -22,6 +22,13 @@ pub struct ReasonLabel {
     pub reason: &'static str,
 }
 
+/// `status` label: an answer the proxy gave itself (not an origin's).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    /// The HTTP status code.
+    pub status: u16,
+}
+
 /// `direction` label for relayed bytes.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DirectionLabel {
@@ -35,6 +42,9 @@ pub struct DirectionLabel {
 pub struct Metrics {
     /// Refusals by reason (refusals are rare next to requests; looked up per refusal).
     pub refusals: Family<ReasonLabel, Counter>,
+    /// Answers the proxy gave itself outside a refusal (`400`, `407`, `429`, `502`, `503`,
+    /// `504`), by status; rare next to requests, so looked up per answer.
+    pub failures: Family<StatusLabel, Counter>,
     /// `requests{kind="connect"}`.
     pub requests_connect: Counter,
     /// `requests{kind="forward"}`.
@@ -45,6 +55,14 @@ pub struct Metrics {
     pub bytes_down: Counter,
     /// Open tunnels.
     pub active_tunnels: Gauge,
+    /// The store's cache epoch as this process last read it (compare across processes).
+    pub cache_epoch: Gauge,
+    /// Seconds since this process last read the cache epoch: the bound on how stale its
+    /// cached allows can be (a poll is 0.25 s; it grows while the database is unreachable).
+    pub cache_epoch_age_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Open tunnels and keep-alive connections closed because a revocation left nothing
+    /// that allows them.
+    pub revoked_connections: Counter,
     /// Time to decide an allowed request (seconds), including any database question.
     pub decision_seconds: Histogram,
     /// Time to commit a refusal record, or to learn from the database that there is none to
@@ -65,22 +83,46 @@ impl Metrics {
         let bytes_down = series(&bytes, &DirectionLabel { direction: "down" });
         let m = Self {
             refusals: Family::default(),
+            failures: Family::default(),
             requests_connect,
             requests_forward,
             bytes_up,
             bytes_down,
             active_tunnels: Gauge::default(),
+            cache_epoch: Gauge::default(),
+            cache_epoch_age_seconds: Gauge::default(),
+            revoked_connections: Counter::default(),
             decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
             record_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
         };
         let r = registry.sub_registry_with_prefix("egressgate_proxy");
         r.register("requests", "Proxy requests by kind", requests);
         r.register("refusals", "Refused requests by reason", m.refusals.clone());
+        r.register(
+            "failures",
+            "Requests the proxy answered itself outside a refusal (bad credentials, upstream or database failures, limits), by status",
+            m.failures.clone(),
+        );
         r.register("relayed_bytes", "Bytes relayed by direction", bytes);
         r.register(
             "active_tunnels",
             "Open CONNECT tunnels",
             m.active_tunnels.clone(),
+        );
+        r.register(
+            "cache_epoch",
+            "The store's cache epoch as this process last read it",
+            m.cache_epoch.clone(),
+        );
+        r.register(
+            "cache_epoch_age_seconds",
+            "Seconds since this process last read the cache epoch",
+            m.cache_epoch_age_seconds.clone(),
+        );
+        r.register(
+            "revoked_connections",
+            "Open connections closed by a revocation",
+            m.revoked_connections.clone(),
         );
         r.register(
             "decision_seconds",
@@ -93,6 +135,13 @@ impl Metrics {
             m.record_seconds.clone(),
         );
         m
+    }
+}
+
+impl Metrics {
+    /// Counts one answer with `status` the proxy gave itself.
+    pub fn count_status(&self, status: u16) {
+        self.failures.get_or_create(&StatusLabel { status }).inc();
     }
 }
 

@@ -26,6 +26,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use prometheus_client::metrics::counter::Counter;
 
+use crate::decision_log::{Allowed, DecisionLog};
 use crate::recorder::Recorder;
 
 /// Idle connections kept per (turn, host, port).
@@ -166,6 +167,11 @@ impl Lease {
         }
     }
 
+    /// The vetted address the connection goes to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Marks the connection for closing after the request it is about to carry.
     pub fn set_reuse(&mut self, reuse: Reuse) {
         self.reuse = reuse;
@@ -181,6 +187,22 @@ pub struct EgressMeter {
     host: Host,
     bytes: u64,
     relayed: Counter,
+    /// The request's decision line, written with the bytes when the response is done.
+    line: Option<MeteredLine>,
+}
+
+/// What the decision line of a forwarded request needs at its end.
+pub struct MeteredLine {
+    /// Where lines go.
+    pub log: Arc<DecisionLog>,
+    /// The allowed request.
+    pub allowed: Allowed,
+    /// The origin's status.
+    pub status: u16,
+    /// The vetted address the request went to.
+    pub addr: SocketAddr,
+    /// The request body's declared length.
+    pub up: Option<u64>,
 }
 
 impl EgressMeter {
@@ -192,13 +214,26 @@ impl EgressMeter {
             host,
             bytes: 0,
             relayed,
+            line: None,
         }
+    }
+
+    /// Writes `line` (with the bytes counted) when the response is done.
+    pub fn with_line(mut self, line: MeteredLine) -> Self {
+        self.line = Some(line);
+        self
     }
 }
 
 impl Drop for EgressMeter {
     fn drop(&mut self) {
         self.relayed.inc_by(self.bytes);
+        if let Some(l) = &self.line {
+            let line = l
+                .allowed
+                .line(l.status, Some(l.addr), l.up, Some(self.bytes));
+            l.log.allowed(&line);
+        }
         self.recorder.egress(EgressEvent {
             turn: self.turn.clone(),
             host: self.host.clone(),

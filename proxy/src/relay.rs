@@ -117,6 +117,19 @@ pub enum End {
     Error,
 }
 
+impl End {
+    /// The spelling in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Idle => "idle",
+            Self::TurnExpired => "turn_expired",
+            Self::Shutdown => "shutdown",
+            Self::Error => "error",
+        }
+    }
+}
+
 /// Totals of one relay.
 #[derive(Debug, Clone, Copy)]
 pub struct Totals {

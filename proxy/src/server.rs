@@ -71,6 +71,8 @@ impl Proxy {
             metrics: Metrics::new(registry),
             pool: Arc::default(),
             epoch: Default::default(),
+            registry: Arc::default(),
+            log: Arc::new(crate::decision_log::DecisionLog::new(settings.log_allowed)),
             active: Arc::default(),
             dialer,
             store,
@@ -128,6 +130,15 @@ impl Proxy {
         let shared = self.shared.clone();
         let (guard, prev) = ConnGuard::new(&shared.active);
         if prev >= shared.settings.max_connections {
+            shared.failed(crate::decision_log::Line {
+                reason: Some("too_many_connections"),
+                ..crate::decision_log::Line::new(
+                    crate::decision_log::Verdict::Fail,
+                    429,
+                    "connection",
+                    std::time::Instant::now(),
+                )
+            });
             tokio::spawn(async move {
                 let _guard = guard;
                 let mut stream = stream;
@@ -165,15 +176,34 @@ const EPOCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// Polls the store's cache epoch (bumped by revocations, declines and admin removals in any
 /// process). Cached allows are tagged with the epoch they were decided under, so a change
 /// invalidates them; a failed read makes the epoch unknown, which trusts no cached allow and
-/// drops cached turns, so nothing is allowed on unknown state. Ends with the proxy.
+/// drops cached turns, so nothing is allowed on unknown state. Each new epoch also re-checks
+/// the open connections ([`crate::revoke::sweep`]) and closes those nothing allows any more.
+/// Ends with the proxy.
 async fn watch_epoch(shared: std::sync::Weak<Shared>) {
     let mut healthy = true;
+    // The epoch the open connections were last checked under.
+    let mut swept: Option<i64> = None;
+    let mut last_read = std::time::Instant::now();
     loop {
         let Some(s) = shared.upgrade() else { return };
         match s.store.cache_epoch().await {
             Ok(epoch) => {
                 s.epoch.set(Some(epoch));
+                last_read = std::time::Instant::now();
+                s.metrics.cache_epoch.set(epoch);
                 healthy = true;
+                if swept != Some(epoch) || crate::revoke::take_late(&s.registry) {
+                    match crate::revoke::sweep(&s.registry, &s.store).await {
+                        Ok(done) => {
+                            s.metrics.revoked_connections.inc_by(done.stopped as u64);
+                            swept = Some(epoch);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot re-check open connections; retrying");
+                            swept = None;
+                        }
+                    }
+                }
             }
             Err(e) => {
                 if healthy {
@@ -184,6 +214,9 @@ async fn watch_epoch(shared: std::sync::Weak<Shared>) {
                 healthy = false;
             }
         }
+        s.metrics
+            .cache_epoch_age_seconds
+            .set(last_read.elapsed().as_secs_f64());
         drop(s);
         tokio::time::sleep(EPOCH_POLL).await;
     }
@@ -195,11 +228,12 @@ where
 {
     let mut draining = shared.draining.clone();
     let svc_shared = shared.clone();
-    let conn_auth = Arc::new(crate::identify::ConnAuth::default());
+    let client = Arc::new(handler::ClientConn::default());
+    let revoked = client.watch.stop.stopped();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
-        let conn_auth = conn_auth.clone();
-        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, conn_auth, req).await) }
+        let client = client.clone();
+        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, client, req).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -210,6 +244,9 @@ where
     tokio::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => log_conn_end(r),
+        // A grant a forwarded request relied on was revoked: close the connection now (an
+        // upgraded tunnel has its own registration and lives on its own task).
+        () = revoked => tracing::debug!("client connection closed by a revocation"),
         _ = async { draining.wait_for(|d| *d).await.map(|_| ()) } => {
             conn.as_mut().graceful_shutdown();
             log_conn_end(conn.await);

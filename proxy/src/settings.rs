@@ -33,6 +33,11 @@ pub struct Settings {
     pub internal_suffixes: Vec<Host>,
     /// Refuse TLS without SNI on port 443.
     pub require_sni: bool,
+    /// The deployment's mode: enforce refusals, or only record and log policy refusals (a
+    /// user's own mode, set by an administrator, wins).
+    pub mode: egressgate_store::Mode,
+    /// Which allowed decision lines are logged (refusals and failures always are).
+    pub log_allowed: crate::decision_log::Sampling,
     /// Distinct refused hosts kept per turn.
     pub max_refusals_per_turn: i64,
     /// The gate's own listeners and the database: never dialled, even inside allowed ranges.
@@ -68,6 +73,8 @@ impl Default for Settings {
             dns_servers: Vec::new(),
             internal_suffixes: Vec::new(),
             require_sni: true,
+            mode: egressgate_store::Mode::Enforce,
+            log_allowed: crate::decision_log::Sampling::All,
             max_refusals_per_turn: 256,
             forbidden_addrs: Vec::new(),
             header_read_timeout: Duration::from_secs(10),

@@ -12,18 +12,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{Grant, RefusalReason, Timestamp};
+use egressgate_store::{RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
+use crate::decision_log::{Allowed, Line, Verdict};
 use crate::handler::{Refusal, Shared};
 use crate::identify::{ActiveGuard, TurnEntry};
 use crate::relay::{self, End};
 use crate::relay_tcp;
 use crate::respond::{self, ProxyBody};
+use crate::revoke::Stop;
 use crate::server::ConnGuard;
 use crate::target::Target;
 
@@ -32,27 +34,41 @@ use crate::target::Target;
 const FIRST_BYTES_WAIT: Duration = Duration::from_millis(500);
 
 /// Answers `200` and moves the rest of the tunnel's life to its own task. The tunnel ends at
-/// the latest when its turn's credential or the `grant` that allowed it expires.
+/// the latest when its turn's credential or the `grant` that allowed it expires, and at once
+/// when a revocation leaves nothing that allows it (the `grant` was decided under cache epoch
+/// `decided`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     shared: Arc<Shared>,
     turn: Arc<TurnEntry>,
     guard: ActiveGuard,
-    grant: &Grant,
+    allowed: Allowed,
+    decided: Option<i64>,
     target: Target,
     addrs: Vec<SocketAddr>,
     req: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let grant = &allowed.grant;
     let ends_at = grant
         .expires_at
         .map_or(turn.turn.expires_at, |g| g.min(turn.turn.expires_at));
     // The tunnel counts as an open connection until it ends, although hyper's connection
     // future finishes at the upgrade.
     let (conn_guard, _) = ConnGuard::new(&shared.active);
+    let stop = Arc::new(Stop::default());
+    let registration = shared.registry.register(
+        &turn.turn,
+        &target.host,
+        grant,
+        stop.clone(),
+        decided,
+        &shared.epoch,
+    );
     // Only the upgrade handle moves into the task (a captured request would sit in the task's
     // memory for the tunnel's whole life).
     let upgrade = hyper::upgrade::on(req);
     tokio::spawn(async move {
-        let _guards = (guard, conn_guard);
+        let _guards = (guard, conn_guard, registration);
         let upgraded = match upgrade.await {
             Ok(u) => u,
             Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
@@ -74,7 +90,7 @@ pub(crate) fn start(
                         origin,
                         idle,
                         deadline_at(ends_at),
-                        drained(&shared),
+                        stopped(&shared, &stop),
                     )
                 };
                 let tunnel = Tunnel {
@@ -83,13 +99,16 @@ pub(crate) fn start(
                     target: &target,
                     addrs: &addrs,
                     ends_at,
+                    stop: &stop,
+                    allowed: &allowed,
                 };
                 tunnel.run(client, first, relay).await;
             }
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
                 let relay = |client, origin| {
-                    relay::relay(client, origin, idle, deadline_at(ends_at), drained(&shared))
+                    let stop = stopped(&shared, &stop);
+                    relay::relay(client, origin, idle, deadline_at(ends_at), stop)
                 };
                 let tunnel = Tunnel {
                     shared: &shared,
@@ -97,6 +116,8 @@ pub(crate) fn start(
                     target: &target,
                     addrs: &addrs,
                     ends_at,
+                    stop: &stop,
+                    allowed: &allowed,
                 };
                 tunnel.run(client, Vec::new(), relay).await;
             }
@@ -113,6 +134,10 @@ struct Tunnel<'a> {
     addrs: &'a [SocketAddr],
     /// The earlier of the turn's and the grant's expiry.
     ends_at: Timestamp,
+    /// Given when a revocation leaves nothing that allows the tunnel.
+    stop: &'a Stop,
+    /// Its decision, for its line at the end.
+    allowed: &'a Allowed,
 }
 
 /// How an opened tunnel carries on.
@@ -144,12 +169,21 @@ impl Tunnel<'_> {
                 down,
             }) => {
                 self.shared.metrics.active_tunnels.inc();
+                let addr = origin.peer_addr().ok();
                 let mut totals = Box::pin(relay(client, origin)).await;
                 totals.down += down;
-                finish(self.shared, self.turn, self.target, totals);
+                self.finish(totals, addr);
             }
             Some(Opened::Http { client, first }) => {
-                Box::pin(plain_http::serve(self, client, first)).await;
+                let totals = Box::pin(plain_http::serve(self, client, first)).await;
+                // Its requests had their own lines (with the addresses dialled); this one
+                // closes the tunnel's account.
+                self.shared.log.allowed(&Line {
+                    end: Some(self.end_of(totals.end)),
+                    ..self
+                        .allowed
+                        .line(200, None, Some(totals.up), Some(totals.down))
+                });
             }
             None => {}
         }
@@ -223,7 +257,16 @@ impl Tunnel<'_> {
         {
             Ok(s) => Some(s),
             Err(e) => {
-                tracing::info!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
+                tracing::debug!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
+                let (status, reason) = match e {
+                    crate::dial::DialError::Timeout { .. } => (504, "timeout"),
+                    _ => (502, "connect"),
+                };
+                self.shared.failed(Line {
+                    decision: Verdict::Fail,
+                    reason: Some(reason),
+                    ..self.allowed.line(status, None, None, None)
+                });
                 None
             }
         }
@@ -238,6 +281,7 @@ impl Tunnel<'_> {
                 port: self.target.port,
                 reason,
                 url: None,
+                shadow: false,
             })
             .await;
         None
@@ -254,22 +298,50 @@ fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
     }
 }
 
-/// Metrics, the end-of-tunnel log line and the egress summary.
-fn finish(shared: &Shared, turn: &TurnEntry, target: &Target, totals: relay::Totals) {
-    shared.metrics.active_tunnels.dec();
-    shared.metrics.bytes_up.inc_by(totals.up);
-    shared.metrics.bytes_down.inc_by(totals.down);
-    if totals.end != End::Closed {
-        tracing::info!(end = ?totals.end, turn_id = %turn.turn.id, host = target.host.as_str(), "tunnel closed");
+/// Resolves when the tunnel must stop: drained, or revoked.
+fn stopped(shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
+    let drained = drained(shared);
+    let revoked = stop.stopped();
+    async move {
+        tokio::select! {
+            () = drained => {}
+            () = revoked => {}
+        }
     }
-    shared.recorder.egress(EgressEvent {
-        turn: turn.turn.id.clone(),
-        host: target.host.clone(),
-        connections: 1,
-        bytes_up: i64::try_from(totals.up).unwrap_or(i64::MAX),
-        bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
-        at: Timestamp::now(),
-    });
+}
+
+impl Tunnel<'_> {
+    /// How the tunnel ended, for its line: a stop by revocation reads `revoked`.
+    fn end_of(&self, end: End) -> &'static str {
+        if self.stop.is_stopped() && end == End::Shutdown {
+            "revoked"
+        } else {
+            end.as_str()
+        }
+    }
+
+    /// Metrics, the tunnel's decision line (with how it ended) and the egress summary.
+    fn finish(&self, totals: relay::Totals, addr: Option<SocketAddr>) {
+        let shared = self.shared;
+        shared.metrics.active_tunnels.dec();
+        shared.metrics.bytes_up.inc_by(totals.up);
+        shared.metrics.bytes_down.inc_by(totals.down);
+        let end = self.end_of(totals.end);
+        shared.log.allowed(&Line {
+            end: Some(end),
+            ..self
+                .allowed
+                .line(200, addr, Some(totals.up), Some(totals.down))
+        });
+        shared.recorder.egress(EgressEvent {
+            turn: self.turn.turn.id.clone(),
+            host: self.target.host.clone(),
+            connections: 1,
+            bytes_up: i64::try_from(totals.up).unwrap_or(i64::MAX),
+            bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
+            at: Timestamp::now(),
+        });
+    }
 }
 
 /// The timer instant of wall-clock time `at` (now, if it has passed).

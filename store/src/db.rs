@@ -13,6 +13,7 @@ pub mod policy;
 pub mod refusals;
 pub mod register;
 pub mod resume;
+pub mod revalidate;
 pub mod tokens;
 pub mod turns;
 pub mod ui_sessions;
@@ -106,6 +107,18 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "deployment keys",
         include_str!("../../migrations/sqlite/0004_deployment_keys.sql"),
         include_str!("../../migrations/postgres/0004_deployment_keys.sql"),
+    ),
+    (
+        5,
+        "revocation",
+        include_str!("../../migrations/sqlite/0005_revocation.sql"),
+        include_str!("../../migrations/postgres/0005_revocation.sql"),
+    ),
+    (
+        6,
+        "shadow mode",
+        include_str!("../../migrations/sqlite/0006_shadow_mode.sql"),
+        include_str!("../../migrations/postgres/0006_shadow_mode.sql"),
     ),
     (
         14,

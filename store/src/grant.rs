@@ -2,6 +2,7 @@
 //! a decision remembered in memory ends when the grant behind it ends (and so a later record
 //! can say which grant let a connection through).
 
+use crate::reason::RefusalReason;
 use crate::time::Timestamp;
 
 /// Where an allow came from.
@@ -15,6 +16,12 @@ pub enum GrantKind {
     Approval {
         /// The card (interrupt id) that created the row.
         card_id: String,
+    },
+    /// Nothing allows it, but shadow mode let it through: the would-be refusal for `reason`
+    /// was recorded with `shadow: true` (it ends with the turn; nothing to revoke).
+    Shadow {
+        /// What it would have been refused for.
+        reason: RefusalReason,
     },
 }
 
@@ -52,6 +59,14 @@ impl Grant {
         }
     }
 
+    /// A shadow-mode pass of a would-be refusal for `reason`.
+    pub fn shadow(reason: RefusalReason) -> Self {
+        Self {
+            kind: GrantKind::Shadow { reason },
+            expires_at: None,
+        }
+    }
+
     /// Whether the grant still counts at `now`.
     pub fn is_live(&self, now: Timestamp) -> bool {
         self.expires_at.is_none_or(|e| !e.has_passed(now))
@@ -74,6 +89,7 @@ impl Grant {
             GrantKind::Admin => "admin",
             GrantKind::Launch => "launch",
             GrantKind::Approval { .. } => "approval",
+            GrantKind::Shadow { .. } => "shadow",
         }
     }
 }

@@ -55,6 +55,15 @@ impl RefusalReason {
         Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
+    /// Whether shadow mode may let a request through despite this reason. Policy reasons
+    /// (what is approved, which ports) can be shadowed; reasons that protect the network or
+    /// the proxy itself never are: an address in disguise (`ip_literal`), an internal name or
+    /// address (`internal_name`, `private_address`), domain fronting (`sni_mismatch`,
+    /// `host_mismatch`) and the connection limits (`limit_exceeded`).
+    pub fn shadowable(self) -> bool {
+        matches!(self, Self::NotApproved | Self::PortNotAllowed)
+    }
+
     /// Whether a person's approval can make this request succeed.
     pub fn approvable(self) -> bool {
         self == Self::NotApproved

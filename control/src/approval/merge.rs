@@ -43,7 +43,8 @@ fn refused_not_named(
     let mut seen: BTreeMap<Host, (i64, i64)> = BTreeMap::new();
     for r in refusals
         .iter()
-        .filter(|r| r.reason == RefusalReason::NotApproved)
+        // A shadow-mode refusal was let through: nothing to ask a person for.
+        .filter(|r| r.reason == RefusalReason::NotApproved && !r.shadow)
     {
         let Some(h) = approvable_host(&r.host, extra_internal) else {
             continue;
@@ -213,6 +214,7 @@ mod tests {
             count,
             first_seen: Timestamp::from_millis(0),
             last_seen: Timestamp::from_millis(last_seen),
+            shadow: false,
         }
     }
 

@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use egressgate_store::db::admin::{AdminEntry, AdminList};
-use egressgate_store::{Package, SitePattern, Timestamp};
+use egressgate_store::db::admin::{AdminEntry, AdminList, UserChange};
+use egressgate_store::{Mode, Package, SitePattern, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -42,7 +42,10 @@ pub(crate) struct PackageBody {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UserBody {
-    can_approve: bool,
+    #[serde(default)]
+    can_approve: Option<bool>,
+    #[serde(default)]
+    mode: Option<String>,
 }
 
 /// The JSON key naming an entry's value in each list.
@@ -178,10 +181,11 @@ pub(crate) async fn remove_package(
     remove(&state, AdminList::Packages, &key).await
 }
 
-/// `PUT /v1/admin/users/{user_id}` → `200 {"user_id", "can_approve"}`.
+/// `PUT /v1/admin/users/{user_id}` `{"can_approve"?, "mode"?}` (at least one) → `200` with
+/// what was set.
 #[utoipa::path(put, path = "/v1/admin/users/{user_id}", tag = "admin", security(("admin" = [])), request_body = UserBody, params(("user_id" = String, Path, description = "The user.")),
-    responses((status = 200, description = "The user's permission.", body = schemas::UserPermission),
-        (status = 422, description = "`INVALID_INPUT`: a malformed user id.", body = schemas::ErrorBody)))]
+    responses((status = 200, description = "What was set: the user's permission to approve and/or mode.", body = schemas::UserPermission),
+        (status = 422, description = "`INVALID_INPUT`: a malformed user id, an unknown mode, or nothing to change.", body = schemas::ErrorBody)))]
 pub(crate) async fn set_user(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -189,12 +193,34 @@ pub(crate) async fn set_user(
     StrictJson(body): StrictJson<UserBody>,
 ) -> Result<Json<schemas::UserPermission>, ApiError> {
     let user = validate::user_id("user_id", &user_id)?;
+    let mode = body
+        .mode
+        .as_deref()
+        .map(|m| {
+            Mode::parse(m).ok_or_else(|| {
+                ApiError::invalid_input(format!(
+                    "mode: expected \"enforce\" or \"shadow\", got {}",
+                    validate::quote(m)
+                ))
+            })
+        })
+        .transpose()?;
+    if body.can_approve.is_none() && mode.is_none() {
+        return Err(ApiError::invalid_input(
+            "nothing to change: give can_approve and/or mode",
+        ));
+    }
+    let change = UserChange {
+        can_approve: body.can_approve,
+        mode,
+    };
     state
         .store
-        .set_can_approve(&user, body.can_approve, ACTOR, Timestamp::now())
+        .set_user(&user, change, ACTOR, Timestamp::now())
         .await?;
     Ok(Json(schemas::UserPermission {
         user_id: user,
         can_approve: body.can_approve,
+        mode: mode.map(|m| m.as_str()),
     }))
 }

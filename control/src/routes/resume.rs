@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
-use egressgate_store::db::resume::ClaimAttempt;
+use egressgate_store::db::resume::{ClaimAttempt, Decider};
 use egressgate_store::{InterruptId, Secret, SecretHash, Timestamp};
 use serde_json::{Value, json};
 
@@ -243,16 +243,18 @@ pub(crate) async fn resume(
         return Err(expired("the user may no longer approve"));
     }
     // 6. The claim (or, past the cap, denial and expiry).
-    let actor = holder
+    let decider = holder
         .user
         .as_ref()
-        .map_or_else(|| "resume-secret".to_owned(), |u| format!("user:{u}"));
+        .map_or(Decider::SecretOnly, Decider::Person);
     if p.claim_count >= i64::from(s.claim_cap) {
-        return Err(if state.store.expire_at_claim_cap(&p, &actor, now).await? {
-            expired("it was claimed too many times without finishing, so it was denied")
-        } else {
-            in_progress()
-        });
+        return Err(
+            if state.store.expire_at_claim_cap(&p, decider, now).await? {
+                expired("it was claimed too many times without finishing, so it was denied")
+            } else {
+                in_progress()
+            },
+        );
     }
     let claim = Secret::generate();
     let claim_hash = claim.hash();
@@ -266,7 +268,7 @@ pub(crate) async fn resume(
         deadline,
         decision: &decision,
         approval_expires_at: now.plus(s.approval_ttl),
-        actor: &actor,
+        decider,
     };
     if !state.store.claim_interrupt(&attempt, now).await? {
         return Err(in_progress());

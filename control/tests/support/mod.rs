@@ -301,6 +301,7 @@ impl TestApp {
             reason,
             url: url.map(str::to_owned),
             at: Timestamp::now(),
+            shadow: false,
         };
         self.store
             .record_refusals(&[event], 256)

@@ -19,6 +19,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::decision_log::Allowed;
 use crate::forward;
 use crate::handler::{Refusal, Shared};
 use crate::identify::TurnEntry;
@@ -26,7 +27,7 @@ use crate::relay::{self, Activity, End};
 use crate::respond::{self, ProxyBody};
 use crate::target::{self, Target};
 
-use super::{Tunnel, deadline_at, drained};
+use super::{Tunnel, deadline_at, stopped};
 
 /// The client stream: first yields bytes already read from it, and notes activity both ways
 /// for the tunnel's idle timeout.
@@ -50,6 +51,9 @@ impl<C: AsyncRead + Unpin> AsyncRead for Prefixed<C> {
             let at = self.at;
             buf.put_slice(&self.first[at..at + n]);
             self.at += n;
+            // Bytes read ahead are the client's too: they count towards the tunnel's totals.
+            let start = self.start;
+            self.up.note(n, start);
             if self.at == self.first.len() {
                 self.first = Vec::new();
                 self.at = 0;
@@ -105,6 +109,7 @@ fn mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
 async fn one(
     shared: Arc<Shared>,
     turn: Arc<TurnEntry>,
+    tunnel: Arc<Allowed>,
     target: Arc<Target>,
     addrs: Arc<[SocketAddr]>,
     req: Request<Incoming>,
@@ -117,6 +122,7 @@ async fn one(
                 port: target.port,
                 reason,
                 url: None,
+                shadow: false,
             })
             .await;
         let mut resp = if recorded {
@@ -131,19 +137,26 @@ async fn one(
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return resp;
     }
-    forward::forward(&shared, &turn, &target, &addrs, req).await
+    // Each request inside the tunnel gets its own decision line.
+    let allowed = Allowed {
+        kind: "tunnel_http",
+        started: std::time::Instant::now(),
+        ..Allowed::clone(&tunnel)
+    };
+    forward::forward(&shared, &turn, &target, &addrs, req, allowed).await
 }
 
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
 /// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
-/// up (the earlier of its turn's and its grant's expiry) or the process has drained.
-pub(super) async fn serve<C>(tunnel: &Tunnel<'_>, client: C, first: Vec<u8>)
+/// up (the earlier of its turn's and its grant's expiry), the process has drained or a
+/// revocation stopped it. Returns the bytes each way and how it ended.
+pub(super) async fn serve<C>(tunnel: &Tunnel<'_>, client: C, first: Vec<u8>) -> relay::Totals
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (shared, turn) = (tunnel.shared, tunnel.turn);
     let ends_at = deadline_at(tunnel.ends_at);
-    let stop = drained(shared);
+    let stop = stopped(shared, tunnel.stop);
     let start = tokio::time::Instant::now();
     let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
     let io = TokioIo::new(Prefixed {
@@ -157,10 +170,12 @@ where
     let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
         (Arc::new(tunnel.target.clone()), tunnel.addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
+    let svc_allowed = Arc::new(tunnel.allowed.clone());
     let service = service_fn(move |req| {
         let fut = one(
             svc_shared.clone(),
             svc_turn.clone(),
+            svc_allowed.clone(),
             target.clone(),
             addrs.clone(),
             req,
@@ -173,18 +188,22 @@ where
         .max_buf_size(shared.settings.max_header_bytes)
         .serve_connection(io, service);
     shared.metrics.active_tunnels.inc();
-    tokio::select! {
+    let end = tokio::select! {
         r = conn => {
             if let Err(e) = r {
                 tracing::debug!(error = %e, turn_id = %turn.turn.id, "HTTP in tunnel ended with an error");
+                End::Error
+            } else {
+                End::Closed
             }
         }
-        end = relay::deadline(start, &up, &down, shared.settings.idle_timeout, ends_at) => {
-            if end == End::TurnExpired {
-                tracing::info!(turn_id = %turn.turn.id, "HTTP tunnel closed: its turn or grant expired");
-            }
-        }
-        () = stop => {}
-    }
+        end = relay::deadline(start, &up, &down, shared.settings.idle_timeout, ends_at) => end,
+        () = stop => End::Shutdown,
+    };
     shared.metrics.active_tunnels.dec();
+    relay::Totals {
+        up: up.bytes(),
+        down: down.bytes(),
+        end,
+    }
 }

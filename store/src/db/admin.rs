@@ -6,6 +6,7 @@ use sqlx::Row as _;
 use super::audit::{self, AuditEntry};
 use super::{Store, StoreError, flag};
 use crate::ids::{SecretHash, UserId};
+use crate::mode::Mode;
 use crate::time::Timestamp;
 
 /// Which pre-approved list.
@@ -15,6 +16,15 @@ pub enum AdminList {
     Sites,
     /// Package names.
     Packages,
+}
+
+/// What an administrator changes about a user (`None`: left as it is).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserChange {
+    /// Whether they may approve cards.
+    pub can_approve: Option<bool>,
+    /// Their own mode.
+    pub mode: Option<Mode>,
 }
 
 /// One entry of a pre-approved list.
@@ -144,29 +154,68 @@ impl Store {
             .collect()
     }
 
-    /// Sets whether a user may approve cards.
-    pub async fn set_can_approve(
+    /// Applies an administrator's change to a user in one audited transaction: whether they
+    /// may approve cards, and their own mode. Taking the right to approve away also withdraws
+    /// the approvals that person made (every chat's site and package rows of the user), so
+    /// what they let through stops, open connections included, within a proxy poll.
+    pub async fn set_user(
         &self,
         user: &UserId,
-        can_approve: bool,
+        change: UserChange,
         actor: &str,
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO users (user_id, can_approve, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (user_id) DO UPDATE SET can_approve = excluded.can_approve, \
-             updated_at = excluded.updated_at",
-        )
-        .bind(user.as_str())
-        .bind(flag(can_approve))
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?;
-        let detail = serde_json::json!({"action": "set_user", "user_id": user.as_str(), "can_approve": can_approve});
+        let mut detail = serde_json::json!({"action": "set_user", "user_id": user.as_str()});
+        if let Some(can_approve) = change.can_approve {
+            sqlx::query(
+                "INSERT INTO users (user_id, can_approve, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (user_id) DO UPDATE SET can_approve = excluded.can_approve, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(user.as_str())
+            .bind(flag(can_approve))
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+            detail["can_approve"] = can_approve.into();
+            if !can_approve {
+                let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1")
+                    .bind(user.as_str())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                detail["approvals_revoked"] = revoked.into();
+            }
+        }
+        if let Some(mode) = change.mode {
+            sqlx::query(
+                "INSERT INTO user_modes (user_id, mode, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (user_id) DO UPDATE SET mode = excluded.mode, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(user.as_str())
+            .bind(mode.as_str())
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+            detail["mode"] = mode.as_str().into();
+        }
         audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// A user's own mode; `None` when none was set (the deployment's applies).
+    pub async fn user_mode(&self, user: &UserId) -> Result<Option<Mode>, StoreError> {
+        let row = sqlx::query("SELECT mode FROM user_modes WHERE user_id = $1")
+            .bind(user.as_str())
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| {
+            Mode::parse(&r.try_get::<String, _>(0)?).ok_or(StoreError::Corrupt("user_modes.mode"))
+        })
+        .transpose()
     }
 
     /// Whether a user may approve; `None` when no row exists (the caller applies the default).

@@ -96,9 +96,9 @@ impl Store {
         Ok(true)
     }
 
-    /// Hides a chat: new turns are refused, its request is expired (a claim in progress
-    /// loses it too), its approvals and resume slots are dropped, and `chat_hidden` is
-    /// audited — one transaction. `false` when the user has no such chat.
+    /// Hides a chat: new turns are refused, its live turns end (their proxy credentials stop
+    /// working), its request is expired (a claim in progress loses it too), its approvals and
+    /// resume slots are dropped, and `chat_hidden` is audited — one transaction. `false` when the user has no such chat.
     pub async fn hide_chat(
         &self,
         user: &UserId,
@@ -141,7 +141,22 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        let detail = serde_json::json!({"requests_expired": expired, "approvals_revoked": revoked});
+        // Its turns end now: their credentials stop working and every proxy closes their
+        // open connections (shortening bumps the cache epoch, migration 3).
+        let turns_ended = sqlx::query(
+            "UPDATE turns SET expires_at = $1 WHERE user_id = $2 AND chat_id = $3 AND expires_at > $1",
+        )
+        .bind(now.millis())
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let detail = serde_json::json!({
+            "requests_expired": expired,
+            "approvals_revoked": revoked,
+            "turns_ended": turns_ended,
+        });
         let entry = AuditEntry::chat(AuditKind::ChatHidden, "runtime", user, chat, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;

@@ -224,6 +224,17 @@ fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
 }
 
 impl Store {
+    /// How many cards are in each state (`pending`, `claimed`, `done`, `expired`), for the
+    /// control plane's metrics; states without cards are absent.
+    pub async fn card_states(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        sqlx::query("SELECT state, COUNT(*) FROM interrupts GROUP BY state")
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
     /// Runs a statement that selects (or returns) at most one row of [`pointer_columns`]
     /// and parses it: the one way every pointer read loads its row.
     async fn fetch_pointer(

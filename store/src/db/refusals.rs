@@ -26,6 +26,8 @@ pub struct RefusalEvent {
     pub url: Option<String>,
     /// When.
     pub at: Timestamp,
+    /// Shadow mode: recorded, but the request was allowed.
+    pub shadow: bool,
 }
 
 /// A refusal the proxy is about to make because nothing it holds in memory allows the host;
@@ -62,6 +64,10 @@ pub struct RefusalRow {
     pub first_seen: Timestamp,
     /// Latest time.
     pub last_seen: Timestamp,
+    /// Shadow mode: the proxy would have refused this but let it through (only present
+    /// when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 /// One allowed connection's traffic, summarised per (turn, host).
@@ -148,7 +154,7 @@ impl Store {
     ) -> Result<Vec<RecentRefusal>, StoreError> {
         let rows = sqlx::query(
             "SELECT r.host, r.port, r.reason, r.url, r.count, r.first_seen, r.last_seen, \
-             r.turn_id, t.user_id, t.chat_id FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
+             r.shadow, r.turn_id, t.user_id, t.chat_id FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
              WHERE r.last_seen >= $1 ORDER BY r.last_seen DESC LIMIT $2",
         )
         .bind(since.millis())
@@ -159,9 +165,9 @@ impl Store {
             .map(|r| {
                 Ok(RecentRefusal {
                     row: refusal_from_row(r)?,
-                    turn_id: r.try_get(7)?,
-                    user_id: r.try_get(8)?,
-                    chat_id: r.try_get(9)?,
+                    turn_id: r.try_get(8)?,
+                    user_id: r.try_get(9)?,
+                    chat_id: r.try_get(10)?,
                 })
             })
             .collect()
@@ -233,7 +239,7 @@ impl Store {
     /// A turn's refusal record, most recent first, plus the overflow counter.
     pub async fn list_refusals(&self, turn: &TurnId) -> Result<(Vec<RefusalRow>, i64), StoreError> {
         let rows = sqlx::query(
-            "SELECT host, port, reason, url, count, first_seen, last_seen FROM refusals \
+            "SELECT host, port, reason, url, count, first_seen, last_seen, shadow FROM refusals \
              WHERE turn_id = $1 ORDER BY last_seen DESC, host, port, reason",
         )
         .bind(turn.as_str())
@@ -316,6 +322,7 @@ fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
         count: r.try_get(4)?,
         first_seen: Timestamp::from_millis(r.try_get(5)?),
         last_seen: Timestamp::from_millis(r.try_get(6)?),
+        shadow: r.try_get::<i64, _>(7)? != 0,
     })
 }
 
@@ -333,8 +340,8 @@ async fn insert_refusals<'a>(
     let mut fresh: Vec<&RefusalEvent> = Vec::new();
     for (e, n) in coalesce(&events) {
         let updated = sqlx::query(
-            "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url) \
-                 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
+            "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url), \
+                 shadow = $8 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
         )
         .bind(e.turn.as_str())
         .bind(&e.host)
@@ -343,6 +350,7 @@ async fn insert_refusals<'a>(
         .bind(e.at.millis())
         .bind(e.url.as_deref())
         .bind(n)
+        .bind(super::flag(e.shadow))
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -350,8 +358,8 @@ async fn insert_refusals<'a>(
             continue;
         }
         let inserted = sqlx::query(
-            "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen) \
-                 SELECT $1, $2, $3, $4, $5, $8, $6, $6 \
+            "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen, shadow) \
+                 SELECT $1, $2, $3, $4, $5, $8, $6, $6, $9 \
                  WHERE EXISTS (SELECT 1 FROM refusals WHERE turn_id = $1 AND host = $2) \
                     OR (SELECT COUNT(DISTINCT host) FROM refusals WHERE turn_id = $1) < $7",
         )
@@ -363,6 +371,7 @@ async fn insert_refusals<'a>(
         .bind(e.at.millis())
         .bind(max_hosts)
         .bind(n)
+        .bind(super::flag(e.shadow))
         .execute(&mut **tx)
         .await?
         .rows_affected();

@@ -27,8 +27,40 @@ pub struct ClaimAttempt<'a> {
     pub decision: &'a Decision,
     /// When approval rows written now stop counting.
     pub approval_expires_at: Timestamp,
-    /// Audit actor.
-    pub actor: &'a str,
+    /// Who answered, for the audit row.
+    pub decider: Decider<'a>,
+}
+
+/// Who answered a card, as far as the gate can tell: the person the runtime named (with its
+/// token and `X-Egressgate-User`) when it relayed the click, or nobody in particular when only
+/// the resume secret was presented (whoever was shown the card may answer it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decider<'a> {
+    /// The runtime named this person.
+    Person(&'a UserId),
+    /// Only the resume secret was presented.
+    SecretOnly,
+}
+
+impl Decider<'_> {
+    /// The audit row's `actor`: `user:<id>` or `resume-secret`.
+    pub fn actor(self) -> String {
+        match self {
+            Self::Person(u) => format!("user:{u}"),
+            Self::SecretOnly => "resume-secret".to_owned(),
+        }
+    }
+
+    /// Fields for the audit row's detail: `decided_by` (the person, or null) and `proof`
+    /// (`runtime_user` or `resume_secret`).
+    fn detail(self, detail: &mut serde_json::Value) {
+        let (by, proof) = match self {
+            Self::Person(u) => (serde_json::Value::from(u.as_str()), "runtime_user"),
+            Self::SecretOnly => (serde_json::Value::Null, "resume_secret"),
+        };
+        detail["decided_by"] = by;
+        detail["proof"] = proof.into();
+    }
 }
 
 /// The answer kept by `complete`: inline JSON text, or a blob locator when it did not fit.
@@ -183,13 +215,15 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         hold_slot(&mut tx, &p.user, &p.id, attempt.lease_expires_at).await?;
-        let detail = serde_json::json!({
+        let mut detail = serde_json::json!({
             "decision": attempt.decision,
             "claim": p.claim_count + 1,
             "rejected_decisions": p.rejected_count,
             "deadline": attempt.deadline,
         });
-        let entry = AuditEntry::card(AuditKind::ApprovalResolved, attempt.actor, p, detail);
+        attempt.decider.detail(&mut detail);
+        let actor = attempt.decider.actor();
+        let entry = AuditEntry::card(AuditKind::ApprovalResolved, &actor, p, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
         self.events_committed();
@@ -202,7 +236,7 @@ impl Store {
     pub async fn expire_at_claim_cap(
         &self,
         read: &Pointer,
-        actor: &str,
+        decider: Decider<'_>,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let declined = serde_json::to_string(&Decision::declined())
@@ -226,8 +260,11 @@ impl Store {
         }
         let removed = super::approvals::delete_card_approvals(&mut tx, read).await?;
         free_card_slots(&mut tx, &read.id).await?;
-        let detail = serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
-        let entry = AuditEntry::card(AuditKind::ClaimCapExpired, actor, read, detail);
+        let mut detail =
+            serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
+        decider.detail(&mut detail);
+        let actor = decider.actor();
+        let entry = AuditEntry::card(AuditKind::ClaimCapExpired, &actor, read, detail);
         audit::write(&mut tx, entry, now).await?;
         tx.commit().await?;
         self.events_committed();

@@ -8,6 +8,7 @@ use sqlx::Row as _;
 use super::audit::{self, AuditEntry, AuditKind};
 use super::{Store, StoreError, flag, json_column};
 use crate::ids::{ChatId, SecretHash, TurnId, UserId};
+use crate::mode::Mode;
 use crate::package::Package;
 use crate::pattern::SitePattern;
 use crate::time::Timestamp;
@@ -52,6 +53,8 @@ pub struct Turn {
     pub created_at: Timestamp,
     /// When the credential stops working (claims may push it later).
     pub expires_at: Timestamp,
+    /// The user's own mode, if an administrator set one (else the deployment's applies).
+    pub user_mode: Option<Mode>,
 }
 
 /// Why a turn could not be opened.
@@ -112,6 +115,8 @@ impl Store {
             packages: new.packages.clone(),
             created_at: now,
             expires_at: now.plus(new.ttl),
+            // Read by the proxy when it loads the turn; opening it does not need it.
+            user_mode: None,
         };
         let sites: Vec<String> = turn.sites.iter().map(SitePattern::to_key).collect();
         let packages: Vec<&str> = turn.packages.iter().map(Package::as_str).collect();
@@ -157,8 +162,9 @@ impl Store {
     /// Reads a turn by id, expired or not (callers decide what expiry means for them).
     pub async fn turn(&self, id: &TurnId) -> Result<Option<Turn>, StoreError> {
         let row = sqlx::query(
-            "SELECT turn_id, user_id, chat_id, seq, secret_hash, can_ask_human, sites, packages, \
-             created_at, expires_at FROM turns WHERE turn_id = $1",
+            "SELECT t.turn_id, t.user_id, t.chat_id, t.seq, t.secret_hash, t.can_ask_human, \
+             t.sites, t.packages, t.created_at, t.expires_at, m.mode FROM turns t \
+             LEFT JOIN user_modes m ON m.user_id = t.user_id WHERE t.turn_id = $1",
         )
         .bind(id.as_str())
         .fetch_optional(self.pool())
@@ -188,6 +194,10 @@ impl Store {
             packages: packages.into_iter().map(Package::from_db).collect(),
             created_at: Timestamp::from_millis(r.try_get(8)?),
             expires_at: Timestamp::from_millis(r.try_get(9)?),
+            user_mode: r
+                .try_get::<Option<String>, _>(10)?
+                .map(|m| Mode::parse(&m).ok_or(StoreError::Corrupt("user_modes.mode")))
+                .transpose()?,
         }))
     }
 

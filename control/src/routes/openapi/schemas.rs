@@ -403,12 +403,16 @@ pub struct AdminPackages {
     packages: Vec<AdminPackage>,
 }
 
-/// `PUT /v1/admin/users/{user_id}`.
+/// `PUT /v1/admin/users/{user_id}`: what was set (only the fields the request named).
 #[derive(Serialize, ToSchema)]
 pub struct UserPermission {
     #[schema(value_type = String)]
     pub(crate) user_id: UserId,
-    pub(crate) can_approve: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) can_approve: Option<bool>,
+    /// `enforce` or `shadow`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mode: Option<&'static str>,
 }
 
 /// One audit row.

@@ -1,0 +1,173 @@
+//! Prometheus metrics for the control plane, from one middleware: requests by route template
+//! (never the raw path, so ids cannot blow up the label set), method and status; errors by
+//! code; resume outcomes; claim conflicts; audit failures. Handlers need not count anything:
+//! an error response carries its code as an extension ([`crate::error::ErrorCode`]).
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use egressgate_store::Store;
+
+use crate::error::ErrorCode;
+
+/// The resume route's template.
+const RESUME: &str = "/v1/interrupts/{id}/resume";
+
+/// Codes that mean a claim lost a race or collided with an earlier decision.
+const CLAIM_CONFLICTS: [&str; 3] = ["RESUME_IN_PROGRESS", "DECISION_CONFLICT", "CLAIM_LOST"];
+
+/// Labels of one API request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    /// The route template (`/v1/turns/{turn_id}/refusals`), or `unmatched`.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+    /// The status answered.
+    pub status: u16,
+}
+
+/// Labels of one error answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabel {
+    /// The route template.
+    pub route: String,
+    /// The error code (`RESUME_IN_PROGRESS`, …).
+    pub code: &'static str,
+}
+
+/// `outcome` label of a resume.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `ok` (claimed or replayed), or the error code.
+    pub outcome: &'static str,
+}
+
+/// `state` label of a card.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// `pending`, `claimed`, `done` or `expired`.
+    pub state: &'static str,
+}
+
+/// Every card state, so each series exists (at 0) from the first scrape.
+const CARD_STATES: [&str; 4] = ["pending", "claimed", "done", "expired"];
+
+/// The control plane's metrics.
+#[derive(Clone)]
+pub struct ControlMetrics {
+    cards: Family<StateLabel, Gauge>,
+    requests: Family<RouteLabel, Counter>,
+    errors: Family<CodeLabel, Counter>,
+    resumes: Family<OutcomeLabel, Counter>,
+    claim_conflicts: Counter,
+    audit_failures: Counter,
+}
+
+impl ControlMetrics {
+    /// Creates the metrics and registers them under `egressgate_control_`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self {
+            cards: Family::default(),
+            requests: Family::default(),
+            errors: Family::default(),
+            resumes: Family::default(),
+            claim_conflicts: Counter::default(),
+            audit_failures: Counter::default(),
+        };
+        let r = registry.sub_registry_with_prefix("egressgate_control");
+        r.register(
+            "requests",
+            "API requests by route template, method and status",
+            m.requests.clone(),
+        );
+        r.register("errors", "API errors by route and code", m.errors.clone());
+        r.register(
+            "cards",
+            "Cards by state, in the whole database (read at each scrape)",
+            m.cards.clone(),
+        );
+        r.register(
+            "resumes",
+            "Resume requests by outcome (ok, or the error code)",
+            m.resumes.clone(),
+        );
+        r.register(
+            "claim_conflicts",
+            "Resumes and claim calls that lost a race or collided with the first decision",
+            m.claim_conflicts.clone(),
+        );
+        r.register(
+            "audit_failures",
+            "Changes refused because their audit row could not be written",
+            m.audit_failures.clone(),
+        );
+        m
+    }
+
+    /// Re-reads the card counts (one grouped query), just before a scrape is encoded; on a
+    /// database error the last counts stay.
+    pub async fn refresh_cards(&self, store: &Store) {
+        match store.card_states().await {
+            Ok(rows) => {
+                for state in CARD_STATES {
+                    let n = rows.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
+                    self.cards.get_or_create(&StateLabel { state }).set(n);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot count cards for /metrics"),
+        }
+    }
+
+    fn observe(&self, route: &str, method: &str, resp: &Response) {
+        let status = resp.status().as_u16();
+        self.requests
+            .get_or_create(&RouteLabel {
+                route: route.to_owned(),
+                method: method.to_owned(),
+                status,
+            })
+            .inc();
+        let code = resp.extensions().get::<ErrorCode>().map(|c| c.0);
+        if let Some(code) = code {
+            self.errors
+                .get_or_create(&CodeLabel {
+                    route: route.to_owned(),
+                    code,
+                })
+                .inc();
+            if CLAIM_CONFLICTS.contains(&code) {
+                self.claim_conflicts.inc();
+            }
+            if code == "AUDIT_FAILED" {
+                self.audit_failures.inc();
+            }
+        }
+        if route == RESUME {
+            let outcome = match code {
+                Some(c) => c,
+                None if resp.status().is_success() => "ok",
+                None => "other",
+            };
+            self.resumes.get_or_create(&OutcomeLabel { outcome }).inc();
+        }
+    }
+}
+
+/// The middleware: counts each request under its route template once it is answered.
+pub async fn track(State(m): State<ControlMetrics>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let resp = next.run(req).await;
+    m.observe(&route, &method, &resp);
+    resp
+}

@@ -1,0 +1,199 @@
+//! Re-checking open connections after a revocation: one read of everything that could still
+//! allow the hosts of the open connections (the administrators' list, the chats' unexpired
+//! site approvals, the turns' current expiry), so a proxy judges every open tunnel and
+//! keep-alive connection in memory instead of asking once per connection.
+
+use std::collections::{HashMap, HashSet};
+
+use sqlx::Row as _;
+
+use super::{Store, StoreError, placeholders};
+use crate::grant::{Grant, GrantKind};
+use crate::host::Host;
+use crate::ids::{ChatId, TurnId, UserId};
+use crate::pattern::SitePattern;
+use crate::time::Timestamp;
+
+/// Ids per `IN (...)` list, well under every backend's bind limit.
+const CHUNK: usize = 400;
+
+/// What still allows traffic, for the turns and chats of the open connections.
+#[derive(Debug, Default)]
+pub struct StillAllowed {
+    admin: Vec<SitePattern>,
+    approvals: HashMap<(UserId, ChatId), Vec<SitePattern>>,
+    turns: HashMap<TurnId, Timestamp>,
+}
+
+/// One open connection as the revalidation sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenGrant<'a> {
+    /// The turn whose credential opened it.
+    pub turn: &'a TurnId,
+    /// The turn's user.
+    pub user: &'a UserId,
+    /// The turn's chat.
+    pub chat: &'a ChatId,
+    /// The host it reaches.
+    pub host: &'a Host,
+    /// The grant that let it through.
+    pub grant: &'a Grant,
+}
+
+impl StillAllowed {
+    /// Whether `open` may stay open at `now`: its turn is still live (hiding a chat ends its
+    /// turns) and, unless a launch-time site or shadow mode let it through (those end with
+    /// the turn), the
+    /// administrators' list or one of the chat's approvals still matches its host. Another
+    /// grant taking over from a revoked one keeps the connection: it is still allowed.
+    pub fn keeps(&self, open: OpenGrant<'_>, now: Timestamp) -> bool {
+        let turn_live = self
+            .turns
+            .get(open.turn)
+            .is_some_and(|e| !e.has_passed(now));
+        if !turn_live {
+            return false;
+        }
+        if matches!(
+            open.grant.kind,
+            GrantKind::Launch | GrantKind::Shadow { .. }
+        ) {
+            return true;
+        }
+        self.admin.iter().any(|p| p.matches(open.host))
+            || self
+                .approvals
+                .get(&(open.user.clone(), open.chat.clone()))
+                .is_some_and(|ps| ps.iter().any(|p| p.matches(open.host)))
+    }
+}
+
+impl Store {
+    /// Reads what still allows the open connections of `turns` (with their chats) at `now`:
+    /// the administrators' site list, the chats' unexpired site approvals and the turns'
+    /// current expiry, a few statements on one connection whatever the number of
+    /// connections.
+    pub async fn still_allowed(
+        &self,
+        turns: &[(TurnId, UserId, ChatId)],
+        now: Timestamp,
+    ) -> Result<StillAllowed, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        let mut out = StillAllowed::default();
+        for r in sqlx::query("SELECT pattern FROM admin_sites")
+            .fetch_all(&mut *conn)
+            .await?
+        {
+            let p: String = r.try_get(0)?;
+            out.admin
+                .push(SitePattern::from_db(&p).ok_or(StoreError::Corrupt("admin_sites.pattern"))?);
+        }
+        let wanted: HashSet<(UserId, ChatId)> = turns
+            .iter()
+            .map(|(_, u, c)| (u.clone(), c.clone()))
+            .collect();
+        let chats: Vec<&str> = wanted
+            .iter()
+            .map(|(_, c)| c.as_str())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        for chunk in chats.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT user_id, chat_id, value FROM approvals WHERE kind = 'site' \
+                 AND expires_at > $1 AND chat_id IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.millis());
+            for c in chunk {
+                q = q.bind(*c);
+            }
+            for r in q.fetch_all(&mut *conn).await? {
+                let key = (
+                    UserId::from_db(r.try_get(0)?),
+                    ChatId::from_db(r.try_get(1)?),
+                );
+                if !wanted.contains(&key) {
+                    continue;
+                }
+                let v: String = r.try_get(2)?;
+                let p = SitePattern::from_db(&v).ok_or(StoreError::Corrupt("approvals.value"))?;
+                out.approvals.entry(key).or_default().push(p);
+            }
+        }
+        let ids: Vec<&str> = turns
+            .iter()
+            .map(|(t, _, _)| t.as_str())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        for chunk in ids.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT turn_id, expires_at FROM turns WHERE turn_id IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for t in chunk {
+                q = q.bind(*t);
+            }
+            for r in q.fetch_all(&mut *conn).await? {
+                out.turns.insert(
+                    TurnId::from_db(r.try_get(0)?),
+                    Timestamp::from_millis(r.try_get(1)?),
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reason::RefusalReason;
+
+    #[test]
+    fn what_keeps_a_connection_open() {
+        let now = Timestamp::from_millis(10_000);
+        let (t1, t2) = (
+            TurnId::from_db("t_one".into()),
+            TurnId::from_db("t_two".into()),
+        );
+        let user = UserId::from_db("alice".into());
+        let (c1, c2) = (ChatId::from_db("c1".into()), ChatId::from_db("c2".into()));
+        let host = Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}"));
+        let pattern = SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!());
+        let mut s = StillAllowed::default();
+        s.turns.insert(t1.clone(), Timestamp::from_millis(20_000));
+        s.turns.insert(t2.clone(), Timestamp::from_millis(10_000));
+        s.approvals
+            .insert((user.clone(), c2.clone()), vec![pattern.clone()]);
+        let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
+        let open = |turn, chat, grant| OpenGrant {
+            turn,
+            user: &user,
+            chat,
+            host: &host,
+            grant,
+        };
+        // c1's approval row is gone; c2's is still there.
+        assert!(!s.keeps(open(&t1, &c1, &approval), now));
+        assert!(s.keeps(open(&t1, &c2, &approval), now));
+        // Launch-time sites and shadow passes end with the turn only.
+        let launch = Grant::launch(Timestamp::from_millis(20_000));
+        let shadow = Grant::shadow(RefusalReason::NotApproved);
+        assert!(s.keeps(open(&t1, &c1, &launch), now));
+        assert!(s.keeps(open(&t1, &c1, &shadow), now));
+        // A turn that ended (a hidden chat) or is unknown keeps nothing.
+        assert!(!s.keeps(open(&t2, &c2, &approval), now));
+        assert!(!s.keeps(open(&t2, &c1, &launch), now));
+        let unknown = TurnId::from_db("t_gone".into());
+        assert!(!s.keeps(open(&unknown, &c2, &launch), now));
+        // An admin grant taken over by an approval stays; by nothing, it closes.
+        let admin = Grant::admin();
+        assert!(s.keeps(open(&t1, &c2, &admin), now));
+        assert!(!s.keeps(open(&t1, &c1, &admin), now));
+        s.admin.push(pattern);
+        assert!(s.keeps(open(&t1, &c1, &admin), now));
+    }
+}

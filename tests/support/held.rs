@@ -1,0 +1,84 @@
+//! Connections held open across a revocation: a CONNECT tunnel and a keep-alive forwarded
+//! connection of one turn to [`FILES`], with the checks the revocation tests make on them.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
+
+use super::*;
+
+/// The host the revocation tests reach (resolved to the loopback origin).
+pub const FILES: &str = "files.example.com";
+
+async fn get_on(s: &mut TcpStream, turn: &Turn, port: u16) -> Resp {
+    let req = format!(
+        "GET http://{FILES}:{port}/data.csv HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
+        turn.auth_header()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), read_response(s))
+        .await
+        .expect("proxy answered in time")
+        .unwrap()
+}
+
+/// A person approves [`FILES`] for the turn's chat (through the card flow).
+pub async fn approve(api: &Api, turn: &Turn, port: u16) {
+    let (id, secret) = ask(api, turn, &[&format!("http://{FILES}:{port}/data.csv")]).await;
+    approve_card(api, &id, &secret).await;
+}
+
+/// An open tunnel and an open keep-alive client connection of one turn to [`FILES`].
+pub struct Held {
+    tunnel: TcpStream,
+    keepalive: TcpStream,
+}
+
+impl Held {
+    pub async fn open(proxy: SocketAddr, turn: &Turn, port: u16) -> Self {
+        let authority = format!("{FILES}:{port}");
+        let (r, mut tunnel) = connect(proxy, turn, &authority).await;
+        assert_eq!(r.status, 200, "CONNECT: {}", r.text());
+        assert_eq!(get_over(&mut tunnel, &authority).await.unwrap().status, 200);
+        let mut keepalive = TcpStream::connect(proxy).await.unwrap();
+        let r = get_on(&mut keepalive, turn, port).await;
+        assert_eq!(r.status, 200, "forward: {}", r.text());
+        Self { tunnel, keepalive }
+    }
+
+    /// Both connections still carry traffic.
+    pub async fn assert_open(&mut self, turn: &Turn, port: u16, what: &str) {
+        let authority = format!("{FILES}:{port}");
+        let r = get_over(&mut self.tunnel, &authority).await;
+        assert_eq!(
+            r.map(|r| r.status).ok(),
+            Some(200),
+            "{what}: the tunnel must stay open"
+        );
+        let r = get_on(&mut self.keepalive, turn, port).await;
+        assert_eq!(
+            r.status, 200,
+            "{what}: the keep-alive connection must stay open"
+        );
+    }
+
+    /// Both connections are closed by the proxy within one second of `since`.
+    pub async fn assert_closed_within_a_second(&mut self, since: Instant, what: &str) {
+        for (name, s) in [
+            ("tunnel", &mut self.tunnel),
+            ("keep-alive connection", &mut self.keepalive),
+        ] {
+            assert!(
+                wait_closed(s, 3).await.is_ok(),
+                "{what}: the {name} was not closed"
+            );
+            let took = since.elapsed();
+            assert!(
+                took < Duration::from_secs(1),
+                "{what}: the {name} was closed only after {took:?}"
+            );
+        }
+    }
+}
