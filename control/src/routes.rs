@@ -171,7 +171,16 @@ mod tests {
     }
 
     /// Served on the listener but not JSON-over-HTTP endpoints of this document.
-    const NOT_IN_DOCUMENT: &[&str] = &["/mcp"];
+    /// Not the JSON API: the MCP endpoint (its own protocol) and the browser pages, assets
+    /// and console form posts under `/ui/`.
+    const NOT_IN_DOCUMENT: &[&str] = &[
+        "/mcp",
+        "/ui/admin",
+        "/ui/assets/{file}",
+        "/ui/cards/{interrupt_id}",
+        "/ui/admin/session",
+        "/ui/admin/signout",
+    ];
 
     #[test]
     fn every_route_is_documented_and_nothing_else() {

@@ -61,7 +61,7 @@ fn key_parts_of_the_document() {
     );
     assert_eq!(codes(tool, "422"), ["INVALID_INPUT", "NOTHING_TO_APPROVE"]);
     assert_eq!(codes(tool, "410"), ["TURN_EXPIRED", "CHAT_HIDDEN"]);
-    assert_eq!(codes(tool, "400"), ["INVALID_BODY"]);
+    assert_eq!(codes(tool, "400"), ["INVALID_BODY", "INVALID_HEADER"]);
     assert_eq!(codes(tool, "503"), ["STORE_UNAVAILABLE", "AUDIT_FAILED"]);
     assert_eq!(tool["security"], serde_json::json!([{"runtime": []}]));
     // Registration, with the superseded-turn answer.

@@ -152,6 +152,12 @@ pub(crate) struct ClaimOut {
 /// and does the resumed work with it. Exactly one caller wins (a conditional write on the
 /// claim read); the page's own claim id stops working. Nothing to take over — no claim, a
 /// runtime's own claim, or one already taken over — is `409 CLAIM_LOST`.
+#[utoipa::path(post, path = "/v1/interrupts/{id}/takeover", tag = "approval", security(("runtime" = [])),
+    params(("id" = String, Path, description = "The interrupt (card) id."), ("X-Egressgate-User" = String, Header, description = "The card's user.")),
+    responses((status = 200, description = "The runtime's own claim of a card the page answered: `state`, `claim`, `decision`, `snapshot`.", body = Object),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: no such card (or another user's).", body = schemas::ErrorBody),
+        (status = 409, description = "`CLAIM_LOST`: nothing to take over (no claim, a runtime's own claim, or one already taken over).", body = schemas::ErrorBody),
+        (status = 410, description = "`DEADLINE_PASSED`: the claim's deadline passed.", body = schemas::ErrorBody)))]
 pub(crate) async fn takeover(
     crate::auth::ApprovalsUser(user): crate::auth::ApprovalsUser,
     State(state): State<AppState>,

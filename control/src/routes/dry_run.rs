@@ -11,6 +11,7 @@ use egressgate_store::db::audit::{AuditKind, AuditRecord};
 use egressgate_store::db::refusals::RecentRefusal;
 use egressgate_store::{Host, Timestamp};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
@@ -69,6 +70,12 @@ fn bad_query(e: impl std::fmt::Display) -> ApiError {
 }
 
 /// `GET /v1/admin/dry-run`.
+#[utoipa::path(get, path = "/v1/admin/dry-run", tag = "admin", security(("admin" = [])),
+    params(("pattern" = Option<String>, Query, description = "A site pattern to try (exactly one of pattern and package)."),
+        ("package" = Option<String>, Query, description = "A package to try."),
+        ("days" = Option<u32>, Query, description = "Look-back in days (1 to 90, default 7).")),
+    responses((status = 200, description = "What the entry would have allowed in the look-back: `would_allow` refusals and their `hosts` (patterns), `cards` that asked (packages), `truncated`. Nothing is saved.", body = Object),
+        (status = 422, description = "`INVALID_INPUT`: neither or both of pattern and package, a pattern or package that could not be stored, or days out of range.", body = schemas::ErrorBody)))]
 pub(crate) async fn dry_run(
     _: AdminAuth,
     State(state): State<AppState>,

@@ -18,6 +18,7 @@ use egressgate_store::{ChatId, Store, UserId};
 use futures_util::Stream;
 use tokio::sync::watch;
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::ChatUser;
 use crate::error::ApiError;
@@ -109,6 +110,12 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     }
 }
 
+#[utoipa::path(get, path = "/v1/chats/{chat_id}/events", tag = "chats", security(("runtime" = [])),
+    params(("chat_id" = String, Path, description = "The chat."), ("X-Egressgate-User" = String, Header, description = "The chat's user."),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id.")),
+    responses((status = 200, description = "Server-sent events: `refusal.recorded`, `approval.requested`, `approval.resolved`, `approval.revoked` (each with an `id:`), `resync` when the subscriber fell behind, and a keep-alive comment.", content_type = "text/event-stream", body = String),
+        (status = 404, description = "`CHAT_NOT_FOUND`: no such chat (or another user's).", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: a malformed Last-Event-ID.", body = schemas::ErrorBody)))]
 /// `GET /v1/chats/{chat_id}/events`.
 pub(crate) async fn stream(
     ChatUser(user): ChatUser,

@@ -21,7 +21,10 @@ use utoipa::{Modify, OpenApi};
 
 pub(crate) mod schemas;
 
-use super::{admin, approval, audit, batches, chats, claims, health, interrupts, resume, turns};
+use super::{
+    admin, approval, audit, batches, chats, claims, dry_run, events, health, interrupts, pending,
+    resume, tokens, turns, view,
+};
 use schemas::ErrorBody;
 
 #[derive(OpenApi)]
@@ -43,6 +46,8 @@ use schemas::ErrorBody;
         admin::list_sites, admin::add_site, admin::remove_site,
         admin::list_packages, admin::add_package, admin::remove_package,
         admin::set_user, audit::list,
+        tokens::list, tokens::add, tokens::remove, dry_run::dry_run,
+        pending::list, view::view, claims::takeover, events::stream,
     ),
     components(schemas(ErrorBody, audit::AuditKindParam)),
     modifiers(&Shared),
@@ -71,17 +76,16 @@ impl Modify for Shared {
             );
         }
         for item in doc.paths.paths.values_mut() {
-            for op in [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.delete,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                add_shared(op);
-                list_codes(op);
+            for (op, state_changing) in [
+                (&mut item.get, false),
+                (&mut item.post, true),
+                (&mut item.put, true),
+                (&mut item.delete, true),
+            ] {
+                if let Some(op) = op {
+                    add_shared(op, state_changing);
+                    list_codes(op);
+                }
             }
         }
     }
@@ -115,7 +119,15 @@ fn merge(op: &mut Operation, status: &str, description: &str) {
     }
 }
 
-fn add_shared(op: &mut Operation) {
+fn add_shared(op: &mut Operation, state_changing: bool) {
+    if state_changing {
+        merge(
+            op,
+            "403",
+            "`CROSS_ORIGIN`: a browser request from another site (its `Origin` or \
+             `Sec-Fetch-Site`) that would change state.",
+        );
+    }
     if op.request_body.is_some() {
         merge(
             op,
@@ -123,6 +135,11 @@ fn add_shared(op: &mut Operation) {
             "`INVALID_BODY`: malformed JSON, a wrong type, a missing or an unknown field.",
         );
     }
+    merge(
+        op,
+        "400",
+        "`INVALID_HEADER`: `Authorization` or `X-Egressgate-User` sent twice.",
+    );
     if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
         merge(
             op,

@@ -9,6 +9,7 @@ use egressgate_store::{Timestamp, UserId};
 use serde_json::Value;
 
 use super::interrupts::interrupt_json;
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::CardsReadAuth;
 use crate::error::ApiError;
@@ -45,6 +46,10 @@ pub(crate) struct PendingList {
     interrupts: Vec<PendingCard>,
 }
 
+#[utoipa::path(get, path = "/v1/users/{user_id}/interrupts", tag = "approval", security(("runtime" = [])),
+    params(("user_id" = String, Path, description = "The person."), ("state" = Option<String>, Query, description = "Only `pending` (the default).")),
+    responses((status = 200, description = "The user's open cards across chats, without secrets: `{\"user_id\", \"interrupts\": [{\"interrupt_id\", \"chat_id\", \"turn_id\", \"message\", \"card\", \"created_at\", \"expires_at\", \"interrupt\"}]}`.", body = Object),
+        (status = 422, description = "`INVALID_INPUT`: a malformed user id or a state other than pending.", body = schemas::ErrorBody)))]
 /// `GET /v1/users/{user_id}/interrupts`.
 pub(crate) async fn list(
     _: CardsReadAuth,

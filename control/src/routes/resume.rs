@@ -147,7 +147,7 @@ pub(crate) async fn authenticate(
         (status = 409, description = "`RESUME_IN_PROGRESS`: another resume holds the claim. `DECISION_CONFLICT`: answered differently before.", body = schemas::ErrorBody),
         (status = 410, description = "`INTERRUPT_EXPIRED`: no longer answerable (expired, chat hidden or moved on, right to approve lost, claim cap).", body = schemas::ErrorBody),
         (status = 422, description = "`INCOMPLETE_RESUME`: not exactly one entry for this id. `INVALID_DECISION`: a package not on the card.", body = schemas::ErrorBody),
-        (status = 429, description = "`BUSY`: no resume slot free for this user.", body = schemas::ErrorBody),
+        (status = 429, description = "`BUSY`: no resume slot free for this user. `TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn resume(
     State(state): State<AppState>,

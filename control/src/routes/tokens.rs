@@ -12,6 +12,7 @@ use egressgate_store::{Secret, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::schemas;
 use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
@@ -25,7 +26,7 @@ const ACTOR: &str = "admin";
 const TTL_MAX_SECONDS: u64 = TTL_MAX.as_secs();
 
 /// `POST /v1/admin/tokens` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TokenBody {
     name: String,
@@ -63,6 +64,8 @@ fn scopes(names: &[String]) -> Result<Scopes, ApiError> {
 }
 
 /// `GET /v1/admin/tokens` → `{"tokens": [{"name", "scopes", "created_at", "expires_at"}]}`.
+#[utoipa::path(get, path = "/v1/admin/tokens", tag = "admin", security(("admin" = [])),
+    responses((status = 200, description = "The named API tokens (never their secrets): `{\"tokens\": [{\"name\", \"scopes\", \"created_at\", \"expires_at\"}]}`.", body = Object)))]
 pub(crate) async fn list(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -79,6 +82,10 @@ pub(crate) async fn list(
 
 /// `POST /v1/admin/tokens` → `201` with the token's fields and `"token"` (the secret, shown
 /// this once); `409 TOKEN_EXISTS` when the name is taken.
+#[utoipa::path(post, path = "/v1/admin/tokens", tag = "admin", security(("admin" = [])), request_body = TokenBody,
+    responses((status = 201, description = "The token, with its secret in `token` (shown this once).", body = Object),
+        (status = 409, description = "`TOKEN_EXISTS`: a token of that name exists.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: a bad name, an unknown or missing scope, or a ttl out of range.", body = schemas::ErrorBody)))]
 pub(crate) async fn add(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -131,6 +138,9 @@ pub(crate) async fn add(
 
 /// `DELETE /v1/admin/tokens/{name}` → `204`; `404 TOKEN_NOT_FOUND`. The token stops working
 /// on the next request.
+#[utoipa::path(delete, path = "/v1/admin/tokens/{name}", tag = "admin", security(("admin" = [])), params(("name" = String, Path, description = "The token's name.")),
+    responses((status = 204, description = "Removed; it stops working on the next request."),
+        (status = 404, description = "`TOKEN_NOT_FOUND`: no token of that name.", body = schemas::ErrorBody)))]
 pub(crate) async fn remove(
     _auth: AdminAuth,
     State(state): State<AppState>,

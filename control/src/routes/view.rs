@@ -14,6 +14,7 @@ use egressgate_store::{Secret, Timestamp};
 use serde_json::Value;
 
 use super::interrupts::interrupt_json;
+use super::openapi::schemas;
 use super::resume::{Attempt, authenticate, expired};
 use crate::AppState;
 use crate::body::StrictJson;
@@ -22,7 +23,7 @@ use crate::holder::{ClientAddr, SecretHolder};
 use crate::resume_guard::ResumeGuard;
 
 /// The page's request: only the secret from the link's fragment.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ViewBody {
     secret: String,
@@ -47,6 +48,12 @@ pub(crate) struct CardView {
     interrupt: Value,
 }
 
+#[utoipa::path(post, path = "/v1/interrupts/{id}/view", tag = "approval", request_body = ViewBody,
+    params(("id" = String, Path, description = "The interrupt (card) id.")),
+    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`.", body = Object),
+        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user (identical in all cases).", body = schemas::ErrorBody),
+        (status = 410, description = "`INTERRUPT_EXPIRED`: the card can no longer be answered.", body = schemas::ErrorBody),
+        (status = 429, description = "`TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody)))]
 /// `POST /v1/interrupts/{id}/view`.
 pub(crate) async fn view(
     State(state): State<AppState>,
