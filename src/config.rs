@@ -108,8 +108,19 @@ pub struct Config {
 }
 
 /// Merges the file (if any) under the flags/environment layer. `DATABASE_URL` is an alias of
-/// `EGRESSGATE_DATABASE_URL`, below it in precedence.
+/// `EGRESSGATE_DATABASE_URL`, below it in precedence. The MCP state key is never serialised
+/// (so it can never be printed with the settings), so the flag or environment value is
+/// carried across the merge by hand.
 pub fn merge(cli: RawConfig) -> Result<RawConfig> {
+    let key = cli.mcp_state_key.clone();
+    let mut merged = merge_layers(cli)?;
+    if key.is_some() {
+        merged.mcp_state_key = key;
+    }
+    Ok(merged)
+}
+
+fn merge_layers(cli: RawConfig) -> Result<RawConfig> {
     let mut sources = cli.sources.clone();
     let mut top = serde_json::to_value(&cli).context("internal: config serialisation")?;
     if let Some(obj) = top.as_object_mut()
@@ -453,7 +464,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         proxy_listen,
         control_listen,
         metrics_listen,
-        control_addrs: crate::selfaddr::control_addrs(&raw.control_addr)?,
+        control_addrs: crate::selfaddr::control_addrs(&l("control-addr"), &raw.control_addr)?,
         proxy_public_url_given: raw.proxy_public_url.is_some(),
         control_public_url_given: raw.control_public_url.is_some(),
         proxy,
@@ -540,6 +551,26 @@ pub fn mcp_state_key(name: &str, k: &str) -> Result<egressgate_control::settings
 #[cfg(test)]
 mod agent_side_tests {
     use super::*;
+
+    #[test]
+    fn a_state_key_given_by_flag_or_environment_survives_the_merge() {
+        let raw = RawConfig {
+            mcp_state_key: Some("k".repeat(40)),
+            ..RawConfig::default()
+        };
+        let merged = merge(raw).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(
+            merged.mcp_state_key.as_deref(),
+            Some("k".repeat(40).as_str())
+        );
+        let cfg = validate(&merged).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(cfg.control.mcp_state_key.map(|k| k.0.len()), Some(40));
+        let short = RawConfig {
+            mcp_state_key: Some("short".into()),
+            ..RawConfig::default()
+        };
+        assert!(validate(&merge(short).unwrap_or_else(|e| unreachable!("{e}"))).is_err());
+    }
 
     #[test]
     fn cors_origins_are_bare_origins() {

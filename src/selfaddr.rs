@@ -11,16 +11,16 @@ use anyhow::{Result, anyhow};
 const PG_PORT: u16 = 5432;
 
 /// Resolves `--control-addr` entries (`HOST:PORT` or `[V6]:PORT`) once, at start.
-pub fn control_addrs(entries: &[String]) -> Result<Vec<SocketAddr>> {
+pub fn control_addrs(label: &str, entries: &[String]) -> Result<Vec<SocketAddr>> {
     let mut out = Vec::new();
     for e in entries {
         let addrs: Vec<SocketAddr> = e
             .trim()
             .to_socket_addrs()
-            .map_err(|err| anyhow!("--control-addr {e:?}: expected HOST:PORT ({err})"))?
+            .map_err(|err| anyhow!("{label} {e:?}: expected HOST:PORT ({err})"))?
             .collect();
         if addrs.is_empty() {
-            return Err(anyhow!("--control-addr {e:?}: the name has no address"));
+            return Err(anyhow!("{label} {e:?}: the name has no address"));
         }
         out.extend(addrs);
     }
@@ -157,7 +157,10 @@ mod tests {
 
     #[test]
     fn control_addresses_are_resolved_or_refused() {
-        let a = control_addrs(&["127.0.0.1:8080".into(), "[::1]:9000".into()]);
+        let a = control_addrs(
+            "--control-addr",
+            &["127.0.0.1:8080".into(), "[::1]:9000".into()],
+        );
         let a: Vec<String> = a
             .unwrap_or_default()
             .iter()
@@ -165,7 +168,10 @@ mod tests {
             .collect();
         assert_eq!(a, ["127.0.0.1:8080", "[::1]:9000"]);
         for bad in ["127.0.0.1", "no-port", "127.0.0.1:x", ""] {
-            assert!(control_addrs(&[bad.into()]).is_err(), "{bad}");
+            assert!(
+                control_addrs("--control-addr", &[bad.into()]).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -689,3 +689,55 @@ async fn a_subscriber_too_far_behind_gets_a_resync_then_live_events() {
     );
     assert!(next.parse::<i64>().unwrap() > id.parse::<i64>().unwrap());
 }
+
+/// A console session is only as good as the admin token it was signed in with: removing a
+/// named admin token ends its sessions on the very next request (rotation without a restart).
+#[tokio::test]
+async fn removing_the_admin_token_ends_its_console_sessions() {
+    let (g, _o) = setup(&[]).await;
+    let api = g.api();
+    let r = api
+        .post(
+            "/v1/admin/tokens",
+            ADMIN,
+            json!({"name": "console-op", "scopes": ["admin"]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let named = r.json()["token"].as_str().unwrap().to_owned();
+    let r = raw(
+        &api,
+        "POST",
+        "/ui/admin/session",
+        &[],
+        &json!({"token": named}).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    let cookie = r
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let read = raw(&api, "GET", "/v1/admin/sites", &[("cookie", &cookie)], "").await;
+    assert_eq!(read.status, 200, "{}", read.text());
+    let r = api
+        .call(
+            "DELETE",
+            "/v1/admin/tokens/console-op",
+            Some(ADMIN),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    let read = raw(&api, "GET", "/v1/admin/sites", &[("cookie", &cookie)], "").await;
+    assert_eq!(read.status, 401, "{}", read.text());
+    let page = raw(&api, "GET", "/ui/admin", &[("cookie", &cookie)], "").await;
+    assert!(
+        !page.text().contains("id=\"csrf\""),
+        "the console must ask to sign in again"
+    );
+}

@@ -42,12 +42,15 @@ fn bearer(parts: &Parts) -> Option<Secret> {
     Some(Secret::from_presented(token.trim()))
 }
 
-/// The scopes a presented token holds: the env tokens first (both hashes always compared, so
-/// timing does not say which one a guess was close to), then the named tokens.
-async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiError> {
-    let hash = presented.hash();
-    let admin = state.tokens.admin.matches_hash(&hash);
-    let runtime = state.tokens.runtime.matches_hash(&hash);
+/// The scopes a token holds, by its hash, and when it expires (`None`: never): the env tokens
+/// first (both hashes always compared, so timing does not say which one a guess was close
+/// to), then the named tokens.
+async fn grant_of(
+    state: &AppState,
+    hash: &SecretHash,
+) -> Result<(Scopes, Option<Timestamp>), ApiError> {
+    let admin = state.tokens.admin.matches_hash(hash);
+    let runtime = state.tokens.runtime.matches_hash(hash);
     if admin || runtime {
         let mut scopes = Vec::new();
         if admin {
@@ -56,11 +59,11 @@ async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiEr
         if runtime {
             scopes.extend(Scopes::RUNTIME.iter());
         }
-        return Ok(Scopes::of(scopes));
+        return Ok((Scopes::of(scopes), None));
     }
     let named = state
         .store
-        .token_by_hash(&hash)
+        .token_by_hash(hash)
         .await?
         .ok_or_else(|| unauthorized("unknown bearer token"))?;
     if named
@@ -69,7 +72,12 @@ async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiEr
     {
         return Err(unauthorized("this bearer token has expired"));
     }
-    Ok(named.scopes)
+    Ok((named.scopes, named.expires_at))
+}
+
+/// The scopes a presented token holds.
+async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiError> {
+    grant_of(state, &presented.hash()).await.map(|(s, _)| s)
 }
 
 /// Checks that the request's bearer token holds one of `any` (the first is named in the
@@ -127,12 +135,17 @@ scoped_auth!(
     Scope::CardsRead,
     Scope::Approvals
 );
-/// Whether `presented` holds the `admin` scope (the admin console's sign-in exchanges it for
-/// a session).
-pub(crate) async fn is_admin_token(state: &AppState, presented: &Secret) -> bool {
-    scopes_of(state, presented)
-        .await
-        .is_ok_and(|s| s.contains(Scope::Admin))
+/// If the token with this hash holds the `admin` scope right now, when it expires (`None`:
+/// never). The console signs in with it and re-checks it on every request, so removing or
+/// expiring the token ends its sessions at once.
+pub(crate) async fn admin_token_expiry(
+    state: &AppState,
+    hash: &SecretHash,
+) -> Option<Option<Timestamp>> {
+    match grant_of(state, hash).await {
+        Ok((scopes, expires)) if scopes.contains(Scope::Admin) => Some(expires),
+        _ => None,
+    }
 }
 
 /// Proof of the `admin` scope: a bearer token holding it, or (without an `Authorization`

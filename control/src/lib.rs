@@ -65,7 +65,7 @@ pub struct AppState {
 pub fn app(state: AppState) -> axum::Router {
     let cors = cors::layer(&state.settings.cors_origins);
     let api = routes::router(state.clone());
-    let router = api.clone().merge(mcp::router(state, api));
+    let router = routes::guarded(api.clone().merge(mcp::router(state.clone(), api)), &state);
     match cors {
         Some(layer) => router.layer(layer),
         None => router,

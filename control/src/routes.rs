@@ -78,13 +78,22 @@ pub(crate) fn router(state: AppState) -> Router {
         .merge(crate::ui::router())
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn(one_credential_each))
         .layer(axum::Extension(std::sync::Arc::new(ResumeGuard::new(
             &state.settings,
         ))))
-        .layer(axum::middleware::from_fn(crate::ui::same_origin))
-        .layer(axum::middleware::from_fn(crate::ui::security_headers))
         .with_state(state)
+}
+
+/// The guards every request passes, `/mcp` included (`app` applies them outside the merged
+/// routers): one credential each, no cross-site writes, the security headers.
+pub(crate) fn guarded(router: Router, state: &AppState) -> Router {
+    router
+        .layer(axum::middleware::from_fn(one_credential_each))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::ui::same_origin,
+        ))
+        .layer(axum::middleware::from_fn(crate::ui::security_headers))
 }
 
 /// A request that sends `Authorization` or `X-Egressgate-User` twice is ambiguous (which one

@@ -88,3 +88,45 @@ async fn only_configured_origins() {
         );
     }
 }
+
+async fn post_turn(app: &TestApp, origin: &str) -> Response<Body> {
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/turns")
+        .header("origin", origin)
+        .header("sec-fetch-site", "cross-site")
+        .header(
+            "authorization",
+            format!("Bearer {}", support::RUNTIME_TOKEN),
+        )
+        .header("content-type", "application/json")
+        .body(Body::from(
+            r#"{"user_id":"u","chat_id":"c","can_ask_human":true}"#,
+        ))
+        .unwrap();
+    app.router.clone().oneshot(req).await.unwrap()
+}
+
+/// The preflight is only half: the real cross-site write from an allowed origin must pass
+/// the same-origin guard too, while any other site is still refused.
+#[tokio::test]
+async fn an_allowed_origin_can_write_and_others_cannot() {
+    let app = TestApp::with_settings(Settings {
+        cors_origins: vec!["https://app.example.com".into()],
+        ..Settings::default()
+    })
+    .await;
+    let r = post_turn(&app, "https://app.example.com").await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let r = post_turn(&app, "https://evil.example.com").await;
+    assert_eq!(r.status(), 403);
+    let off = TestApp::new().await;
+    assert_eq!(
+        post_turn(&off, "https://app.example.com").await.status(),
+        403
+    );
+}

@@ -1,7 +1,7 @@
 -- Shadow mode: a refusal row can say the request was let through anyway, and a user can have
 -- their own mode (no row: the deployment's `--mode`). Changing a user's mode bumps the cache
 -- epoch, so proxies re-read that user's turns within one poll. Keep in step with
--- ../postgres/0004_shadow_mode.sql.
+-- ../postgres/0006_shadow_mode.sql.
 ALTER TABLE refusals ADD COLUMN shadow BIGINT NOT NULL DEFAULT 0;
 
 CREATE TABLE user_modes (

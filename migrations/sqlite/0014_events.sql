@@ -18,6 +18,7 @@ CREATE INDEX events_by_time ON events (at);
 CREATE TABLE ui_sessions (
     session_hash  TEXT   PRIMARY KEY,
     csrf_hash     TEXT   NOT NULL,
+    token_hash    TEXT   NOT NULL,
     created_at    BIGINT NOT NULL,
     expires_at    BIGINT NOT NULL
 );

@@ -94,7 +94,7 @@ pub(crate) fn merge(
     }
     let blocked: BTreeSet<(Host, RefusalReason)> = refusals
         .iter()
-        .filter(|r| !r.reason.approvable())
+        .filter(|r| !r.reason.approvable() && !r.shadow)
         .filter_map(|r| {
             named
                 .iter()

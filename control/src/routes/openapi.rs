@@ -149,7 +149,7 @@ fn add_shared(op: &mut Operation, state_changing: bool) {
         merge(
             op,
             "403",
-            "`FORBIDDEN`: the token is of the other kind (runtime vs admin).",
+            "`FORBIDDEN`: the token lacks the endpoint's scope.",
         );
         merge(
             op,

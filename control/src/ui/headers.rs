@@ -78,10 +78,22 @@ pub(crate) fn cross_site(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Refuses state-changing requests that a browser marks as coming from another site.
-pub(crate) async fn same_origin(req: Request, next: Next) -> Response {
+/// Refuses state-changing requests that a browser marks as coming from another site, unless
+/// the site is one the operator allowed with `--cors-origin` (an exact origin match: those
+/// pages call the API with a bearer token, and the console's `SameSite=Strict` cookie never
+/// travels cross-site).
+pub(crate) async fn same_origin(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
     let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if !safe && cross_site(req.headers()) {
+    let allowed = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .is_some_and(|o| state.settings.cors_origins.iter().any(|a| a == o));
+    if !safe && !allowed && cross_site(req.headers()) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "CROSS_ORIGIN",

@@ -58,9 +58,16 @@ pub(crate) async fn current(
         return Ok(None);
     };
     let hash = cookie.hash();
-    let Some((csrf_hash, _)) = state.store.ui_session(&hash, Timestamp::now()).await? else {
+    let Some((csrf_hash, token)) = state.store.ui_session(&hash, Timestamp::now()).await? else {
         return Ok(None);
     };
+    // The token the session was signed in with must still hold the admin scope.
+    if crate::auth::admin_token_expiry(state, &token)
+        .await
+        .is_none()
+    {
+        return Ok(None);
+    }
     let csrf = csrf_of(&cookie);
     // The stored CSRF hash binds the token to this row (a row from an older scheme fails).
     if !csrf_hash.matches(&Secret::from_presented(&csrf)) {
@@ -135,21 +142,25 @@ pub(crate) async fn sign_in(
     headers: HeaderMap,
     StrictJson(body): StrictJson<SignIn>,
 ) -> Result<Response, ApiError> {
-    if !crate::auth::is_admin_token(&state, &Secret::from_presented(body.token.trim())).await {
+    let token = Secret::from_presented(body.token.trim()).hash();
+    let Some(token_expires) = crate::auth::admin_token_expiry(&state, &token).await else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "UNAUTHORIZED",
             "that is not the admin token",
         ));
-    }
+    };
     let cookie = Secret::generate();
     let now = Timestamp::now();
+    // Never longer than the token it was signed in with.
+    let expires = token_expires.map_or(now.plus(LIFETIME), |t| t.min(now.plus(LIFETIME)));
+    let max_age = u64::try_from((expires.millis() - now.millis()) / 1000).unwrap_or(0);
     let csrf = Secret::from_presented(&csrf_of(&cookie));
     state
         .store
-        .create_ui_session(&cookie.hash(), &csrf.hash(), now.plus(LIFETIME), now)
+        .create_ui_session(&cookie.hash(), &csrf.hash(), &token, expires, now)
         .await?;
-    let cookie = set_cookie(cookie.expose(), LIFETIME.as_secs(), over_tls(&headers));
+    let cookie = set_cookie(cookie.expose(), max_age, over_tls(&headers));
     Ok((
         StatusCode::NO_CONTENT,
         [

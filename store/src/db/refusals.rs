@@ -308,7 +308,7 @@ impl Store {
             .collect()
     }
 }
-/// Parses the first seven columns `host, port, reason, url, count, first_seen, last_seen`.
+/// Parses the first eight columns `host, port, reason, url, count, first_seen, last_seen, shadow`.
 fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
     let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
         .ok_or(StoreError::Corrupt("refusals.reason"))?;
@@ -398,6 +398,10 @@ async fn insert_refusals<'a>(
         });
         if let (Some(obj), Some(url)) = (data.as_object_mut(), &e.url) {
             obj.insert("url".into(), url.clone().into());
+        }
+        // A shadow-mode refusal let the request through: a client must not show it as a block.
+        if let (Some(obj), true) = (data.as_object_mut(), e.shadow) {
+            obj.insert("shadow".into(), true.into());
         }
         super::events::append_for_turn(tx, e.turn.as_str(), &data, e.at).await?;
     }

@@ -1,5 +1,6 @@
 //! Admin console sessions: a row per signed-in browser holding only the SHA-256 of the session
-//! cookie and of its CSRF token, with an expiry. Signing out deletes the row.
+//! cookie, of its CSRF token and of the admin token it was signed in with (so removing that
+//! token ends the session), with an expiry. Signing out deletes the row.
 
 use sqlx::Row as _;
 
@@ -8,20 +9,22 @@ use crate::ids::SecretHash;
 use crate::time::Timestamp;
 
 impl Store {
-    /// Stores a new session (both values already hashed).
+    /// Stores a new session (every value already hashed).
     pub async fn create_ui_session(
         &self,
         session: &SecretHash,
         csrf: &SecretHash,
+        token: &SecretHash,
         expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO ui_sessions (session_hash, csrf_hash, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4)",
+            "INSERT INTO ui_sessions (session_hash, csrf_hash, token_hash, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(session.as_str())
         .bind(csrf.as_str())
+        .bind(token.as_str())
         .bind(now.millis())
         .bind(expires_at.millis())
         .execute(self.pool())
@@ -29,14 +32,15 @@ impl Store {
         Ok(())
     }
 
-    /// The CSRF hash and expiry of a live session; `None` when unknown or expired.
+    /// The CSRF hash and the signing-in token's hash of a live session; `None` when unknown
+    /// or expired.
     pub async fn ui_session(
         &self,
         session: &SecretHash,
         now: Timestamp,
-    ) -> Result<Option<(SecretHash, Timestamp)>, StoreError> {
+    ) -> Result<Option<(SecretHash, SecretHash)>, StoreError> {
         let row = sqlx::query(
-            "SELECT csrf_hash, expires_at FROM ui_sessions WHERE session_hash = $1 \
+            "SELECT csrf_hash, token_hash FROM ui_sessions WHERE session_hash = $1 \
              AND expires_at > $2",
         )
         .bind(session.as_str())
@@ -46,7 +50,7 @@ impl Store {
         row.map(|r| {
             Ok((
                 SecretHash::from_db(r.try_get(0)?),
-                Timestamp::from_millis(r.try_get(1)?),
+                SecretHash::from_db(r.try_get(1)?),
             ))
         })
         .transpose()

@@ -135,6 +135,8 @@ pub struct Refusal {
     count: i64,
     first_seen: Time,
     last_seen: Time,
+    /// Present (and true) only for a shadow-mode record: the request was let through.
+    shadow: Option<bool>,
 }
 
 /// `GET /v1/turns/{turn_id}/refusals`.
@@ -186,6 +188,8 @@ pub struct Card {
     urls: Vec<String>,
     packages: Vec<String>,
     reason: String,
+    /// Blocked sites left off a full card (absent when none): not shown, not granted.
+    sites_not_shown: Option<u32>,
 }
 
 /// The code of a `pending` answer.
@@ -293,6 +297,9 @@ pub struct OutcomeAnswer {
     state: InterruptState,
     card: Card,
     decision: Option<Decision>,
+    /// True while the claim is the card page's, for the runtime to take over
+    /// (`POST /v1/interrupts/{id}/takeover`).
+    handoff: Option<bool>,
 }
 
 /// The claim the winning resume holds.
