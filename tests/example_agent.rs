@@ -5,6 +5,7 @@
 
 mod support;
 
+use support::examples::{gate_for_origin, run_example};
 use support::*;
 
 // Multi-threaded: the test blocks on the Python process while its origin must keep serving.
@@ -12,32 +13,9 @@ use support::*;
 async fn the_example_agent_runs_both_branches() {
     let o = origin().await;
     let port = o.addr.port();
-    let g = gate()
-        .resolve("files.example.com", "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port.to_string(),
-        ])
-        .start();
+    let g = gate_for_origin(port);
     for (flag, expect_download) in [("--approve", "200"), ("--decline", "403")] {
-        let out = std::process::Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/examples/agent_tool.py"
-            ))
-            .arg(flag)
-            .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
-            .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
-            .env(
-                "EXAMPLE_URL",
-                format!("http://files.example.com:{port}/data.csv"),
-            )
-            .env_remove("http_proxy")
-            .env_remove("HTTP_PROXY")
-            .output()
-            .unwrap();
+        let out = run_example(&g, port, "agent_tool.py", &[flag]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -130,30 +108,8 @@ async fn the_example_agent_explains_a_missing_file_after_approval() {
         .read_line(&mut ready)
         .unwrap();
     assert!(ready.contains("Serving HTTP"), "{ready}");
-    let g = gate()
-        .resolve("files.example.com", "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port.to_string(),
-        ])
-        .start();
-    let out = std::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/agent_tool.py"
-        ))
-        .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
-        .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
-        .env(
-            "EXAMPLE_URL",
-            format!("http://files.example.com:{port}/data.csv"),
-        )
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .unwrap();
+    let g = gate_for_origin(port);
+    let out = run_example(&g, port, "agent_tool.py", &[]);
     let _ = server.kill();
     let _ = server.wait();
     let stdout = String::from_utf8_lossy(&out.stdout);

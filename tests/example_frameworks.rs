@@ -7,58 +7,8 @@
 
 mod support;
 
+use support::examples::{gate_for_origin, python_has, run_example_ok as run};
 use support::*;
-
-fn python_has(mods: &str) -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &format!("import {mods}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "python3 with {mods} is missing; .ci/run installs it"
-        );
-        eprintln!("skipped: python3 with {mods} is missing");
-    }
-    ok
-}
-
-fn run(g: &Gate, port: u16, script: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("python3")
-        .arg(format!("{}/examples/{script}", env!("CARGO_MANIFEST_DIR")))
-        .args(args)
-        .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
-        .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
-        .env(
-            "EXAMPLE_URL",
-            format!("http://files.example.com:{port}/data.csv"),
-        )
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{script} {args:?}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{script} {args:?}:\n{stdout}");
-    stdout
-}
-
-fn gate_with_origin(port: u16) -> Gate {
-    gate()
-        .resolve("files.example.com", "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port.to_string(),
-        ])
-        .start()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agui_agent_pauses_and_resumes_once() {
@@ -67,7 +17,7 @@ async fn the_agui_agent_pauses_and_resumes_once() {
     }
     let o = origin().await;
     let port = o.addr.port();
-    let g = gate_with_origin(port);
+    let g = gate_for_origin(port);
     for (args, download, stored) in [
         (&[][..], "now answers 200", "stored: done approved"),
         (&["--decline"][..], "Not approved", "stored: done declined"),
@@ -109,7 +59,7 @@ async fn the_langgraph_adapter_re_runs_the_node_without_asking_twice() {
     }
     let o = origin().await;
     let port = o.addr.port();
-    let g = gate_with_origin(port);
+    let g = gate_for_origin(port);
     for (args, outcome, download) in [
         (&[][..], "resumed: approved", "after the decision: 200"),
         (

@@ -7,52 +7,8 @@
 
 mod support;
 
+use support::examples::{gate_for_origin, python_has, run_example_ok};
 use support::*;
-
-/// Whether `python3 -c "import mods"` works; in CI a missing dependency fails the test
-/// loudly (`.ci/run` installs it), elsewhere the test says why it skipped.
-fn python_has(mods: &str) -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &format!("import {mods}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "python3 with {mods} is missing; .ci/run installs it"
-        );
-        eprintln!("skipped: python3 with {mods} is missing (pip install mcp)");
-    }
-    ok
-}
-
-fn run_example(g: &Gate, port: u16, args: &[&str]) -> String {
-    let out = std::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/mcp_client.py"
-        ))
-        .args(args)
-        .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
-        .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
-        .env("EGRESSGATE_BIN", env!("CARGO_BIN_EXE_egressgate"))
-        .env(
-            "EXAMPLE_URL",
-            format!("http://files.example.com:{port}/data.csv"),
-        )
-        .env_remove("http_proxy")
-        .env_remove("HTTP_PROXY")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{args:?}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{args:?}:\n{stdout}");
-    stdout
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_client_example_over_stdio_and_http() {
@@ -61,19 +17,12 @@ async fn the_mcp_client_example_over_stdio_and_http() {
     }
     let o = origin().await;
     let port = o.addr.port();
-    let g = gate()
-        .resolve("files.example.com", "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port.to_string(),
-        ])
-        .start();
+    let g = gate_for_origin(port);
     for transport in ["stdio", "http"] {
-        let out = run_example(
+        let out = run_example_ok(
             &g,
             port,
+            "mcp_client.py",
             &["--transport", transport, "--protocol", "2026-07-28"],
         );
         for line in [
@@ -93,9 +42,10 @@ async fn the_mcp_client_example_over_stdio_and_http() {
                 "{transport}: missing {line:?} in\n{out}"
             );
         }
-        let out = run_example(
+        let out = run_example_ok(
             &g,
             port,
+            "mcp_client.py",
             &[
                 "--transport",
                 transport,
@@ -112,9 +62,10 @@ async fn the_mcp_client_example_over_stdio_and_http() {
         );
     }
     for transport in ["stdio", "http"] {
-        let out = run_example(
+        let out = run_example_ok(
             &g,
             port,
+            "mcp_client.py",
             &["--transport", transport, "--protocol", "2025-11-25"],
         );
         assert!(out.contains("card page: /ui/cards/"), "{out}");
@@ -125,9 +76,10 @@ async fn the_mcp_client_example_over_stdio_and_http() {
             "{out}"
         );
         // A client without URL mode (no browser) is asked with a yes/no form.
-        let out = run_example(
+        let out = run_example_ok(
             &g,
             port,
+            "mcp_client.py",
             &[
                 "--transport",
                 transport,

@@ -683,9 +683,10 @@ async fn control_addresses_are_refused_like_the_gates_own_listeners() {
 
 #[test]
 fn a_bad_control_addr_is_one_line_and_a_non_zero_exit() {
-    for (args, env) in [
-        (vec!["--control-addr", "no-port"], None),
-        (vec![], Some("127.0.0.1:80,junk")),
+    // The error names what the user wrote: the flag, or the environment variable.
+    for (args, env, named) in [
+        (vec!["--control-addr", "no-port"], None, "--control-addr"),
+        (vec![], Some("127.0.0.1:80,junk"), "EGRESSGATE_CONTROL_ADDR"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
@@ -701,7 +702,7 @@ fn a_bad_control_addr_is_one_line_and_a_non_zero_exit() {
         let out = cmd.output().unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--control-addr"), "{err}");
+        assert!(err.contains(named), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }

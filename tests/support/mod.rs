@@ -5,6 +5,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod examples;
 pub mod held;
 pub mod pg;
 pub mod sse;

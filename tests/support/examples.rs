@@ -1,0 +1,70 @@
+//! Running the Python examples under `examples/` against a gate: one way to start a gate
+//! whose `files.example.com` is a loopback origin, one way to check that the Python packages
+//! an example needs are there, and one way to run an example with the runtime's settings.
+
+use std::process::{Command, Output};
+
+use super::{Gate, RUNTIME, gate};
+
+/// A gate where `files.example.com` resolves to loopback and `port` may be reached.
+pub fn gate_for_origin(port: u16) -> Gate {
+    gate()
+        .resolve("files.example.com", "127.0.0.1")
+        .args(&[
+            "--allow-cidr",
+            "127.0.0.0/8",
+            "--allow-port",
+            &port.to_string(),
+        ])
+        .start()
+}
+
+/// Whether `python3 -c "import mods"` works. In CI a missing package fails the test loudly
+/// (`.ci/run` installs it); elsewhere the test says why it skipped.
+pub fn python_has(mods: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {mods}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").is_err(),
+            "python3 with {mods} is missing; .ci/run installs it"
+        );
+        eprintln!("skipped: python3 with {mods} is missing");
+    }
+    ok
+}
+
+/// Runs `examples/{script}` with `args` the way a runtime would: the gate's control API, the
+/// runtime token, the binary (for stdio MCP) and the file the script downloads from the
+/// origin on `port`; no proxy variables of the test's own environment.
+pub fn run_example(g: &Gate, port: u16, script: &str, args: &[&str]) -> Output {
+    Command::new("python3")
+        .arg(format!("{}/examples/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args)
+        .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
+        .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
+        .env("EGRESSGATE_BIN", env!("CARGO_BIN_EXE_egressgate"))
+        .env(
+            "EXAMPLE_URL",
+            format!("http://files.example.com:{port}/data.csv"),
+        )
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .output()
+        .unwrap()
+}
+
+/// [`run_example`], which must succeed; its stdout.
+pub fn run_example_ok(g: &Gate, port: u16, script: &str, args: &[&str]) -> String {
+    let out = run_example(g, port, script, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{script} {args:?}:\n{stdout}");
+    stdout
+}
