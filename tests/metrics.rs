@@ -39,16 +39,7 @@ async fn metrics_cover_both_planes() {
     assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
     let (id, secret) = ask(&api, &turn, &[]).await;
     approve_card(&api, &id, &secret).await;
-    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]});
-    let r = api
-        .call(
-            "POST",
-            &format!("/v1/interrupts/{id}/resume"),
-            None,
-            None,
-            Some(&body.to_string()),
-        )
-        .await;
+    let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
     assert_eq!(r.status, 409, "{}", r.text());
     // Proxy: 407 and 502.
     let wrong = Turn {

@@ -68,17 +68,8 @@ async fn a_subscriber_on_one_control_process_sees_changes_made_through_others() 
         (kind.as_str(), data["interrupt_id"].as_str()),
         ("approval.requested", Some(id.as_str()))
     );
-    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]});
     let t1 = Instant::now();
-    let r = api_a
-        .call(
-            "POST",
-            &format!("/v1/interrupts/{id}/resume"),
-            None,
-            None,
-            Some(&body.to_string()),
-        )
-        .await;
+    let r = resume(&api_a, &id, &secret, "resolved", json!({"approved": true})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let (last, kind, data) = ev.next().await;
     let resolve_latency = t1.elapsed();

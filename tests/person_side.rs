@@ -7,7 +7,7 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::sse::Events;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
@@ -75,11 +75,6 @@ async fn raw(api: &Api, method: &str, path: &str, headers: &[(&str, &str)], body
     let mut s = TcpStream::connect(api.addr).await.unwrap();
     s.write_all(req.as_bytes()).await.unwrap();
     read_response(&mut s).await.unwrap()
-}
-
-fn resume_body(id: &str, secret: &str, payload: Value) -> String {
-    json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": payload}]})
-        .to_string()
 }
 
 #[tokio::test]
@@ -168,7 +163,7 @@ async fn a_page_click_is_taken_over_by_exactly_one_runtime_worker() {
         "POST",
         &format!("/v1/interrupts/{id}/resume"),
         &[],
-        &resume_body(&id, &secret, json!({"approved": true})),
+        &resume_body(&id, &secret, "resolved", json!({"approved": true})),
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -260,7 +255,7 @@ async fn pending_cards_are_listed_per_user_without_secrets() {
         "POST",
         &format!("/v1/interrupts/{}/resume", ids[2]),
         &[],
-        &resume_body(&ids[2], &secrets[2], json!({"approved": false})),
+        &resume_body(&ids[2], &secrets[2], "resolved", json!({"approved": false})),
     )
     .await;
     assert_eq!(r.status, 200);
@@ -334,7 +329,7 @@ async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
         "POST",
         &format!("/v1/interrupts/{cid}/resume"),
         &[],
-        &resume_body(&cid, &secret, json!({"approved": true})),
+        &resume_body(&cid, &secret, "resolved", json!({"approved": true})),
     )
     .await;
     assert_eq!(r.status, 200);

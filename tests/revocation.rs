@@ -187,16 +187,7 @@ async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
     let mut held2 = Held::open(g.proxy(), &c2, port).await;
     // The worker never completes; after its lease the next click is past the cap.
     tokio::time::sleep_until(claimed + std::time::Duration::from_millis(1_200)).await;
-    let body = json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]});
-    let r = api
-        .call(
-            "POST",
-            &format!("/v1/interrupts/{id}/resume"),
-            None,
-            None,
-            Some(&body.to_string()),
-        )
-        .await;
+    let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
     assert_ne!(
         r.status,
         200,

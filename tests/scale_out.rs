@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::pg::PgCluster;
 use support::*;
 
@@ -90,17 +90,18 @@ async fn card(api: &Api, turn: &Turn) -> (String, String) {
     )
 }
 
-fn resume_body(id: &str, secret: &str, approved: Value) -> String {
-    json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": approved}}]}).to_string()
-}
-
 async fn resume(api: &Api, id: &str, secret: &str) -> Resp {
     api.call(
         "POST",
         &format!("/v1/interrupts/{id}/resume"),
         None,
         None,
-        Some(&resume_body(id, secret, json!(true))),
+        Some(&resume_body(
+            id,
+            secret,
+            "resolved",
+            json!({"approved": true}),
+        )),
     )
     .await
 }

@@ -11,10 +11,6 @@ use support::*;
 
 const FILES: &str = "files.example.com";
 
-fn body(id: &str, secret: &str) -> String {
-    json!({"secret": secret, "resume": [{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}).to_string()
-}
-
 async fn resume(api: &Api, id: &str, secret: &str, user: Option<&str>) -> Resp {
     let token = user.map(|_| RUNTIME);
     api.call(
@@ -22,7 +18,12 @@ async fn resume(api: &Api, id: &str, secret: &str, user: Option<&str>) -> Resp {
         &format!("/v1/interrupts/{id}/resume"),
         token,
         user,
-        Some(&body(id, secret)),
+        Some(&resume_body(
+            id,
+            secret,
+            "resolved",
+            json!({"approved": true}),
+        )),
     )
     .await
 }

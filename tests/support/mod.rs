@@ -829,15 +829,20 @@ pub async fn resume(
     status: &str,
     payload: serde_json::Value,
 ) -> Resp {
-    let body = serde_json::json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]});
     api.call(
         "POST",
         &format!("/v1/interrupts/{id}/resume"),
         None,
         None,
-        Some(&body.to_string()),
+        Some(&resume_body(id, secret, status, payload)),
     )
     .await
+}
+
+/// The body of a resume with one entry for card `id`.
+pub fn resume_body(id: &str, secret: &str, status: &str, payload: serde_json::Value) -> String {
+    serde_json::json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]})
+        .to_string()
 }
 
 /// Answers card `id` with `{"approved": true}` (which claims it and extends its turn) and
