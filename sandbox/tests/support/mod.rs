@@ -16,33 +16,42 @@ pub const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// The launcher under test, with `--proxy-url url`, isolated, about to run `command`.
 pub fn launcher(proxy_url: &str, command: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate-sandbox-run"));
-    cmd.arg("--proxy-url")
-        .arg(proxy_url)
-        .arg("--")
-        .args(command);
-    cmd
+    launcher_with(proxy_url, &[], command)
 }
 
-/// The launcher with extra launcher flags (`--capture off`, say) before `--`.
+/// The launcher with `--no-isolate`.
+pub fn launcher_no_isolate(proxy_url: &str, command: &[&str]) -> Command {
+    launcher_with(proxy_url, &["--no-isolate"], command)
+}
+
+/// The launcher with extra launcher flags (`--capture off`, say) before `--`, started the way
+/// an interactive shell starts a command: no signal blocked, SIGINT, SIGTERM, SIGQUIT and
+/// SIGHUP at their defaults. The launcher hands its own starting mask and dispositions to the
+/// command, so without this the tests would inherit whatever the test runner was started with
+/// (a CI runner may block nearly every signal, a background job ignores SIGINT).
 pub fn launcher_with(proxy_url: &str, flags: &[&str], command: &[&str]) -> Command {
+    use std::os::unix::process::CommandExt;
+
+    use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, pthread_sigmask, signal};
+
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate-sandbox-run"));
     cmd.arg("--proxy-url")
         .arg(proxy_url)
         .args(flags)
         .arg("--")
         .args(command);
-    cmd
-}
-
-/// The launcher with `--no-isolate`.
-pub fn launcher_no_isolate(proxy_url: &str, command: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate-sandbox-run"));
-    cmd.arg("--no-isolate")
-        .arg("--proxy-url")
-        .arg(proxy_url)
-        .arg("--")
-        .args(command);
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec and only calls sigprocmask and
+    // sigaction (through nix), both async-signal-safe; nothing is allocated.
+    unsafe {
+        cmd.pre_exec(|| {
+            pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+            for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGQUIT, Signal::SIGHUP] {
+                signal(sig, SigHandler::SigDfl)?;
+            }
+            Ok(())
+        });
+    }
     cmd
 }
 
