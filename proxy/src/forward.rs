@@ -13,10 +13,10 @@ use hyper_util::rt::TokioIo;
 
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
-use crate::handler::Shared;
 use crate::identify::TurnEntry;
 use crate::pool::{EgressMeter, Key, Lease, MeteredLine, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
+use crate::shared::Shared;
 use crate::target::{self, Target};
 
 /// Headers that describe one hop, never the end-to-end message (RFC 9110 §7.6.1), plus the

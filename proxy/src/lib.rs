@@ -27,6 +27,7 @@ pub mod target;
 mod forward;
 mod handler;
 mod server;
+mod shared;
 mod tunnel;
 
 pub use server::Proxy;

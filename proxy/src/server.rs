@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use egressgate_store::Store;
 use hyper::server::conn::http1;
@@ -12,46 +12,20 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::dial::Dialer;
-use crate::handler::{self, Shared};
+use crate::handler;
 use crate::identify::TurnCache;
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 use crate::settings::Settings;
+use crate::shared::{ClientConn, ConnGuard, Shared};
 
 /// The data plane, ready to serve on a listener.
 pub struct Proxy {
     shared: Arc<Shared>,
     drain_tx: watch::Sender<bool>,
-}
-
-/// Open client connections and tunnels (an upgraded connection outlives hyper's connection
-/// future), for `max-connections` and so shutdown can wait for them.
-#[derive(Default)]
-pub(crate) struct Active {
-    count: AtomicUsize,
-    idle: Notify,
-}
-
-/// Counts one open connection or tunnel while it lives.
-pub(crate) struct ConnGuard(Arc<Active>);
-
-impl ConnGuard {
-    /// Counts one more; returns the guard and the count before it.
-    pub(crate) fn new(active: &Arc<Active>) -> (Self, usize) {
-        let prev = active.count.fetch_add(1, Ordering::AcqRel);
-        (Self(active.clone()), prev)
-    }
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
 }
 
 impl Proxy {
@@ -228,7 +202,7 @@ where
 {
     let mut draining = shared.draining.clone();
     let svc_shared = shared.clone();
-    let client = Arc::new(handler::ClientConn::default());
+    let client = Arc::new(ClientConn::default());
     let revoked = client.watch.stop.stopped();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();

@@ -20,13 +20,13 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::decision_log::{Allowed, Line, Verdict};
-use crate::handler::{Refusal, Shared};
 use crate::identify::{ActiveGuard, TurnEntry};
 use crate::relay::{self, End};
 use crate::relay_tcp;
 use crate::respond::{self, ProxyBody};
 use crate::revoke::Stop;
-use crate::server::ConnGuard;
+use crate::shared::ConnGuard;
+use crate::shared::{Refusal, Shared};
 use crate::target::Target;
 
 /// How long a non-443 tunnel waits for the client to speak first before assuming a

@@ -21,10 +21,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::decision_log::Allowed;
 use crate::forward;
-use crate::handler::{Refusal, Shared};
 use crate::identify::TurnEntry;
 use crate::relay::{self, Activity, End};
 use crate::respond::{self, ProxyBody};
+use crate::shared::{Refusal, Shared};
 use crate::target::{self, Target};
 
 use super::{Tunnel, deadline_at, stopped};

@@ -46,7 +46,12 @@ pub fn launcher_with(proxy_url: &str, flags: &[&str], command: &[&str]) -> Comma
     unsafe {
         cmd.pre_exec(|| {
             pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
-            for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGQUIT, Signal::SIGHUP] {
+            for sig in [
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGQUIT,
+                Signal::SIGHUP,
+            ] {
                 signal(sig, SigHandler::SigDfl)?;
             }
             Ok(())

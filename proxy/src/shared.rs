@@ -1,0 +1,230 @@
+//! The state every connection shares (settings, store, caches, pools, counters) and the one
+//! way refusals are recorded and logged. Its own module so that `server`, `handler`, `tunnel`
+//! and `forward` all import it downward and none of them imports another for it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent};
+use egressgate_store::{Grant, Host, RefusalReason, Store, Timestamp};
+use http::{Response, StatusCode};
+use tokio::sync::{Notify, watch};
+
+use crate::decide;
+use crate::decision_log::{DecisionLog, Line, Verdict};
+use crate::dial::Dialer;
+use crate::identify::{ConnAuth, TurnCache, TurnEntry};
+use crate::metrics::{Metrics, ReasonLabel};
+use crate::recorder::Recorder;
+use crate::respond::{self, ProxyBody};
+use crate::revoke::{ConnWatch, Registry};
+use crate::settings::Settings;
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub store: Store,
+    pub turns: TurnCache,
+    pub dialer: Dialer,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    /// The cache epoch cached allow decisions are checked against.
+    pub epoch: decide::CacheEpoch,
+    /// Open connections and tunnels (for the total limit and the shutdown drain).
+    pub active: Arc<Active>,
+    /// Idle upstream connections for forwarded requests.
+    pub pool: Arc<crate::pool::Pool>,
+    /// Flips to true when the process starts draining.
+    pub draining: watch::Receiver<bool>,
+    /// Open tunnels and keep-alive connections with the grant behind each, so a revocation
+    /// closes them.
+    pub registry: Arc<Registry>,
+    /// The canonical decision lines (sampling, repeat limit).
+    pub log: Arc<DecisionLog>,
+}
+
+/// What one client connection carries between its requests.
+#[derive(Default)]
+pub(crate) struct ClientConn {
+    /// The credential it last proved.
+    pub auth: ConnAuth,
+    /// Its registrations for revocation, and the signal that closes it.
+    pub watch: ConnWatch,
+}
+
+/// What a refusal is about, for the record and the log.
+pub(crate) struct Refusal<'a> {
+    pub turn: &'a TurnEntry,
+    pub host: &'a str,
+    pub port: u16,
+    pub reason: RefusalReason,
+    pub url: Option<String>,
+    /// Shadow mode: recorded and logged, but the request goes ahead (only ever set for a
+    /// [`RefusalReason::shadowable`] reason).
+    pub shadow: bool,
+}
+
+impl<'a> Refusal<'a> {
+    pub(crate) fn event(&self) -> RefusalEvent {
+        RefusalEvent {
+            turn: self.turn.turn.id.clone(),
+            host: self.host.to_owned(),
+            port: self.port,
+            reason: self.reason,
+            url: self.url.clone(),
+            at: Timestamp::now(),
+            shadow: self.shadow,
+        }
+    }
+}
+
+impl Shared {
+    /// Records a refusal (before anything is sent) and logs the canonical decision line.
+    /// `false` when the record could not be committed: the caller answers 503.
+    pub async fn record_refusal(&self, r: Refusal<'_>) -> bool {
+        let started = Instant::now();
+        let ok = self.recorder.refusal(r.event()).await.is_ok();
+        self.metrics
+            .record_seconds
+            .observe(started.elapsed().as_secs_f64());
+        self.refused(&r, ok, started);
+        ok
+    }
+
+    /// Metrics and the canonical decision line of a refusal (`503` when it could not be
+    /// recorded; for a shadowed one, the status it would have had).
+    pub(crate) fn refused(&self, r: &Refusal<'_>, recorded: bool, started: Instant) {
+        self.metrics
+            .refusals
+            .get_or_create(&ReasonLabel {
+                reason: r.reason.as_str(),
+            })
+            .inc();
+        let status = if !recorded {
+            503
+        } else if r.reason == RefusalReason::LimitExceeded {
+            429
+        } else {
+            403
+        };
+        let kind = if r.url.is_some() {
+            "forward"
+        } else {
+            "connect"
+        };
+        self.log.refused(&Line {
+            reason: Some(r.reason.as_str()),
+            turn: Some(&r.turn.turn.id),
+            chat: Some(&r.turn.turn.chat),
+            host: r.host,
+            port: r.port,
+            shadow: r.shadow,
+            ..Line::new(Verdict::Refuse, status, kind, started)
+        });
+    }
+
+    /// The decision line of a request that failed before or outside a policy decision.
+    pub(crate) fn failed(&self, line: Line<'_>) {
+        self.metrics.count_status(line.status);
+        self.log.refused(&line);
+    }
+
+    /// A would-be refusal in shadow mode: recorded with `shadow: true` and logged, then the
+    /// request goes ahead. `Err` (503) when the record could not be committed.
+    pub(crate) async fn shadow_pass(&self, r: Refusal<'_>) -> Result<Grant, Response<ProxyBody>> {
+        let reason = r.reason;
+        if self.record_refusal(r).await {
+            Ok(Grant::shadow(reason))
+        } else {
+            Err(unrecorded())
+        }
+    }
+
+    /// Records and answers a refusal (`403`, or `status` for limits).
+    pub(crate) async fn refuse(&self, r: Refusal<'_>, status: StatusCode) -> Response<ProxyBody> {
+        let (host, port, reason) = (r.host, r.port, r.reason);
+        if !self.record_refusal(r).await {
+            return unrecorded();
+        }
+        let mut resp = respond::refused(host, port, reason);
+        *resp.status_mut() = status;
+        resp
+    }
+
+    /// A host nothing in memory allows: the database decides, in the transaction that
+    /// records the refusal if it stands. `Ok(grant)`: allowed after all (and cached for the
+    /// turn under `epoch`, read before asking, until the grant ends); `Err(answer)`: the
+    /// answer to send.
+    pub(crate) async fn refuse_unless_allowed(
+        &self,
+        r: Refusal<'_>,
+        host: &Host,
+        epoch: Option<i64>,
+    ) -> Result<Grant, Response<ProxyBody>> {
+        let started = Instant::now();
+        let candidate = RefusalCandidate {
+            event: r.event(),
+            user: r.turn.turn.user.clone(),
+            chat: r.turn.turn.chat.clone(),
+            host: host.clone(),
+        };
+        let verdict = self.recorder.refuse_unless_allowed(candidate).await;
+        self.metrics
+            .record_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match verdict {
+            Ok(Some(grant)) => {
+                r.turn.remember_allowed(host, epoch, grant.clone());
+                Ok(grant)
+            }
+            Ok(None) if r.shadow => {
+                self.refused(&r, true, started);
+                Ok(Grant::shadow(r.reason))
+            }
+            Ok(None) => {
+                self.refused(&r, true, started);
+                Err(respond::refused(r.host, r.port, r.reason))
+            }
+            Err(_) => {
+                self.refused(&r, false, started);
+                Err(unrecorded())
+            }
+        }
+    }
+}
+
+/// The answer when a refusal could not be committed: still a refusal, never a pass.
+pub(crate) fn unrecorded() -> Response<ProxyBody> {
+    respond::status(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "refusal could not be recorded; refusing",
+    )
+}
+
+/// Open client connections and tunnels (an upgraded connection outlives hyper's connection
+/// future), for `max-connections` and so shutdown can wait for them.
+#[derive(Default)]
+pub(crate) struct Active {
+    pub(crate) count: AtomicUsize,
+    pub(crate) idle: Notify,
+}
+
+/// Counts one open connection or tunnel while it lives.
+pub(crate) struct ConnGuard(Arc<Active>);
+
+impl ConnGuard {
+    /// Counts one more; returns the guard and the count before it.
+    pub(crate) fn new(active: &Arc<Active>) -> (Self, usize) {
+        let prev = active.count.fetch_add(1, Ordering::AcqRel);
+        (Self(active.clone()), prev)
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
