@@ -44,6 +44,7 @@ fn main() -> ExitCode {
             }
         };
     }
+    unblock_shutdown_signals();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -60,6 +61,21 @@ fn main() -> ExitCode {
             report(&format!("{e:#}"));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Unblocks SIGTERM and SIGINT before any thread starts, so every runtime thread inherits
+/// them unblocked. A supervisor, CI runner or init system may start us with them blocked (the
+/// mask survives exec); the graceful drain waits for them, and a blocked SIGTERM would leave
+/// `serve` deaf until SIGKILL cuts every connection. `sandbox run` is not affected: it hands
+/// its caller's own mask to the command.
+fn unblock_shutdown_signals() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None) {
+        report(&format!("cannot unblock SIGTERM and SIGINT: {e}"));
     }
 }
 

@@ -160,6 +160,9 @@ async fn sigterm_closes_listeners_drains_tunnels_and_exits_zero() {
             "--drain-timeout",
             "2s",
         ])
+        // Started the way a supervisor may start it: the drain must not depend on the
+        // signal mask it inherits.
+        .shutdown_signals_blocked()
         .start();
     let api = g.api();
     api.admin_site(FILES).await;

@@ -42,6 +42,7 @@ pub struct GateBuilder {
     env: Vec<(String, String)>,
     data_dir: Option<tempfile::TempDir>,
     database: Option<String>,
+    signals_blocked: bool,
 }
 
 pub fn gate() -> GateBuilder {
@@ -51,6 +52,7 @@ pub fn gate() -> GateBuilder {
         env: Vec::new(),
         data_dir: None,
         database: None,
+        signals_blocked: false,
     }
 }
 
@@ -84,6 +86,13 @@ impl GateBuilder {
     /// Reuse a data directory (restart tests).
     pub fn data_dir(mut self, d: tempfile::TempDir) -> Self {
         self.data_dir = Some(d);
+        self
+    }
+    /// Start the binary with SIGTERM and SIGINT blocked, as a supervisor or CI runner may
+    /// (the mask survives exec): a Python shim blocks them and execs the binary in place, so
+    /// [`Gate::pid`] is still the binary's.
+    pub fn shutdown_signals_blocked(mut self) -> Self {
+        self.signals_blocked = true;
         self
     }
     pub fn start(self) -> Gate {
@@ -570,7 +579,20 @@ impl GateBuilder {
         let data_dir = self
             .data_dir
             .unwrap_or_else(|| tempfile::tempdir().unwrap());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
+        let binary = env!("CARGO_BIN_EXE_egressgate");
+        let mut cmd = if self.signals_blocked {
+            let mut shim = Command::new("python3");
+            shim.args([
+                "-c",
+                "import os, signal, sys\n\
+                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})\n\
+                 os.execv(sys.argv[1], sys.argv[1:])",
+                binary,
+            ]);
+            shim
+        } else {
+            Command::new(binary)
+        };
         cmd.arg(self.sub)
             .arg("--data-dir")
             .arg(data_dir.path().join("data"));
