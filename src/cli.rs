@@ -39,12 +39,25 @@ pub enum Command {
     /// `request_egress_approval`, calling the control API (runtime token from
     /// EGRESSGATE_RUNTIME_TOKEN). Only JSON-RPC is written to stdout.
     Mcp(McpArgs),
+    /// The deployment CA that signs the leaves of inspected hosts.
+    Ca {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: CaCmd,
+    },
     /// Run a command whose only way out is the proxy.
     Sandbox {
         /// The sandbox action.
         #[command(subcommand)]
         action: SandboxCmd,
     },
+}
+
+/// `ca print`.
+#[derive(Subcommand, Debug)]
+pub enum CaCmd {
+    /// Write the CA certificate (PEM) to stdout, making the CA first if there is none.
+    Print(RawConfig),
 }
 
 /// `admin sites|packages`.
@@ -237,6 +250,14 @@ pub struct RawConfig {
     /// PEM private key for a TLS proxy listener.
     #[arg(long, env = "EGRESSGATE_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+    /// Hosts whose TLS the proxy inspects, deployment-wide: `host` or `*.suffix` (repeatable).
+    /// Their clients must trust the deployment CA (`egressgate ca print`, `GET /v1/ca.pem`).
+    #[arg(long, env = "EGRESSGATE_INSPECT", value_delimiter = ',')]
+    #[serde(default)]
+    pub inspect: Vec<String>,
+    /// PEM CA certificates an inspected host's origin may chain to, besides the system roots.
+    #[arg(long, env = "EGRESSGATE_UPSTREAM_CA")]
+    pub upstream_ca: Option<PathBuf>,
     /// Address for `/metrics`, `/healthz`, `/readyz` of a proxy-only process. [default: none]
     #[arg(long, env = "EGRESSGATE_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
@@ -404,6 +425,7 @@ const PROXY_ONLY: &[&str] = &[
     "allow_port",
     "tls_cert",
     "tls_key",
+    "upstream_ca",
     "metrics_listen",
     "mode",
     "log_allowed",
@@ -540,6 +562,9 @@ impl Command {
                     }
                 },
             },
+            Command::Ca {
+                action: CaCmd::Print(r),
+            } => Some(r),
             Command::Mcp(_) | Command::Sandbox { .. } => None,
         }
     }

@@ -29,8 +29,13 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds the proxy; must run inside a tokio runtime (it starts the recorder task).
-    pub fn new(settings: Settings, store: Store, registry: &mut Registry) -> Self {
+    /// Builds the proxy; must run inside a tokio runtime (it starts the recorder task). Fails
+    /// only when the deployment CA or the upstream roots cannot make a TLS configuration.
+    pub fn new(
+        settings: Settings,
+        store: Store,
+        registry: &mut Registry,
+    ) -> Result<Self, crate::inspect::InspectError> {
         let (drain_tx, draining) = watch::channel(false);
         let dialer = Dialer::new(
             settings.resolve.clone(),
@@ -39,7 +44,13 @@ impl Proxy {
             &settings.dns_servers,
             settings.connect_timeout,
         );
+        let inspection = crate::inspect::Inspection::new(
+            settings.inspect.clone(),
+            settings.ca.clone(),
+            settings.upstream_roots.clone(),
+        )?;
         let shared = Arc::new(Shared {
+            inspection,
             recorder: Recorder::spawn(store.clone(), settings.max_refusals_per_turn),
             turns: TurnCache::new(store.clone()),
             metrics: Metrics::new(registry),
@@ -54,7 +65,7 @@ impl Proxy {
             draining,
         });
         tokio::spawn(watch_epoch(Arc::downgrade(&shared)));
-        Self { shared, drain_tx }
+        Ok(Self { shared, drain_tx })
     }
 
     /// Accepts connections until `shutdown` resolves, then stops accepting, lets keep-alive

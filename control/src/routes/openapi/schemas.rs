@@ -394,6 +394,10 @@ pub struct AdminSite {
     pattern: String,
     note: Option<String>,
     created_at: Time,
+    /// Whether the proxy inspects matching hosts' TLS.
+    inspect: bool,
+    /// `full` or `read`.
+    access: String,
 }
 
 /// `GET /v1/admin/sites`.

@@ -1,0 +1,449 @@
+//! TLS inspection end to end: the real binary, real TLS on both sides (rcgen), `--resolve` to
+//! loopback. A client that trusts only the deployment CA reaches an inspected host; `read`
+//! lets downloads through and refuses uploads as `method_not_allowed` (recorded before the
+//! 403, which arrives over the client's own TLS session); an origin whose certificate does not
+//! verify is a 502 and sees no request bytes; a host that is not inspected still shows the
+//! origin's own certificate.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use support::*;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
+
+const HOST: &str = "files.example.com";
+
+/// PEM text of a DER certificate.
+fn pem_of(der: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
+/// A client trusting exactly the certificates in `pem` (offering `alpn`).
+fn client_trusting(pem: &str, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Arc::new(cfg)
+}
+
+/// An inspecting gate in front of a TLS origin for [`HOST`] whose CA it trusts through
+/// `--upstream-ca`; the origin's own CA PEM is written into the gate's temp dir.
+struct Setup {
+    gate: Gate,
+    origin: Origin,
+    origin_pki: Pki,
+    ca_pem: String,
+}
+
+async fn setup(extra: &[&str]) -> Setup {
+    let origin_pki = pki(&[HOST]);
+    let origin = tls_origin(&origin_pki).await;
+    let dir = tempfile::tempdir().unwrap();
+    let upstream_ca = dir.path().join("upstream-ca.pem");
+    std::fs::write(&upstream_ca, pem_of(&origin_pki.ca_der)).unwrap();
+    let port = origin.addr.port().to_string();
+    let gate = gate()
+        .data_dir(dir)
+        .resolve(HOST, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
+        .args(&["--upstream-ca", upstream_ca.to_str().unwrap()])
+        .args(extra)
+        .start();
+    let r = gate.api().call("GET", "/v1/ca.pem", None, None, None).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/x-pem-file"));
+    let ca_pem = r.text();
+    assert!(
+        ca_pem.starts_with("-----BEGIN CERTIFICATE-----"),
+        "{ca_pem}"
+    );
+    Setup {
+        gate,
+        origin,
+        origin_pki,
+        ca_pem,
+    }
+}
+
+async fn add_site(api: &Api, body: serde_json::Value) -> Resp {
+    api.post("/v1/admin/sites", ADMIN, body).await
+}
+
+/// `CONNECT`, TLS with `sni` trusting `client`, then one raw HTTP/1.1 request; the response.
+async fn over_tls(
+    s: &Setup,
+    turn: &Turn,
+    client: Arc<rustls::ClientConfig>,
+    sni: &str,
+    request: &str,
+) -> std::io::Result<Resp> {
+    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let (r, stream) = connect(s.gate.proxy(), turn, &authority).await;
+    assert_eq!(r.status, 200, "CONNECT: {}", r.text());
+    let mut tls = handshake(stream, client, sni).await?;
+    tls.write_all(request.as_bytes()).await?;
+    read_response(&mut tls).await
+}
+
+async fn handshake(
+    stream: TcpStream,
+    client: Arc<rustls::ClientConfig>,
+    sni: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let name = rustls::pki_types::ServerName::try_from(sni.to_owned()).unwrap();
+    let connector = tokio_rustls::TlsConnector::from(client);
+    tokio::time::timeout(Duration::from_secs(10), connector.connect(name, stream))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+fn request(method: &str, path: &str, body: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nhost: {HOST}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Waits (bounded) for a log line containing every needle.
+async fn log_line(gate: &Gate, needles: &[&str]) -> Option<String> {
+    for _ in 0..100 {
+        if let Some(l) = gate
+            .log_lines(needles[0])
+            .into_iter()
+            .find(|l| needles.iter().all(|n| l.contains(n)))
+        {
+            return Some(l);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_client_trusting_only_the_deployment_ca_reaches_an_inspected_host() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    let r = add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["inspect"], true);
+    assert_eq!(r.json()["access"], "full");
+    let turn = api.turn("u", "c", &[]).await;
+    let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
+    let r = over_tls(
+        &s,
+        &turn,
+        client,
+        HOST,
+        &request("POST", "/upload?x=1", "data"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "origin says hi");
+    let seen = s.origin.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("POST /upload?x=1 HTTP/1.1"), "{seen:?}");
+    assert!(!seen[0].to_ascii_lowercase().contains("proxy-authorization"));
+    let line = log_line(&s.gate, &["proxy decision", "inspected"]).await;
+    assert!(
+        line.is_some(),
+        "the decision line says the request was inspected"
+    );
+    let metrics = api.call("GET", "/metrics", None, None, None).await;
+    assert!(
+        metrics
+            .text()
+            .contains("egressgate_proxy_requests_total{kind=\"inspected\"} 1"),
+        "{}",
+        metrics.text()
+    );
+}
+
+#[tokio::test]
+async fn read_allows_downloads_and_refuses_uploads_with_a_recorded_403_inside_tls() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    let r = add_site(
+        &api,
+        serde_json::json!({"pattern": HOST, "inspect": true, "access": "read"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["access"], "read");
+    let turn = api.turn("u", "c", &[]).await;
+    let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
+    // (HEAD is in the unit tests: this raw client would wait for a body.)
+    for m in ["GET", "OPTIONS"] {
+        let r = over_tls(
+            &s,
+            &turn,
+            client.clone(),
+            HOST,
+            &request(m, "/data.csv", ""),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200, "{m}: {}", r.text());
+    }
+    let before = s.origin.requests().len();
+    for m in ["POST", "PUT", "DELETE"] {
+        let r = over_tls(
+            &s,
+            &turn,
+            client.clone(),
+            HOST,
+            &request(m, "/up?token=secret", "x"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 403, "{m}: {}", r.text());
+        assert_eq!(r.header("x-egress-refused"), Some("method_not_allowed"));
+        assert_eq!(r.header("x-egress-approvable"), Some("true"));
+        assert!(r.text().contains("approval tool"), "{}", r.text());
+        // Recorded before the 403 was sent: the record shows it right away.
+        let rec = api.refusals(&turn).await;
+        let row = rec["refusals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["reason"] == "method_not_allowed")
+            .cloned()
+            .unwrap_or_else(|| panic!("no refusal row after {m}: {rec}"));
+        assert_eq!(row["method"], m);
+        assert_eq!(row["approvable"], true);
+        let port = s.origin.addr.port();
+        assert_eq!(
+            row["url"],
+            format!("https://{HOST}:{port}/up"),
+            "sanitised: no query"
+        );
+    }
+    assert_eq!(
+        s.origin.requests().len(),
+        before,
+        "no refused request reached the origin"
+    );
+}
+
+#[tokio::test]
+async fn an_origin_whose_certificate_does_not_verify_is_a_502_and_gets_no_bytes() {
+    // This origin's certificate is signed by a CA the gate was not told to trust.
+    let rogue = tls_origin(&pki(&[HOST])).await;
+    let rogue_port = rogue.addr.port().to_string();
+    let s = setup(&["--allow-port", &rogue_port]).await;
+    let api = s.gate.api();
+    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
+    let turn = api.turn("u", "c", &[]).await;
+    let (r, stream) = connect(s.gate.proxy(), &turn, &format!("{HOST}:{rogue_port}")).await;
+    assert_eq!(r.status, 200);
+    let mut tls = handshake(stream, client_trusting(&s.ca_pem, &[]), HOST)
+        .await
+        .unwrap();
+    tls.write_all(request("POST", "/secret", "do-not-send").as_bytes())
+        .await
+        .unwrap();
+    let r = read_response(&mut tls).await.unwrap();
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert!(r.text().contains("did not verify"), "{}", r.text());
+    assert_eq!(rogue.connection_count(), 1, "the origin was dialled");
+    assert!(
+        rogue.requests().is_empty(),
+        "no request bytes reached the origin"
+    );
+    let line = log_line(&s.gate, &["proxy decision", "upstream_tls"]).await;
+    assert!(line.is_some(), "the failure has its decision line");
+}
+
+#[tokio::test]
+async fn a_host_that_is_not_inspected_still_shows_the_origins_own_certificate() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    api.admin_site(HOST).await;
+    let turn = api.turn("u", "c", &[]).await;
+    // Trusting only the origin's CA works: the tunnel is opaque.
+    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
+    let r = tls_get(stream, s.origin_pki.client(), HOST).await.unwrap();
+    assert_eq!(r.status, 200);
+    // Trusting only the deployment CA fails: nobody minted a leaf for it.
+    let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
+    let err = handshake(stream, client_trusting(&s.ca_pem, &[]), HOST).await;
+    assert!(
+        err.is_err(),
+        "the deployment CA signed nothing for a host that is not inspected"
+    );
+}
+
+#[tokio::test]
+async fn inspect_flag_inspects_a_host_allowed_by_a_launch_site_and_sni_mismatch_stays() {
+    let s = setup(&["--inspect", "*.example.com"]).await;
+    let api = s.gate.api();
+    let turn = api.turn("u", "c", &[HOST, "other.example.com"]).await;
+    let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
+    let r = over_tls(&s, &turn, client.clone(), HOST, &request("GET", "/", ""))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A leaf for one host is never served for another: an SNI that is not the CONNECT host is
+    // domain fronting, refused before any certificate is presented.
+    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
+    let err = handshake(stream, client, "other.example.com").await;
+    assert!(
+        err.is_err(),
+        "no leaf for other.example.com on a tunnel to {HOST}"
+    );
+    assert!(
+        wait_for_refusal(&api, &turn, "sni_mismatch", 5)
+            .await
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn read_without_inspection_is_refused_with_a_clear_422_and_nothing_is_stored() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    let r = add_site(&api, serde_json::json!({"pattern": HOST, "access": "read"})).await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "INVALID_INPUT");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("inspect"), "{msg}");
+    let r = add_site(
+        &api,
+        serde_json::json!({"pattern": HOST, "access": "write"}),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    let r = add_site(&api, serde_json::json!({"pattern": HOST, "inspect": "yes"})).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let list = api.get("/v1/admin/sites", ADMIN).await.json();
+    assert_eq!(list["sites"], serde_json::json!([]), "nothing was written");
+}
+
+#[tokio::test]
+async fn read_is_enforced_per_request_in_plain_http_forwarding_too() {
+    let plain = origin().await;
+    let gate = gate()
+        .resolve(HOST, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8", "--inspect", HOST])
+        .args(&["--allow-port", &plain.addr.port().to_string()])
+        .start();
+    let api = gate.api();
+    // Covered by --inspect, so `read` is accepted without `inspect: true`.
+    let r = add_site(&api, serde_json::json!({"pattern": HOST, "access": "read"})).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let turn = api.turn("u", "c", &[]).await;
+    let url = format!("http://{HOST}:{}/data", plain.addr.port());
+    assert_eq!(proxy_get(gate.proxy(), &turn, &url).await.status, 200);
+    let raw = format!(
+        "POST {url} HTTP/1.1\r\nhost: {HOST}:{}\r\nproxy-authorization: {}\r\ncontent-length: 1\r\nconnection: close\r\n\r\nx",
+        plain.addr.port(),
+        turn.auth_header()
+    );
+    let r = proxy_raw(gate.proxy(), &raw).await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.header("x-egress-refused"), Some("method_not_allowed"));
+    assert_eq!(plain.requests().len(), 1, "only the GET reached the origin");
+}
+
+#[tokio::test]
+async fn the_ca_key_file_is_private_never_logged_and_ca_print_matches_the_endpoint() {
+    let s = setup(&[]).await;
+    let key_file = s.gate.data_dir.path().join("data").join("ca-key.pem");
+    let meta = std::fs::metadata(&key_file).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let text = std::fs::read_to_string(&key_file).unwrap();
+    let key_line = text
+        .lines()
+        .skip_while(|l| !l.contains("PRIVATE KEY"))
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let log = s.gate.log_lines("");
+    assert!(
+        log.iter()
+            .all(|l| !l.contains(&key_line) && !l.contains("PRIVATE KEY")),
+        "the CA key never reaches the log"
+    );
+    let data = s.gate.data_dir.path().join("data");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+        .args(["ca", "print", "--data-dir"])
+        .arg(&data)
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if std::env::var("EGRESSGATE_TEST_POSTGRES_URL").is_err() {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), s.ca_pem);
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("PRIVATE KEY"));
+}
+
+#[tokio::test]
+async fn approving_a_method_not_allowed_refusal_grants_full_access() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    add_site(
+        &api,
+        serde_json::json!({"pattern": HOST, "inspect": true, "access": "read"}),
+    )
+    .await;
+    let turn = api.turn("u", "c", &[]).await;
+    let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
+    let r = over_tls(&s, &turn, client.clone(), HOST, &request("PUT", "/f", "x"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 403);
+    // The agent asks without naming anything: the refused host is merged into the card.
+    let (id, secret) = ask(&api, &turn, &[]).await;
+    let card = api
+        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
+        .await
+        .json();
+    assert_eq!(card["card"]["sites"], serde_json::json!([HOST]), "{card}");
+    approve_card(&api, &id, &secret).await;
+    let approvals = api
+        .call(
+            "GET",
+            "/v1/chats/c/approvals",
+            Some(RUNTIME),
+            Some("u"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(approvals["approvals"][0]["access"], "full", "{approvals}");
+    let r = over_tls(&s, &turn, client, HOST, &request("PUT", "/f", "x"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+}
