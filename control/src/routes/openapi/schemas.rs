@@ -130,8 +130,10 @@ pub struct Refusal {
     /// Whether a person can approve it (only `not_approved`, `method_not_allowed`,
     /// `package_not_approved`).
     approvable: bool,
-    /// Latest sanitised sample URL (plain HTTP only).
+    /// Latest sanitised sample URL (plain HTTP, and requests on inspected hosts).
     url: Option<String>,
+    /// The request method, when the proxy saw the request (plain HTTP, inspected hosts).
+    method: Option<String>,
     count: i64,
     first_seen: Time,
     last_seen: Time,
@@ -358,6 +360,9 @@ pub struct Approval {
     value: String,
     card_id: Option<String>,
     expires_at: Time,
+    /// How much of the host a site approval opens: `full` (a card grants it) or `read`.
+    #[schema(value_type = String, pattern = "^(full|read)$")]
+    access: String,
 }
 
 /// `GET /v1/chats/{chat_id}/approvals`.
