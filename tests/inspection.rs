@@ -675,3 +675,84 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
         format!("https://{HOST}:{}/repo.git/info/refs", addr.port())
     );
 }
+
+/// One HTTP/2 request (ALPN `h2`) through a tunnel to the inspected host: status, version,
+/// refusal header and body.
+async fn over_h2(
+    s: &Setup,
+    turn: &Turn,
+    client: Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+) -> (u16, http::Version, Option<String>, String) {
+    use http_body_util::BodyExt as _;
+    let port = s.origin.addr.port();
+    let (r, stream) = connect(s.gate.proxy(), turn, &format!("{HOST}:{port}")).await;
+    assert_eq!(r.status, 200);
+    let tls = handshake(stream, client, HOST).await.unwrap();
+    assert_eq!(
+        tls.get_ref().1.alpn_protocol(),
+        Some(&b"h2"[..]),
+        "h2 by ALPN"
+    );
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .method(method)
+        .uri(format!("https://{HOST}:{port}{path}"))
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            b"payload",
+        )))
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let (status, version) = (resp.status().as_u16(), resp.version());
+    let refused = resp
+        .headers()
+        .get("x-egress-refused")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        version,
+        refused,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn http2_clients_are_served_and_decided_per_stream() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    add_site(
+        &api,
+        serde_json::json!({"pattern": HOST, "inspect": true, "access": "read"}),
+    )
+    .await;
+    let turn = api.turn("u", "c", &[]).await;
+    let client = client_trusting(&s.ca_pem, &[b"h2", b"http/1.1"]);
+    let (status, version, _, body) = over_h2(&s, &turn, client.clone(), "GET", "/data").await;
+    assert_eq!((status, version), (200, http::Version::HTTP_2), "{body}");
+    assert_eq!(body, "origin says hi");
+    let seen = s.origin.requests();
+    assert!(seen[0].starts_with("GET /data HTTP/1.1"), "{seen:?}");
+    assert!(
+        seen[0]
+            .to_ascii_lowercase()
+            .contains(&format!("host: {HOST}:")),
+        "{seen:?}"
+    );
+    let (status, _, refused, body) = over_h2(&s, &turn, client, "POST", "/upload").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(refused.as_deref(), Some("method_not_allowed"));
+    assert!(body.contains("approval tool"), "{body}");
+    assert_eq!(
+        s.origin.requests().len(),
+        1,
+        "the POST never reached the origin"
+    );
+}

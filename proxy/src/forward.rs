@@ -82,7 +82,8 @@ pub(crate) enum Via {
 }
 
 impl Via {
-    fn scheme(self) -> &'static str {
+    /// The URL scheme of requests that travel this way.
+    pub(crate) fn scheme(self) -> &'static str {
         match self {
             Self::Plain => "http",
             Self::Tls => "https",

@@ -58,7 +58,7 @@ impl Authority {
         })
     }
 
-    /// The TLS configuration presenting `host`'s leaf (ALPN `http/1.1`).
+    /// The TLS configuration presenting `host`'s leaf (ALPN `h2`, `http/1.1`).
     pub(crate) async fn server_config(
         &self,
         host: &Host,
@@ -114,7 +114,7 @@ impl Authority {
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Minted {
             config: Arc::new(config),
             at: Instant::now(),

@@ -14,9 +14,9 @@ use egressgate_store::RefusalReason;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::decision_log::Allowed;
@@ -91,18 +91,30 @@ impl<C: AsyncWrite + Unpin> AsyncWrite for Prefixed<C> {
 }
 
 /// `Some(HostMismatch)` when a request inside a tunnel to `target` names anything else: a
-/// nested `CONNECT`, an absolute URI for another host or port, or a `Host` naming another
-/// host or port.
-fn mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
+/// nested `CONNECT`, an absolute URI (HTTP/2's `:scheme` and `:authority`) for another scheme,
+/// host or port, or a `Host` naming another host or port.
+fn mismatch(req: &Request<Incoming>, target: &Target, via: Via) -> Option<RefusalReason> {
     if req.method() == Method::CONNECT {
         return Some(RefusalReason::HostMismatch);
     }
-    if req.uri().authority().is_some() && target::parse_absolute(req.uri()).as_ref() != Ok(target) {
-        return Some(RefusalReason::HostMismatch);
+    if let Some(authority) = req.uri().authority() {
+        let scheme_ok = req
+            .uri()
+            .scheme_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case(via.scheme()));
+        let named = (!authority.as_str().contains('@'))
+            .then(|| target::parse_host_header(authority.as_str(), target.port).ok())
+            .flatten();
+        if !scheme_ok || named.as_ref() != Some(target) {
+            return Some(RefusalReason::HostMismatch);
+        }
     }
     // A `Host` without a port names the tunnel's port (clients often omit it); one with a
-    // port must name the tunnel's.
-    forward::host_header_mismatch(req, target, target.port)
+    // port must name the tunnel's. HTTP/2 requests usually carry none (`:authority` instead).
+    if req.headers().contains_key(header::HOST) || via == Via::Plain {
+        return forward::host_header_mismatch(req, target, target.port);
+    }
+    None
 }
 
 /// One request of the tunnel: judged, then forwarded to the vetted addresses.
@@ -115,7 +127,7 @@ async fn one(
     req: Request<Incoming>,
     via: Via,
 ) -> Response<ProxyBody> {
-    if let Some(reason) = mismatch(&req, &target) {
+    if let Some(reason) = mismatch(&req, &target, via) {
         let recorded = shared
             .record_refusal(Refusal {
                 turn: &turn,
@@ -203,6 +215,7 @@ where
         .header_read_timeout(shared.settings.header_read_timeout)
         .max_buf_size(shared.settings.max_header_bytes);
     let hello_timeout = shared.settings.client_hello_timeout;
+    let header_list_size = u32::try_from(shared.settings.max_header_bytes).unwrap_or(u32::MAX);
     let conn = async move {
         match via {
             Via::Plain => builder
@@ -214,6 +227,16 @@ where
                     .await
                     .map_err(|_| "client TLS handshake timed out".to_owned())?
                     .map_err(|e| format!("client TLS handshake failed: {e}"))?;
+                // The client chose HTTP/2 by ALPN: each stream is one request, decided alone.
+                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    let mut h2 = http2::Builder::new(TokioExecutor::new());
+                    h2.timer(TokioTimer::new())
+                        .max_header_list_size(header_list_size);
+                    return h2
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await
+                        .map_err(|e| e.to_string());
+                }
                 builder
                     .serve_connection(TokioIo::new(tls), service)
                     .await
