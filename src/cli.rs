@@ -184,6 +184,14 @@ pub enum SandboxCmd {
         /// Only set the proxy variables (no network namespace).
         #[arg(long)]
         no_isolate: bool,
+        /// The deployment CA (PEM) the command should trust, for inspected hosts: it gets a
+        /// bundle of the system roots plus this CA.
+        #[arg(long, conflicts_with = "control_url")]
+        ca_file: Option<PathBuf>,
+        /// The control plane (`http://HOST:PORT`) to fetch the deployment CA from
+        /// (`GET /v1/ca.pem`), instead of --ca-file.
+        #[arg(long, env = "EGRESSGATE_CONTROL_URL")]
+        control_url: Option<String>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
