@@ -374,6 +374,11 @@ async fn read_is_enforced_per_request_in_plain_http_forwarding_too() {
 async fn the_ca_key_file_is_private_never_logged_and_ca_print_matches_the_endpoint() {
     let s = setup(&[]).await;
     let key_file = s.gate.data_dir.path().join("data").join("ca-key.pem");
+    if std::env::var("EGRESSGATE_TEST_POSTGRES_URL").is_ok() {
+        // On PostgreSQL the CA lives in the database, never in a file.
+        assert!(!key_file.exists());
+        return;
+    }
     let meta = std::fs::metadata(&key_file).unwrap();
     use std::os::unix::fs::PermissionsExt as _;
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -846,4 +851,53 @@ async fn the_sandbox_takes_the_ca_from_a_file_without_isolation_too_and_refuses_
     assert!(out.stdout.is_empty(), "the command did not run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not a PEM certificate"), "{stderr}");
+}
+
+#[tokio::test]
+async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
+    let pg = support::pg::PgCluster::start();
+    let origin_pki = pki(&[HOST]);
+    let origin = tls_origin(&origin_pki).await;
+    let dir = tempfile::tempdir().unwrap();
+    let upstream_ca = dir.path().join("upstream-ca.pem");
+    std::fs::write(&upstream_ca, pem_of(&origin_pki.ca_der)).unwrap();
+    let port = origin.addr.port().to_string();
+    let proxy = || {
+        gate()
+            .subcommand("proxy")
+            .database(&pg.url())
+            .resolve(HOST, "127.0.0.1")
+            .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
+            .args(&["--upstream-ca", upstream_ca.to_str().unwrap()])
+            .start()
+    };
+    // Started together, so both may find no CA yet: the first write wins, the other reads it.
+    let (p1, p2) = std::thread::scope(|s| {
+        let a = s.spawn(proxy);
+        let b = s.spawn(proxy);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let public = p1.proxy().to_string();
+    let control = gate()
+        .subcommand("control")
+        .database(&pg.url())
+        .args(&["--proxy-public-url", &public])
+        .start();
+    let api = control.api();
+    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
+    let ca = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    assert_eq!(ca.matches("BEGIN CERTIFICATE").count(), 1, "{ca}");
+    let client = client_trusting(&ca, &[b"http/1.1"]);
+    let turn = api.turn("u", "c", &[]).await;
+    for p in [&p1, &p2] {
+        let (r, stream) = connect(p.proxy(), &turn, &format!("{HOST}:{port}")).await;
+        assert_eq!(r.status, 200);
+        let mut tls = handshake(stream, client.clone(), HOST).await.unwrap();
+        tls.write_all(request("GET", "/", "").as_bytes())
+            .await
+            .unwrap();
+        let r = read_response(&mut tls).await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(origin.requests().len(), 2);
 }
