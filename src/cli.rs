@@ -53,11 +53,23 @@ pub enum Command {
     },
 }
 
-/// `ca print`.
+/// `ca print|rotate`.
 #[derive(Subcommand, Debug)]
 pub enum CaCmd {
-    /// Write the CA certificate (PEM) to stdout, making the CA first if there is none.
+    /// Write the CA certificates clients should trust (PEM) to stdout: the signing CA, then
+    /// any rotated-out one still within its overlap. Makes the CA first if there is none.
     Print(RawConfig),
+    /// Start a new CA. Proxies mint under it within seconds; the old one stays in
+    /// `GET /v1/ca.pem` and `ca print` until the overlap ends (said on stderr).
+    Rotate {
+        /// How long the old CA stays trusted (its leaves live 24h; clients need time to
+        /// fetch the new bundle).
+        #[arg(long, default_value = "48h")]
+        overlap: String,
+        /// Database settings.
+        #[command(flatten)]
+        db: RawConfig,
+    },
 }
 
 /// `admin sites|packages`.
@@ -571,7 +583,7 @@ impl Command {
                 },
             },
             Command::Ca {
-                action: CaCmd::Print(r),
+                action: CaCmd::Print(r) | CaCmd::Rotate { db: r, .. },
             } => Some(r),
             Command::Mcp(_) | Command::Sandbox { .. } => None,
         }

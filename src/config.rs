@@ -343,6 +343,8 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
     let proxy = egressgate_proxy::Settings {
         inspect: inspect.clone(),
         ca: None,
+        ca_home: None,
+        ca_poll: d.ca_poll,
         upstream_roots: Arc::new(upstream_roots),
         allow_ports,
         allow_cidrs,

@@ -37,6 +37,9 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Ca {
             action: CaCmd::Print(raw),
         } => ca_print(raw).await,
+        Command::Ca {
+            action: CaCmd::Rotate { overlap, db },
+        } => ca_rotate(db, &overlap).await,
         Command::Mcp(args) => mcp(args).await,
         Command::Sandbox { .. } => bail!("internal: sandbox is dispatched before the runtime"),
     }
@@ -193,6 +196,7 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
         .await
         .context("cannot read or create the deployment CA")?;
     cfg.proxy.ca = Some(Arc::new(ca));
+    cfg.proxy.ca_home = Some(ca_home.clone());
     cfg.control.ca = Some(ca_home);
 
     if let Some(listener) = proxy_listener {
@@ -281,12 +285,34 @@ async fn ca_print(raw: RawConfig) -> Result<()> {
     let cfg = load(raw)?;
     let store = open(&cfg, Create::Yes).await?;
     store.migrate().await.context("migration failed")?;
-    let ca = DeploymentCa::load_or_create(&ca_home(&cfg, &store), Timestamp::now())
+    let pem = ca_home(&cfg, &store)
+        .trusted_pem(Timestamp::now())
         .await
         .context("cannot read or create the deployment CA")?;
     let mut out = std::io::stdout().lock();
-    out.write_all(ca.cert_pem().as_bytes())
+    out.write_all(pem.as_bytes())
         .context("cannot write to stdout")?;
+    Ok(())
+}
+
+/// `egressgate ca rotate`: a new signing CA; the old one stays trusted for `overlap`.
+async fn ca_rotate(raw: RawConfig, overlap: &str) -> Result<()> {
+    let overlap =
+        humantime::parse_duration(overlap).map_err(|e| anyhow!("--overlap {overlap:?}: {e}"))?;
+    let overlap_ms =
+        i64::try_from(overlap.as_millis()).map_err(|_| anyhow!("--overlap: too long"))?;
+    let cfg = load(raw)?;
+    let store = open(&cfg, Create::No).await?;
+    store.migrate().await.context("migration failed")?;
+    let until = ca_home(&cfg, &store)
+        .rotate(Timestamp::now(), overlap_ms)
+        .await
+        .context("cannot rotate the deployment CA")?;
+    eprintln!(
+        "egressgate: a new deployment CA signs from now on (proxies pick it up within seconds); \
+         the previous one stays in GET /v1/ca.pem and `ca print` until {}",
+        until.rfc3339()
+    );
     Ok(())
 }
 

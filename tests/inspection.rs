@@ -901,3 +901,62 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
     }
     assert_eq!(origin.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_old_one_trusted() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
+    let turn = api.turn("u", "c", &[]).await;
+    let old = s.ca_pem.clone();
+    let data = s.gate.data_dir.path().join("data");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+    cmd.args(["ca", "rotate", "--overlap", "1h", "--data-dir"])
+        .arg(&data)
+        .env_remove("DATABASE_URL");
+    if let Some(url) = postgres_database_for(s.gate.data_dir.path()) {
+        cmd.arg("--database-url").arg(url);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("until 20"), "the stated time: {stderr}");
+    let bundle = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2, "{bundle}");
+    assert!(
+        bundle.ends_with(&old),
+        "the old CA is still trusted, after the new one"
+    );
+    let new = bundle.strip_suffix(&old).unwrap().to_owned();
+    // The proxy re-reads the CA every few seconds; bounded wait for its first new leaf.
+    let mut served = None;
+    for _ in 0..40 {
+        let r = over_tls(
+            &s,
+            &turn,
+            client_trusting(&new, &[]),
+            HOST,
+            &request("GET", "/", ""),
+        )
+        .await;
+        if let Ok(r) = r {
+            served = Some(r.status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(served, Some(200), "leaves are minted under the new CA");
+    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
+    assert!(
+        handshake(stream, client_trusting(&old, &[]), HOST)
+            .await
+            .is_err(),
+        "the old CA no longer signs"
+    );
+    let key = std::fs::read_to_string(data.join("ca-key.pem")).unwrap_or_default();
+    assert!(
+        key.is_empty() || key.starts_with(&new),
+        "the key file holds the new CA"
+    );
+}

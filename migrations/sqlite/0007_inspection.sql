@@ -13,5 +13,7 @@ CREATE TABLE deployment_ca (
     id          BIGINT PRIMARY KEY,
     cert_pem    TEXT   NOT NULL,
     key_pem     TEXT   NOT NULL,
-    created_at  BIGINT NOT NULL
+    created_at  BIGINT NOT NULL,
+    -- NULL: the CA that signs; else a rotated-out CA, still served in /v1/ca.pem until then.
+    trusted_until BIGINT
 );

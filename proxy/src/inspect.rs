@@ -7,7 +7,7 @@
 mod authority;
 mod upstream;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use egressgate_store::ca::{CaError, DeploymentCa};
 use egressgate_store::{Grant, Host, SitePattern};
@@ -50,8 +50,8 @@ pub(crate) struct Inspection {
     /// Deployment-wide inspected patterns (`--inspect`).
     patterns: Vec<SitePattern>,
     /// `None`: no CA was given, so nothing is inspected (a `read` grant then refuses what it
-    /// cannot see, as for any non-inspected host).
-    authority: Option<authority::Authority>,
+    /// cannot see, as for any non-inspected host). Swapped whole when the CA is rotated.
+    authority: RwLock<Option<Arc<authority::Authority>>>,
     /// Toward the origins.
     pub(crate) upstream: Upstream,
 }
@@ -63,17 +63,37 @@ impl Inspection {
         ca: Option<Arc<DeploymentCa>>,
         roots: Arc<rustls::RootCertStore>,
     ) -> Result<Self, InspectError> {
+        let authority = ca.map(authority::Authority::new).transpose()?.map(Arc::new);
         Ok(Self {
             patterns,
-            authority: ca.map(authority::Authority::new).transpose()?,
+            authority: RwLock::new(authority),
             upstream: Upstream::new(roots)?,
         })
+    }
+
+    fn current(&self) -> Option<Arc<authority::Authority>> {
+        self.authority.read().ok().and_then(|a| a.clone())
+    }
+
+    /// Mints under `ca` from now on when it is not the CA already in use (after a rotation);
+    /// leaves minted under the old one are dropped with it. `true` when it changed.
+    pub(crate) fn adopt(&self, ca: DeploymentCa) -> Result<bool, InspectError> {
+        if self.current().is_some_and(|a| a.ca_pem() == ca.cert_pem()) {
+            return Ok(false);
+        }
+        let fresh = Arc::new(authority::Authority::new(Arc::new(ca))?);
+        let mut slot = self
+            .authority
+            .write()
+            .map_err(|_| InspectError::Ca("authority lock poisoned"))?;
+        *slot = Some(fresh);
+        Ok(true)
     }
 
     /// Whether requests to `host`, allowed by `grant`, are inspected: an administrators' entry
     /// marked `inspect`, or a deployment-wide `--inspect` pattern, and a CA to mint with.
     pub(crate) fn wants(&self, host: &Host, grant: &Grant) -> bool {
-        self.authority.is_some() && (grant.inspect || self.patterns.iter().any(|p| p.matches(host)))
+        (grant.inspect || self.patterns.iter().any(|p| p.matches(host))) && self.current().is_some()
     }
 
     /// Ends the client's TLS (whose ClientHello already named `host`) with `host`'s leaf.
@@ -82,8 +102,7 @@ impl Inspection {
         C: AsyncRead + AsyncWrite + Unpin,
     {
         let authority = self
-            .authority
-            .as_ref()
+            .current()
             .ok_or_else(|| std::io::Error::other("no deployment CA"))?;
         let config = authority
             .server_config(host)

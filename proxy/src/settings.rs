@@ -66,6 +66,10 @@ pub struct Settings {
     pub inspect: Vec<SitePattern>,
     /// The deployment CA that signs inspected hosts' leaves (`None`: nothing is inspected).
     pub ca: Option<Arc<egressgate_store::ca::DeploymentCa>>,
+    /// Where the CA is kept, polled every `ca_poll` so a rotation reaches a running proxy.
+    pub ca_home: Option<egressgate_store::ca::CaHome>,
+    /// How often the CA is re-read.
+    pub ca_poll: Duration,
     /// What inspected hosts' origins are verified against (system roots + `--upstream-ca`).
     pub upstream_roots: Arc<rustls::RootCertStore>,
 }
@@ -95,6 +99,8 @@ impl Default for Settings {
             tls: None,
             inspect: Vec::new(),
             ca: None,
+            ca_home: None,
+            ca_poll: Duration::from_secs(5),
             upstream_roots: Arc::new(rustls::RootCertStore::empty()),
         }
     }

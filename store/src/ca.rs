@@ -17,6 +17,9 @@ use crate::time::Timestamp;
 
 /// The file (in the data directory) that holds the CA certificate and key, mode 0600.
 pub const CA_FILE: &str = "ca-key.pem";
+/// The file (in the data directory) that lists rotated-out CA certificates, each after a
+/// `# trusted-until-ms: N` line (no keys: they are gone).
+pub const PREVIOUS_FILE: &str = "ca-previous.pem";
 
 /// How long a deployment CA is valid for.
 const CA_LIFETIME_DAYS: i64 = 3650;
@@ -145,6 +148,8 @@ impl DeploymentCa {
                     return Ok(ca);
                 }
                 let fresh = Self::generate(now)?;
+                // Id 1 only ever for the first CA: two processes starting on an empty
+                // table race for the same row, and the loser reads the winner's.
                 sqlx::query(
                     "INSERT INTO deployment_ca (id, cert_pem, key_pem, created_at) \
                      VALUES (1, $1, $2, $3) ON CONFLICT (id) DO NOTHING",
@@ -163,11 +168,142 @@ impl DeploymentCa {
     }
 }
 
+impl CaHome {
+    /// The certificates clients should trust now, PEM: the signing CA first, then each
+    /// rotated-out CA whose overlap has not ended (leaves it signed may still be in use).
+    pub async fn trusted_pem(&self, now: Timestamp) -> Result<String, CaError> {
+        let current = DeploymentCa::load_or_create(self, now).await?;
+        let mut out = current.cert_pem;
+        for (cert, until) in self.previous().await? {
+            if until > now.millis() {
+                out.push_str(&cert);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Starts a new CA: the current one stops signing and stays trusted until
+    /// `now + overlap`, which is returned. Proxies pick the new one up within their CA poll.
+    pub async fn rotate(&self, now: Timestamp, overlap_ms: i64) -> Result<Timestamp, CaError> {
+        let until = now.millis().saturating_add(overlap_ms);
+        let old = DeploymentCa::load_or_create(self, now).await?;
+        let fresh = DeploymentCa::generate(now)?;
+        match self {
+            CaHome::Dir(dir) => {
+                let mut kept: String = self
+                    .previous()
+                    .await?
+                    .into_iter()
+                    .filter(|(_, u)| *u > now.millis())
+                    .map(|(cert, u)| format!("# trusted-until-ms: {u}\n{cert}"))
+                    .collect();
+                kept.push_str(&format!("# trusted-until-ms: {until}\n{}", old.cert_pem));
+                replace_file(&dir.join(PREVIOUS_FILE), &kept)?;
+                let text = format!("{}{}", fresh.cert_pem, fresh.key.serialize_pem());
+                replace_file(&dir.join(CA_FILE), &text)?;
+            }
+            CaHome::Database(store) => {
+                let mut tx = store.begin().await?;
+                sqlx::query(
+                    "UPDATE deployment_ca SET trusted_until = $1 WHERE trusted_until IS NULL",
+                )
+                .bind(until)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from)?;
+                sqlx::query(
+                    "INSERT INTO deployment_ca (id, cert_pem, key_pem, created_at) \
+                     SELECT COALESCE(MAX(id), 0) + 1, $1, $2, $3 FROM deployment_ca",
+                )
+                .bind(&fresh.cert_pem)
+                .bind(fresh.key.serialize_pem())
+                .bind(now.millis())
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from)?;
+                tx.commit().await.map_err(StoreError::from)?;
+            }
+        }
+        Ok(Timestamp::from_millis(until))
+    }
+
+    /// Rotated-out certificates with the end of their trust (ms).
+    async fn previous(&self) -> Result<Vec<(String, i64)>, CaError> {
+        match self {
+            CaHome::Dir(dir) => {
+                let path = dir.join(PREVIOUS_FILE);
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(t) => t,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(source) => return Err(CaError::File { path, source }),
+                };
+                parse_previous(&text)
+            }
+            CaHome::Database(store) => {
+                let rows = sqlx::query(
+                    "SELECT cert_pem, trusted_until FROM deployment_ca \
+                     WHERE trusted_until IS NOT NULL ORDER BY id DESC",
+                )
+                .fetch_all(store.pool())
+                .await
+                .map_err(StoreError::from)?;
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get::<String, _>(0).map_err(StoreError::from)?,
+                            r.try_get::<i64, _>(1).map_err(StoreError::from)?,
+                        ))
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Parses [`PREVIOUS_FILE`].
+fn parse_previous(text: &str) -> Result<Vec<(String, i64)>, CaError> {
+    let end = "-----END CERTIFICATE-----";
+    let mut out = Vec::new();
+    for block in text.split_inclusive(end).filter(|b| b.contains(end)) {
+        let block = block.trim_start();
+        let (marker, cert) = block
+            .split_once('\n')
+            .ok_or(CaError::Corrupt("previous CA list"))?;
+        let until = marker
+            .strip_prefix("# trusted-until-ms: ")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .ok_or(CaError::Corrupt("previous CA list"))?;
+        out.push((format!("{}\n", cert.trim_end()), until));
+    }
+    Ok(out)
+}
+
+/// Replaces `path` with `text` at once (a private temporary file renamed over it).
+fn replace_file(path: &Path, text: &str) -> Result<(), CaError> {
+    let file_err = |source| CaError::File {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let (tmp, mut f) = tempfile_in(dir).map_err(file_err)?;
+    let written = f
+        .write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(file_err)
+}
+
 async fn load_row(store: &Store) -> Result<Option<DeploymentCa>, CaError> {
-    let row = sqlx::query("SELECT cert_pem, key_pem FROM deployment_ca ORDER BY id DESC LIMIT 1")
-        .fetch_optional(store.pool())
-        .await
-        .map_err(StoreError::from)?;
+    let row = sqlx::query(
+        "SELECT cert_pem, key_pem FROM deployment_ca WHERE trusted_until IS NULL \
+         ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_optional(store.pool())
+    .await
+    .map_err(StoreError::from)?;
     match row {
         None => Ok(None),
         Some(r) => {
@@ -257,6 +393,47 @@ mod tests {
             })?
             .count();
         assert_eq!(leftovers, 1, "no temporary file is left behind");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn rotation_signs_with_a_new_ca_and_keeps_the_old_one_trusted_for_the_overlap()
+    -> Result<(), CaError> {
+        let dir = tempfile::tempdir().map_err(|source| CaError::File {
+            path: PathBuf::new(),
+            source,
+        })?;
+        let home = CaHome::Dir(dir.path().to_owned());
+        let t0 = Timestamp::from_millis(1_700_000_000_000);
+        let old = DeploymentCa::load_or_create(&home, t0).await?;
+        let until = home.rotate(t0, 60_000).await?;
+        assert_eq!(until.millis(), t0.millis() + 60_000);
+        let new = DeploymentCa::load_or_create(&home, t0).await?;
+        assert_ne!(old.cert_pem(), new.cert_pem());
+        let trusted = home.trusted_pem(t0).await?;
+        assert!(trusted.starts_with(new.cert_pem()), "the signing CA first");
+        assert!(
+            trusted.contains(old.cert_pem()),
+            "the old one during the overlap"
+        );
+        let later = Timestamp::from_millis(until.millis());
+        assert_eq!(
+            home.trusted_pem(later).await?,
+            new.cert_pem(),
+            "and not after it"
+        );
+        home.rotate(later, 60_000).await?;
+        let trusted = home.trusted_pem(later).await?;
+        assert_eq!(
+            trusted.matches("BEGIN CERTIFICATE").count(),
+            2,
+            "expired ones are dropped"
+        );
+        let meta = std::fs::metadata(dir.path().join(CA_FILE)).map_err(|source| CaError::File {
+            path: PathBuf::new(),
+            source,
+        })?;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "still private");
         Ok(())
     }
 }

@@ -58,6 +58,11 @@ impl Authority {
         })
     }
 
+    /// The certificate (PEM) of the CA it mints under.
+    pub(crate) fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
     /// The TLS configuration presenting `host`'s leaf (ALPN `h2`, `http/1.1`).
     pub(crate) async fn server_config(
         &self,
