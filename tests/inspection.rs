@@ -960,3 +960,109 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
         "the key file holds the new CA"
     );
 }
+
+#[tokio::test]
+async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it() {
+    let s = setup(&["--inspect", HOST]).await;
+    let api = s.gate.api();
+    let turn = api.turn("u", "c", &[]).await;
+    let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
+    // Not approved at all yet: CONNECT is refused, recorded, and merged into the card.
+    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let (r, _) = connect(s.gate.proxy(), &turn, &authority).await;
+    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
+    let (id, secret) = ask(&api, &turn, &[]).await;
+    let schema = api
+        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
+        .await
+        .json();
+    assert_eq!(
+        schema["card"]["sites"],
+        serde_json::json!([HOST]),
+        "{schema}"
+    );
+    // Widening or inventing a level is refused, and nothing is claimed.
+    let r = resume(
+        &api,
+        &id,
+        &secret,
+        "resolved",
+        serde_json::json!({"approved": true, "access": "admin"}),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "INVALID_DECISION");
+    let r = resume(
+        &api,
+        &id,
+        &secret,
+        "resolved",
+        serde_json::json!({"approved": true, "access": "read"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["decision"]["access"], "read", "{}", r.text());
+    let approvals = api
+        .call(
+            "GET",
+            "/v1/chats/c/approvals",
+            Some(RUNTIME),
+            Some("u"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(approvals["approvals"][0]["access"], "read", "{approvals}");
+    let r = over_tls(&s, &turn, client.clone(), HOST, &request("GET", "/", ""))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = over_tls(&s, &turn, client, HOST, &request("POST", "/", "x"))
+        .await
+        .unwrap();
+    assert_eq!(r.header("x-egress-refused"), Some("method_not_allowed"));
+}
+
+#[tokio::test]
+async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
+    let s = setup(&[]).await;
+    let api = s.gate.api();
+    let turn = api.turn("u", "c", &[]).await;
+    let (id, secret) = ask(&api, &turn, &[&format!("https://{HOST}/data.csv")]).await;
+    let r = resume(
+        &api,
+        &id,
+        &secret,
+        "resolved",
+        serde_json::json!({"approved": true, "access": "read"}),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("does not inspect"), "{}", r.text());
+    let approvals = api
+        .call(
+            "GET",
+            "/v1/chats/c/approvals",
+            Some(RUNTIME),
+            Some("u"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(
+        approvals["approvals"],
+        serde_json::json!([]),
+        "nothing was written"
+    );
+    // The same card can still be approved at its own level.
+    let r = resume(
+        &api,
+        &id,
+        &secret,
+        "resolved",
+        serde_json::json!({"approved": true}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["decision"]["access"], serde_json::Value::Null, "absent: full");
+}

@@ -99,6 +99,37 @@ impl Grants {
     }
 }
 
+/// The first of `sites` (exact hosts) that the proxy does not inspect: matched neither by a
+/// deployment-wide `--inspect` pattern nor by an administrators' entry marked `inspect`. A
+/// `read` grant can only be kept where the proxy sees each request.
+pub(crate) async fn first_not_inspected(
+    state: &crate::AppState,
+    sites: &[String],
+) -> Result<Option<String>, StoreError> {
+    let admin: Vec<SitePattern> = state
+        .store
+        .admin_list(AdminList::Sites)
+        .await?
+        .into_iter()
+        .filter(|e| e.rules.inspect)
+        .filter_map(|e| stored_pattern(&e.value))
+        .collect();
+    Ok(sites
+        .iter()
+        .find(|s| {
+            let Ok(host) = Host::parse(s) else {
+                return true;
+            };
+            !state
+                .settings
+                .inspect
+                .iter()
+                .chain(&admin)
+                .any(|p| p.matches(&host))
+        })
+        .cloned())
+}
+
 fn stored_pattern(value: &str) -> Option<SitePattern> {
     let parsed = SitePattern::from_db(value);
     if parsed.is_none() {

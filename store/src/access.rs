@@ -45,6 +45,11 @@ impl Access {
         }
     }
 
+    /// Whether this is [`Access::Full`] (for `skip_serializing_if`).
+    pub fn is_full(&self) -> bool {
+        *self == Self::Full
+    }
+
     /// The wider of two levels: a host allowed by several grants gets the widest.
     pub fn widest(self, other: Self) -> Self {
         self.max(other)

@@ -291,6 +291,10 @@ pub struct Decision {
     outcome: DecisionOutcome,
     sites: Vec<String>,
     packages: Vec<String>,
+    /// Present (`read`) only when the person narrowed the card's `full` with
+    /// `payload.access`; absent means `full`.
+    #[schema(value_type = Option<String>, pattern = "^read$")]
+    access: Option<String>,
 }
 
 /// `GET /v1/interrupts/{id}/outcome`.
