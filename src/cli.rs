@@ -39,11 +39,36 @@ pub enum Command {
     /// `request_egress_approval`, calling the control API (runtime token from
     /// EGRESSGATE_RUNTIME_TOKEN). Only JSON-RPC is written to stdout.
     Mcp(McpArgs),
+    /// The deployment CA that signs the leaves of inspected hosts.
+    Ca {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: CaCmd,
+    },
     /// Run a command whose only way out is the proxy.
     Sandbox {
         /// The sandbox action.
         #[command(subcommand)]
         action: SandboxCmd,
+    },
+}
+
+/// `ca print|rotate`.
+#[derive(Subcommand, Debug)]
+pub enum CaCmd {
+    /// Write the CA certificates clients should trust (PEM) to stdout: the signing CA, then
+    /// any rotated-out one still within its overlap. Makes the CA first if there is none.
+    Print(RawConfig),
+    /// Start a new CA. Proxies mint under it within seconds; the old one stays in
+    /// `GET /v1/ca.pem` and `ca print` until the overlap ends (said on stderr).
+    Rotate {
+        /// How long the old CA stays trusted (its leaves live 24h; clients need time to
+        /// fetch the new bundle).
+        #[arg(long, default_value = "48h")]
+        overlap: String,
+        /// Database settings.
+        #[command(flatten)]
+        db: RawConfig,
     },
 }
 
@@ -171,6 +196,14 @@ pub enum SandboxCmd {
         /// Only set the proxy variables (no network namespace).
         #[arg(long)]
         no_isolate: bool,
+        /// The deployment CA (PEM) the command should trust, for inspected hosts: it gets a
+        /// bundle of the system roots plus this CA.
+        #[arg(long, conflicts_with = "control_url")]
+        ca_file: Option<PathBuf>,
+        /// The control plane (`http://HOST:PORT`) to fetch the deployment CA from
+        /// (`GET /v1/ca.pem`), instead of --ca-file.
+        #[arg(long, env = "EGRESSGATE_CONTROL_URL")]
+        control_url: Option<String>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
@@ -237,6 +270,14 @@ pub struct RawConfig {
     /// PEM private key for a TLS proxy listener.
     #[arg(long, env = "EGRESSGATE_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+    /// Hosts whose TLS the proxy inspects, deployment-wide: `host` or `*.suffix` (repeatable).
+    /// Their clients must trust the deployment CA (`egressgate ca print`, `GET /v1/ca.pem`).
+    #[arg(long, env = "EGRESSGATE_INSPECT", value_delimiter = ',')]
+    #[serde(default)]
+    pub inspect: Vec<String>,
+    /// PEM CA certificates an inspected host's origin may chain to, besides the system roots.
+    #[arg(long, env = "EGRESSGATE_UPSTREAM_CA")]
+    pub upstream_ca: Option<PathBuf>,
     /// Address for `/metrics`, `/healthz`, `/readyz` of a proxy-only process. [default: none]
     #[arg(long, env = "EGRESSGATE_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
@@ -404,6 +445,7 @@ const PROXY_ONLY: &[&str] = &[
     "allow_port",
     "tls_cert",
     "tls_key",
+    "upstream_ca",
     "metrics_listen",
     "mode",
     "log_allowed",
@@ -540,6 +582,9 @@ impl Command {
                     }
                 },
             },
+            Command::Ca {
+                action: CaCmd::Print(r) | CaCmd::Rotate { db: r, .. },
+            } => Some(r),
             Command::Mcp(_) | Command::Sandbox { .. } => None,
         }
     }

@@ -329,8 +329,23 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
         _ => bail!("{} and {} go together", l("tls-cert"), l("tls-key")),
     };
+    let inspect = raw
+        .inspect
+        .iter()
+        .map(|p| {
+            SitePattern::parse(p, &internal_suffixes)
+                .map_err(|e| anyhow!("{} {p:?}: {e}", l("inspect")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let upstream_roots =
+        egressgate_proxy::inspect::roots(raw.upstream_ca.as_deref()).map_err(|e| anyhow!("{e}"))?;
     let d = egressgate_proxy::Settings::default();
     let proxy = egressgate_proxy::Settings {
+        inspect: inspect.clone(),
+        ca: None,
+        ca_home: None,
+        ca_poll: d.ca_poll,
+        upstream_roots: Arc::new(upstream_roots),
         allow_ports,
         allow_cidrs,
         resolve,
@@ -386,6 +401,8 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
     };
     let c = egressgate_control::Settings::default();
     let control = egressgate_control::Settings {
+        inspect,
+        ca: None,
         proxy_public_url,
         turn_ttl: duration(&l("turn-ttl"), &raw.turn_ttl, c.turn_ttl)?,
         interrupt_ttl: duration(&l("interrupt-ttl"), &raw.interrupt_ttl, c.interrupt_ttl)?,

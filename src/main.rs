@@ -22,6 +22,8 @@ fn main() -> ExitCode {
                 proxy_url_file,
                 capture,
                 no_isolate,
+                ca_file,
+                control_url,
                 command,
             },
     } = cli.command
@@ -33,6 +35,9 @@ fn main() -> ExitCode {
                     proxy_url,
                     isolate: !no_isolate,
                     capture,
+                    ca: ca_file
+                        .map(egressgate_sandbox::CaSource::File)
+                        .or(control_url.map(egressgate_sandbox::CaSource::ControlUrl)),
                     command,
                 })
             });

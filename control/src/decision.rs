@@ -4,7 +4,7 @@
 //! cheapest bug in an approval path.
 
 use egressgate_store::db::interrupts::{Decision, Outcome};
-use egressgate_store::{Card, Package};
+use egressgate_store::{Access, Card, Package};
 use serde_json::Value;
 
 /// The AG-UI resume entry's status, read leniently: a missing, mistyped or unknown status is
@@ -47,6 +47,7 @@ pub fn decide(
         outcome,
         sites: Vec::new(),
         packages: Vec::new(),
+        access: Access::Full,
     };
     match status {
         ResumeStatus::Resolved => {}
@@ -58,6 +59,16 @@ pub fn decide(
         None => card.packages.clone(),
         Some(list) => narrow(card, list)?,
     };
+    // The card grants `full`; an answer may keep it or narrow it to `read`, nothing else.
+    let access = match fields.and_then(|o| o.get("access")) {
+        None => Access::Full,
+        Some(v) => v.as_str().and_then(Access::parse).ok_or_else(|| {
+            InvalidDecision(
+                "payload.access must be \"full\" (the card's level) or \"read\" (downloads only)"
+                    .into(),
+            )
+        })?,
+    };
     if fields.and_then(|o| o.get("approved")) != Some(&Value::Bool(true)) {
         return Ok(declined(Outcome::Declined));
     }
@@ -65,6 +76,7 @@ pub fn decide(
         outcome: Outcome::Approved,
         sites: card.sites.clone(),
         packages,
+        access,
     })
 }
 
@@ -163,6 +175,32 @@ mod tests {
             assert_eq!(ResumeStatus::of(Some(&other)), Other, "{other}");
         }
         assert_eq!(ResumeStatus::of(None), Other);
+    }
+
+    #[test]
+    fn access_defaults_to_the_cards_full_and_may_only_be_narrowed_to_read() {
+        let with = |v: Value| decide(&card(), ResumeStatus::Resolved, Some(&v)).map(|d| d.access);
+        assert_eq!(with(json!({"approved": true})), Ok(Access::Full));
+        assert_eq!(
+            with(json!({"approved": true, "access": "full"})),
+            Ok(Access::Full)
+        );
+        assert_eq!(
+            with(json!({"approved": true, "access": "read"})),
+            Ok(Access::Read)
+        );
+        for bad in [json!("write"), json!("READ"), json!(1), json!(null)] {
+            assert!(
+                with(json!({"approved": true, "access": bad})).is_err(),
+                "{bad}"
+            );
+        }
+        let declined = decide(&card(), ResumeStatus::Cancelled, None).map(|d| d.access);
+        assert_eq!(
+            declined,
+            Ok(Access::Full),
+            "a decline grants nothing at any level"
+        );
     }
 
     #[test]

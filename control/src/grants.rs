@@ -7,12 +7,14 @@ use std::collections::BTreeSet;
 use egressgate_store::db::admin::AdminList;
 use egressgate_store::db::policy::ApprovalKind;
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Host, Package, SitePattern, Store, StoreError, Timestamp};
+use egressgate_store::{Access, Host, Package, SitePattern, Store, StoreError, Timestamp};
 
 /// Every grant in force for one turn.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Grants {
     sites: BTreeSet<SitePattern>,
+    /// Sites granted at `read` only: listed, but a card may still ask to widen them.
+    read_sites: BTreeSet<SitePattern>,
     packages: BTreeSet<String>,
 }
 
@@ -24,6 +26,7 @@ impl Grants {
     ) -> Self {
         Self {
             sites: sites.into_iter().collect(),
+            read_sites: BTreeSet::new(),
             packages: packages.into_iter().collect(),
         }
     }
@@ -39,23 +42,37 @@ impl Grants {
         let admin_packages = store.admin_list(AdminList::Packages).await?;
         let approvals = store.chat_approvals(&turn.user, &turn.chat, now).await?;
         let mut sites: Vec<SitePattern> = turn.sites.clone();
+        let mut read_sites: Vec<SitePattern> = Vec::new();
         let mut packages: Vec<String> = turn
             .packages
             .iter()
             .map(|p| p.as_str().to_owned())
             .collect();
-        sites.extend(admin_sites.iter().filter_map(|e| stored_pattern(&e.value)));
+        for e in &admin_sites {
+            let into = match e.rules.access {
+                Access::Full => &mut sites,
+                Access::Read => &mut read_sites,
+            };
+            into.extend(stored_pattern(&e.value));
+        }
         packages.extend(admin_packages.into_iter().map(|e| e.value));
         for row in approvals {
-            match row.kind {
-                ApprovalKind::Site => sites.extend(stored_pattern(&row.value)),
-                ApprovalKind::Package => packages.push(row.value),
+            match (row.kind, row.access) {
+                (ApprovalKind::Site, Access::Full) => sites.extend(stored_pattern(&row.value)),
+                (ApprovalKind::Site, Access::Read) => {
+                    read_sites.extend(stored_pattern(&row.value));
+                }
+                (ApprovalKind::Package, _) => packages.push(row.value),
             }
         }
-        Ok(Self::from_parts(sites, packages))
+        Ok(Self {
+            read_sites: read_sites.into_iter().collect(),
+            ..Self::from_parts(sites, packages)
+        })
     }
 
-    /// Whether some grant's pattern matches `host`.
+    /// Whether some grant's pattern opens `host` fully (a `read` grant leaves a card something
+    /// to ask for: `full`).
     pub(crate) fn allows_site(&self, host: &Host) -> bool {
         self.sites.iter().any(|p| p.matches(host))
     }
@@ -67,7 +84,12 @@ impl Grants {
 
     /// Every site pattern in canonical form, sorted and de-duplicated.
     pub(crate) fn site_keys(&self) -> Vec<String> {
-        let keys: BTreeSet<String> = self.sites.iter().map(SitePattern::to_key).collect();
+        let keys: BTreeSet<String> = self
+            .sites
+            .iter()
+            .chain(&self.read_sites)
+            .map(SitePattern::to_key)
+            .collect();
         keys.into_iter().collect()
     }
 
@@ -75,6 +97,37 @@ impl Grants {
     pub(crate) fn package_names(&self) -> Vec<String> {
         self.packages.iter().cloned().collect()
     }
+}
+
+/// The first of `sites` (exact hosts) that the proxy does not inspect: matched neither by a
+/// deployment-wide `--inspect` pattern nor by an administrators' entry marked `inspect`. A
+/// `read` grant can only be kept where the proxy sees each request.
+pub(crate) async fn first_not_inspected(
+    state: &crate::AppState,
+    sites: &[String],
+) -> Result<Option<String>, StoreError> {
+    let admin: Vec<SitePattern> = state
+        .store
+        .admin_list(AdminList::Sites)
+        .await?
+        .into_iter()
+        .filter(|e| e.rules.inspect)
+        .filter_map(|e| stored_pattern(&e.value))
+        .collect();
+    Ok(sites
+        .iter()
+        .find(|s| {
+            let Ok(host) = Host::parse(s) else {
+                return true;
+            };
+            !state
+                .settings
+                .inspect
+                .iter()
+                .chain(&admin)
+                .any(|p| p.matches(&host))
+        })
+        .cloned())
 }
 
 fn stored_pattern(value: &str) -> Option<SitePattern> {

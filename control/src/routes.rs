@@ -13,6 +13,7 @@ mod admin;
 mod approval;
 mod audit;
 mod batches;
+mod ca;
 mod chats;
 mod claims;
 mod dry_run;
@@ -31,6 +32,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(openapi::document_json))
+        .route("/v1/ca.pem", get(ca::ca_pem))
         .route("/v1/tools/approval.json", get(openapi::approval_tool_json))
         .route("/v1/turns", post(turns::open))
         .route("/v1/turns/{turn_id}/refusals", get(turns::refusals))

@@ -7,6 +7,11 @@ use egressgate_store::Host;
 /// Lifetimes, caps and limits from the design, with its defaults.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// Hosts the proxy inspects deployment-wide (`--inspect`): a `read` site they cover can be
+    /// enforced.
+    pub inspect: Vec<egressgate_store::SitePattern>,
+    /// Where the deployment CA is kept, for `GET /v1/ca.pem` (`None`: no CA, answered 404).
+    pub ca: Option<egressgate_store::ca::CaHome>,
     /// `host:port` put into turns' `proxy_url`.
     pub proxy_public_url: String,
     /// Default credential lifetime of a turn.
@@ -77,6 +82,8 @@ impl Default for Settings {
     fn default() -> Self {
         const HOUR: u64 = 3600;
         Self {
+            inspect: Vec::new(),
+            ca: None,
             proxy_public_url: "127.0.0.1:3128".into(),
             turn_ttl: Duration::from_secs(HOUR),
             interrupt_ttl: Duration::from_secs(HOUR),

@@ -295,6 +295,7 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
         url: None,
         at: Timestamp::now(),
         shadow: false,
+        method: None,
     };
     let candidate = |host: &str| RefusalCandidate {
         event: ev(host, RefusalReason::NotApproved),
@@ -383,6 +384,7 @@ async fn refusals_list_the_record_and_the_overflow() {
         url: url.map(Into::into),
         at: Timestamp::now(),
         shadow: false,
+        method: None,
     };
     app.store
         .record_refusals(

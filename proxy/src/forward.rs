@@ -1,22 +1,25 @@
-//! Absolute-form forwarding (`GET http://host/path`): the `Host` header must agree with the
-//! URI, `Proxy-Authorization` and hop-by-hop headers never travel upstream, and bodies stream
-//! both ways without being buffered whole.
+//! Forwarding one request (absolute-form `GET http://host/path`, plain HTTP inside a tunnel,
+//! or a request decrypted on an inspected host): the per-request rules (the access level)
+//! first, the `Host` header must agree with the URI, `Proxy-Authorization` and hop-by-hop
+//! headers never travel upstream, and bodies stream both ways without being buffered whole.
 
 use std::net::SocketAddr;
 
-use egressgate_store::RefusalReason;
+use egressgate_store::{Mode, RefusalReason, SanitizedUrl, Timestamp};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt as _;
 use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
+use crate::access;
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::identify::TurnEntry;
 use crate::pool::{EgressMeter, Key, Lease, MeteredLine, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
-use crate::shared::Shared;
+use crate::shared::{Refusal, Shared};
 use crate::target::{self, Target};
 
 /// Headers that describe one hop, never the end-to-end message (RFC 9110 §7.6.1), plus the
@@ -69,9 +72,84 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove("proxy-connection");
 }
 
+/// How a request reaches its origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// Plain HTTP (absolute-form forwarding, or plain HTTP inside a tunnel).
+    Plain,
+    /// TLS verified against the upstream roots: a request decrypted on an inspected host.
+    Tls,
+}
+
+impl Via {
+    /// The URL scheme of requests that travel this way.
+    pub(crate) fn scheme(self) -> &'static str {
+        match self {
+            Self::Plain => "http",
+            Self::Tls => "https",
+        }
+    }
+
+    fn default_port(self) -> u16 {
+        match self {
+            Self::Plain => 80,
+            Self::Tls => 443,
+        }
+    }
+}
+
+/// The per-request rules the proxy can only apply where it sees the request: the grant's
+/// access level. `Err(answer)`: refused (recorded first) or unrecordable; `Ok(())`: go ahead
+/// (a shadowed refusal was recorded and logged).
+async fn per_request_rules(
+    shared: &Shared,
+    turn: &TurnEntry,
+    target: &Target,
+    req: &Request<Incoming>,
+    allowed: &Allowed,
+    via: Via,
+) -> Result<(), Response<ProxyBody>> {
+    if access::permits(allowed.grant.access, req.method(), req.uri()) {
+        return Ok(());
+    }
+    // The grant may be an allow remembered from before a person widened it: a refusal is
+    // rare, so it asks the database first, and a fresh `full` approval works at once.
+    if let Ok(Some(fresh)) = shared
+        .store
+        .site_allowed(
+            &turn.turn.user,
+            &turn.turn.chat,
+            &target.host,
+            Timestamp::now(),
+        )
+        .await
+        && access::permits(fresh.access, req.method(), req.uri())
+    {
+        turn.remember_allowed(&target.host, shared.epoch.get(), fresh);
+        return Ok(());
+    }
+    let reason = RefusalReason::MethodNotAllowed;
+    let url = SanitizedUrl::from_parts(via.scheme(), &target.host, target.port, req.uri().path());
+    let r = Refusal {
+        turn,
+        host: target.host.as_str(),
+        port: target.port,
+        reason,
+        url: Some(url.text),
+        shadow: turn.mode(shared.settings.mode) == Mode::Shadow && reason.shadowable(),
+        method: Some(req.method().to_string()),
+    };
+    if r.shadow {
+        return shared.shadow_pass(r).await.map(|_| ());
+    }
+    Err(shared.refuse(r, StatusCode::FORBIDDEN).await)
+}
+
 /// Sends the request upstream over a pooled or fresh connection to a vetted address and
-/// streams the answer back; its decision line (`allowed`) is written when the response is
-/// done, or at once with `502`/`504` when the origin cannot be reached.
+/// streams the answer back, after the per-request rules (the access level) let it; its
+/// decision line (`allowed`) is written when the response is done, or at once with
+/// `502`/`504` when the origin cannot be reached (for [`Via::Tls`], also when its
+/// certificate does not verify: then not a byte of the request was sent).
 pub(crate) async fn forward(
     shared: &Shared,
     turn: &TurnEntry,
@@ -79,11 +157,18 @@ pub(crate) async fn forward(
     addrs: &[SocketAddr],
     req: Request<Incoming>,
     allowed: Allowed,
+    via: Via,
 ) -> Response<ProxyBody> {
-    let key = Key::new(&turn.turn.id, &target.host, target.port);
+    if let Err(answer) = per_request_rules(shared, turn, target, &req, &allowed, via).await {
+        return answer;
+    }
+    if via == Via::Tls {
+        shared.metrics.inspected_requests.inc();
+    }
+    let key = Key::new(&turn.turn.id, &target.host, target.port, via == Via::Tls);
     let mut lease = match shared.pool.take(&key, addrs) {
         Some(pooled) => pooled,
-        None => match open(shared, key, addrs).await {
+        None => match open(shared, key, addrs, via).await {
             Ok(fresh) => fresh,
             Err((status, reason, addr, e)) => {
                 return upstream_failed(shared, &allowed, status, reason, addr, e);
@@ -105,7 +190,7 @@ pub(crate) async fn forward(
     origin_form.path_and_query = parts.uri.path_and_query().cloned();
     parts.uri = Uri::from_parts(origin_form).unwrap_or_else(|_| Uri::from_static("/"));
     parts.version = http::Version::HTTP_11;
-    let authority = if target.port == 80 {
+    let authority = if target.port == via.default_port() {
         target.host.to_string()
     } else {
         format!("{}:{}", target.host, target.port)
@@ -171,8 +256,14 @@ fn upstream_failed(
 /// was reached, and the message for the client.
 type OpenError = (StatusCode, &'static str, Option<SocketAddr>, String);
 
-/// Dials a vetted address and performs the HTTP/1.1 client handshake.
-async fn open(shared: &Shared, key: Key, addrs: &[SocketAddr]) -> Result<Lease, OpenError> {
+/// Dials a vetted address, for [`Via::Tls`] verifies the origin's certificate, and performs
+/// the HTTP/1.1 client handshake.
+async fn open(
+    shared: &Shared,
+    key: Key,
+    addrs: &[SocketAddr],
+    via: Via,
+) -> Result<Lease, OpenError> {
     let stream = shared
         .dialer
         .connect(key.host(), addrs)
@@ -186,7 +277,37 @@ async fn open(shared: &Shared, key: Key, addrs: &[SocketAddr]) -> Result<Lease, 
     let addr = stream
         .peer_addr()
         .map_err(|e| (StatusCode::BAD_GATEWAY, "connect", None, e.to_string()))?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let sender = match via {
+        Via::Plain => handshake(stream, addr).await?,
+        Via::Tls => {
+            let tls = shared
+                .inspection
+                .upstream
+                .connect(key.host(), stream)
+                .await
+                .map_err(|e| {
+                    (
+                        StatusCode::BAD_GATEWAY,
+                        "upstream_tls",
+                        Some(addr),
+                        format!(
+                            "the origin's TLS certificate for {} did not verify: {e}",
+                            key.host()
+                        ),
+                    )
+                })?;
+            handshake(tls, addr).await?
+        }
+    };
+    Ok(Lease::new(shared.pool.clone(), key, addr, sender))
+}
+
+/// The HTTP/1.1 client handshake over `io`; its connection task runs until it closes.
+async fn handshake<I>(io: I, addr: SocketAddr) -> Result<SendRequest<Incoming>, OpenError>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| {
             (
@@ -201,5 +322,5 @@ async fn open(shared: &Shared, key: Key, addrs: &[SocketAddr]) -> Result<Lease, 
             tracing::debug!(error = %e, "upstream connection ended with an error");
         }
     });
-    Ok(Lease::new(shared.pool.clone(), key, addr, sender))
+    Ok(sender)
 }

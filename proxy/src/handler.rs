@@ -12,11 +12,12 @@ use hyper::body::Incoming;
 use crate::decide::{self, Decision};
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
+use crate::forward::{self, Via};
 use crate::identify::{ActiveGuard, AuthError};
 use crate::respond::{self, ProxyBody};
 use crate::shared::{ClientConn, Refusal, Shared};
 use crate::target;
-use crate::{forward, tunnel};
+use crate::tunnel;
 
 /// Serves one request.
 pub(crate) async fn handle(
@@ -101,6 +102,7 @@ pub(crate) async fn handle(
         url: (!connect)
             .then(|| SanitizedUrl::from_parts("http", &target.host, target.port, path).text),
         shadow: shadow_mode && reason.shadowable(),
+        method: (!connect).then(|| req.method().to_string()),
     };
 
     let started = Instant::now();
@@ -198,6 +200,6 @@ pub(crate) async fn handle(
             epoch,
             &shared.epoch,
         );
-        forward::forward(&shared, &turn, &target, &addrs, req, allowed).await
+        forward::forward(&shared, &turn, &target, &addrs, req, allowed, Via::Plain).await
     }
 }

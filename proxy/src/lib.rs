@@ -4,7 +4,9 @@
 //! `target` (parse and normalise) → `decide` (ordered rules) → `dial` + `addr` (resolve once,
 //! vet, connect) → `tunnel` (CONNECT: first bytes judged by `first_bytes` + `sni`, then `relay`, or HTTP served
 //! request by request) or `forward` (absolute-form HTTP)
-//! → `recorder` (refusals before the 403, egress summaries). `respond` writes what the proxy
+//! → `access` (the per-request access level check) → `recorder` (refusals before the 403,
+//! egress summaries). `inspect` ends TLS for inspected hosts so their requests take the
+//! forwarding path too. `respond` writes what the proxy
 //! says itself; `metrics` counts it all.
 
 pub mod addr;
@@ -13,6 +15,7 @@ pub mod decision_log;
 pub mod dial;
 pub mod first_bytes;
 pub mod identify;
+pub mod inspect;
 pub mod metrics;
 pub mod pool;
 pub mod recorder;
@@ -24,6 +27,7 @@ pub mod settings;
 pub mod sni;
 pub mod target;
 
+mod access;
 mod forward;
 mod handler;
 mod server;

@@ -49,6 +49,8 @@ pub struct Metrics {
     pub requests_connect: Counter,
     /// `requests{kind="forward"}`.
     pub requests_forward: Counter,
+    /// `requests{kind="inspected"}`: requests decrypted on an inspected host and forwarded.
+    pub inspected_requests: Counter,
     /// `relayed_bytes{direction="up"}` (client → origin).
     pub bytes_up: Counter,
     /// `relayed_bytes{direction="down"}` (origin → client).
@@ -79,6 +81,7 @@ impl Metrics {
         // call on the same family while a guard is alive would wait for itself.
         let requests_connect = series(&requests, &KindLabel { kind: "connect" });
         let requests_forward = series(&requests, &KindLabel { kind: "forward" });
+        let inspected_requests = series(&requests, &KindLabel { kind: "inspected" });
         let bytes_up = series(&bytes, &DirectionLabel { direction: "up" });
         let bytes_down = series(&bytes, &DirectionLabel { direction: "down" });
         let m = Self {
@@ -86,6 +89,7 @@ impl Metrics {
             failures: Family::default(),
             requests_connect,
             requests_forward,
+            inspected_requests,
             bytes_up,
             bytes_down,
             active_tunnels: Gauge::default(),

@@ -36,21 +36,23 @@ const IDLE_TTL: Duration = Duration::from_secs(30);
 /// Keys kept before stale ones (ended turns, closed connections) are swept out.
 const SWEEP_AT_KEYS: usize = 4096;
 
-/// Who may reuse a connection: one turn, one host, one port.
+/// Who may reuse a connection: one turn, one host, one port, plain or verified TLS.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
     turn: TurnId,
     host: Host,
     port: u16,
+    tls: bool,
 }
 
 impl Key {
-    /// The key of `turn`'s connections to `host:port`.
-    pub fn new(turn: &TurnId, host: &Host, port: u16) -> Self {
+    /// The key of `turn`'s connections to `host:port` (over verified TLS when `tls`).
+    pub fn new(turn: &TurnId, host: &Host, port: u16, tls: bool) -> Self {
         Self {
             turn: turn.clone(),
             host: host.clone(),
             port,
+            tls,
         }
     }
 

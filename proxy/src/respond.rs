@@ -52,6 +52,9 @@ pub fn refused(host: &str, port: u16, reason: RefusalReason) -> Response<ProxyBo
         RefusalReason::SniMismatch => "the TLS server name differs from the CONNECT host",
         RefusalReason::HostMismatch => "the Host header differs from the request URI",
         RefusalReason::LimitExceeded => "a connection limit was exceeded",
+        RefusalReason::MethodNotAllowed => {
+            "this host is approved for downloads only (read); this request would upload or change something"
+        }
     };
     let body = format!(
         "egressgate refused {host}:{port}\nreason: {reason} ({why})\napprovable: {approvable}\nnext step: {next}\n"

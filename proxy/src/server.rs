@@ -29,8 +29,13 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds the proxy; must run inside a tokio runtime (it starts the recorder task).
-    pub fn new(settings: Settings, store: Store, registry: &mut Registry) -> Self {
+    /// Builds the proxy; must run inside a tokio runtime (it starts the recorder task). Fails
+    /// only when the deployment CA or the upstream roots cannot make a TLS configuration.
+    pub fn new(
+        settings: Settings,
+        store: Store,
+        registry: &mut Registry,
+    ) -> Result<Self, crate::inspect::InspectError> {
         let (drain_tx, draining) = watch::channel(false);
         let dialer = Dialer::new(
             settings.resolve.clone(),
@@ -39,7 +44,13 @@ impl Proxy {
             &settings.dns_servers,
             settings.connect_timeout,
         );
+        let inspection = crate::inspect::Inspection::new(
+            settings.inspect.clone(),
+            settings.ca.clone(),
+            settings.upstream_roots.clone(),
+        )?;
         let shared = Arc::new(Shared {
+            inspection,
             recorder: Recorder::spawn(store.clone(), settings.max_refusals_per_turn),
             turns: TurnCache::new(store.clone()),
             metrics: Metrics::new(registry),
@@ -54,7 +65,10 @@ impl Proxy {
             draining,
         });
         tokio::spawn(watch_epoch(Arc::downgrade(&shared)));
-        Self { shared, drain_tx }
+        if let Some(home) = shared.settings.ca_home.clone() {
+            tokio::spawn(watch_ca(Arc::downgrade(&shared), home));
+        }
+        Ok(Self { shared, drain_tx })
     }
 
     /// Accepts connections until `shutdown` resolves, then stops accepting, lets keep-alive
@@ -153,6 +167,40 @@ const EPOCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// drops cached turns, so nothing is allowed on unknown state. Each new epoch also re-checks
 /// the open connections ([`crate::revoke::sweep`]) and closes those nothing allows any more.
 /// Ends with the proxy.
+/// Re-reads the deployment CA every `ca_poll`, so `egressgate ca rotate` reaches this proxy
+/// without a restart (a failed read keeps the CA in use and says so once).
+async fn watch_ca(shared: std::sync::Weak<Shared>, home: egressgate_store::ca::CaHome) {
+    let mut healthy = true;
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        let poll = s.settings.ca_poll;
+        let read = egressgate_store::ca::DeploymentCa::load_or_create(
+            &home,
+            egressgate_store::Timestamp::now(),
+        )
+        .await;
+        match read
+            .map_err(crate::inspect::InspectError::from)
+            .and_then(|ca| s.inspection.adopt(ca))
+        {
+            Ok(changed) => {
+                if changed {
+                    tracing::info!("deployment CA changed; minting under the new one");
+                }
+                healthy = true;
+            }
+            Err(e) => {
+                if healthy {
+                    tracing::warn!(error = %e, "cannot re-read the deployment CA; keeping the one in use");
+                }
+                healthy = false;
+            }
+        }
+        drop(s);
+        tokio::time::sleep(poll).await;
+    }
+}
+
 async fn watch_epoch(shared: std::sync::Weak<Shared>) {
     let mut healthy = true;
     // The epoch the open connections were last checked under.

@@ -62,6 +62,16 @@ pub struct Settings {
     pub allow_cache_ttl: Duration,
     /// TLS for the proxy listener itself (clients speak TLS to the proxy).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Hosts inspected deployment-wide (`--inspect PATTERN`).
+    pub inspect: Vec<SitePattern>,
+    /// The deployment CA that signs inspected hosts' leaves (`None`: nothing is inspected).
+    pub ca: Option<Arc<egressgate_store::ca::DeploymentCa>>,
+    /// Where the CA is kept, polled every `ca_poll` so a rotation reaches a running proxy.
+    pub ca_home: Option<egressgate_store::ca::CaHome>,
+    /// How often the CA is re-read.
+    pub ca_poll: Duration,
+    /// What inspected hosts' origins are verified against (system roots + `--upstream-ca`).
+    pub upstream_roots: Arc<rustls::RootCertStore>,
 }
 
 impl Default for Settings {
@@ -87,6 +97,11 @@ impl Default for Settings {
             drain_timeout: Duration::from_secs(30),
             allow_cache_ttl: Duration::from_secs(3600),
             tls: None,
+            inspect: Vec::new(),
+            ca: None,
+            ca_home: None,
+            ca_poll: Duration::from_secs(5),
+            upstream_roots: Arc::new(rustls::RootCertStore::empty()),
         }
     }
 }

@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub registry: Arc<Registry>,
     /// The canonical decision lines (sampling, repeat limit).
     pub log: Arc<DecisionLog>,
+    /// Which hosts are inspected, and the TLS on both sides of them.
+    pub inspection: crate::inspect::Inspection,
 }
 
 /// What one client connection carries between its requests.
@@ -63,6 +65,8 @@ pub(crate) struct Refusal<'a> {
     /// Shadow mode: recorded and logged, but the request goes ahead (only ever set for a
     /// [`RefusalReason::shadowable`] reason).
     pub shadow: bool,
+    /// The request's method, when the proxy saw the request.
+    pub method: Option<String>,
 }
 
 impl<'a> Refusal<'a> {
@@ -75,6 +79,7 @@ impl<'a> Refusal<'a> {
             url: self.url.clone(),
             at: Timestamp::now(),
             shadow: self.shadow,
+            method: self.method.clone(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! CONNECT tunnels: answer `200`, judge the client's first bytes against the CONNECT host
 //! (`judge`: an SNI that is not the CONNECT host, or none on 443 when SNI is required, is
 //! domain fronting; plain HTTP is served request by request by `plain_http`, each `Host` checked),
-//! then dial the vetted addresses and relay. The origin is only dialled after the check
+//! then dial the vetted addresses and relay; an inspected host's TLS is ended by the proxy and
+//! served like plain HTTP, request by request. The origin is only dialled after the check
 //! passed, except for a server-first protocol, whose client bytes are judged when they come.
 
 mod judge;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{RefusalReason, Timestamp};
+use egressgate_store::{Access, RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -20,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 use crate::decision_log::{Allowed, Line, Verdict};
+use crate::forward::Via;
 use crate::identify::{ActiveGuard, TurnEntry};
 use crate::relay::{self, End};
 use crate::relay_tcp;
@@ -148,8 +150,9 @@ enum Opened<C> {
         origin: TcpStream,
         down: u64,
     },
-    /// HTTP, request by request; `first` holds the bytes read so far.
-    Http { client: C, first: Vec<u8> },
+    /// HTTP, request by request; `first` holds the bytes read so far (for [`Via::Tls`], the
+    /// ClientHello of an inspected host).
+    Http { client: C, first: Vec<u8>, via: Via },
 }
 
 impl Tunnel<'_> {
@@ -174,8 +177,8 @@ impl Tunnel<'_> {
                 totals.down += down;
                 self.finish(totals, addr);
             }
-            Some(Opened::Http { client, first }) => {
-                let totals = Box::pin(plain_http::serve(self, client, first)).await;
+            Some(Opened::Http { client, first, via }) => {
+                let totals = Box::pin(plain_http::serve(self, client, first, via)).await;
                 // Its requests had their own lines (with the addresses dialled); this one
                 // closes the tunnel's account.
                 self.shared.log.allowed(&Line {
@@ -230,8 +233,26 @@ impl Tunnel<'_> {
             judge::read_and_judge(&mut client, &mut first, self.target, sni_required, deadline)
                 .await;
         match verdict {
-            judge::Verdict::Relay => {}
-            judge::Verdict::Http => return Some(Opened::Http { client, first }),
+            judge::Verdict::Relay => {
+                let tls = first.first() == Some(&0x16);
+                if tls
+                    && self
+                        .shared
+                        .inspection
+                        .wants(&self.target.host, &self.allowed.grant)
+                {
+                    let via = Via::Tls;
+                    return Some(Opened::Http { client, first, via });
+                }
+                // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on them.
+                if self.allowed.grant.access != Access::Full {
+                    return self.refuse(RefusalReason::MethodNotAllowed).await;
+                }
+            }
+            judge::Verdict::Http => {
+                let via = Via::Plain;
+                return Some(Opened::Http { client, first, via });
+            }
             judge::Verdict::Refuse(reason) => return self.refuse(reason).await,
             judge::Verdict::Gone => return None,
         }
@@ -282,6 +303,7 @@ impl Tunnel<'_> {
                 reason,
                 url: None,
                 shadow: false,
+                method: None,
             })
             .await;
         None

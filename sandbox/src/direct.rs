@@ -17,6 +17,7 @@ pub(crate) fn run(
     proxy: &ProxyUrl,
     program: &OsString,
     args: &[OsString],
+    bundle: Option<&std::path::Path>,
 ) -> Result<i32, SandboxError> {
     eprintln!(
         "egressgate sandbox: warning: --no-isolate: the command's network is not isolated; \
@@ -25,7 +26,7 @@ pub(crate) fn run(
     let signals = Signals::hold()?;
     prctl::set_dumpable(false)
         .map_err(|e| SandboxError::setup("making the launcher non-dumpable", e))?;
-    let env = command_env(std::env::vars_os(), &proxy.direct());
+    let env = command_env(std::env::vars_os(), &proxy.direct(), bundle);
     match command::start(program, args, env, signals.original_mask()) {
         Started::Failed(code) => Ok(code),
         Started::Running(pid) => supervise(pid, Reap::Child, &signals)

@@ -28,13 +28,28 @@ const SECRET_VARS: &[&str] = &["DATABASE_URL"];
 
 /// The environment for the command: `parent` minus the gate's secrets and any earlier proxy
 /// setting (in any letter case, since npm and Windows-minded tools ignore case), plus the
-/// proxy variables pointing at `proxy_url`.
+/// proxy variables pointing at `proxy_url`, and with a CA `bundle` the trust variables
+/// pointing at it (replacing the parent's).
 pub(crate) fn command_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     proxy_url: &str,
+    bundle: Option<&std::path::Path>,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> =
-        parent.into_iter().filter(|(name, _)| keeps(name)).collect();
+    let replaced = |name: &OsStr| {
+        bundle.is_some()
+            && name.to_str().is_some_and(|n| {
+                crate::trust::TRUST_VARS
+                    .iter()
+                    .any(|v| v.eq_ignore_ascii_case(n))
+            })
+    };
+    let mut env: Vec<(OsString, OsString)> = parent
+        .into_iter()
+        .filter(|(name, _)| keeps(name) && !replaced(name))
+        .collect();
+    if let Some(b) = bundle {
+        env.extend(crate::trust::vars(b));
+    }
     env.extend(
         PROXY_VARS
             .iter()
@@ -93,6 +108,7 @@ mod tests {
                 ("HOME", "/root"),
             ]),
             "http://t:s@127.0.0.1:9",
+            None,
         );
         assert_eq!(get(&env, "PATH"), ["/usr/bin"]);
         assert_eq!(get(&env, "HOME"), ["/root"]);
@@ -111,5 +127,31 @@ mod tests {
         for name in NO_PROXY_VARS {
             assert_eq!(get(&env, name), [""], "{name}");
         }
+    }
+
+    #[test]
+    fn a_bundle_replaces_every_trust_variable_once() {
+        let env = command_env(
+            pairs(&[
+                ("ssl_cert_file", "/elsewhere.pem"),
+                ("GIT_SSL_CAINFO", "/x"),
+            ]),
+            "http://t:s@127.0.0.1:9",
+            Some(std::path::Path::new("/tmp/b/ca-bundle.pem")),
+        );
+        for v in crate::trust::TRUST_VARS {
+            assert_eq!(get(&env, v), ["/tmp/b/ca-bundle.pem"], "{v}");
+        }
+        assert!(get(&env, "ssl_cert_file").is_empty(), "the old one is gone");
+        let plain = command_env(
+            pairs(&[("SSL_CERT_FILE", "/mine.pem")]),
+            "http://x:y@h:1",
+            None,
+        );
+        assert_eq!(
+            get(&plain, "SSL_CERT_FILE"),
+            ["/mine.pem"],
+            "left alone without a bundle"
+        );
     }
 }

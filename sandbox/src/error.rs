@@ -50,6 +50,9 @@ pub enum SandboxError {
         /// The operating system's reason.
         source: std::io::Error,
     },
+    /// The deployment CA could not be read or fetched; the command did not run.
+    #[error("cannot give the command the deployment CA: {0}")]
+    Trust(String),
     /// A setup step inside the namespace failed; the message came from the inside half.
     #[error("sandbox setup failed: {0}")]
     InsideSetup(String),

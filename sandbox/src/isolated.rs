@@ -33,6 +33,7 @@ use crate::relay;
 use crate::report::{self, Failure, Writer};
 use crate::signals::Signals;
 use crate::supervise::{Reap, reap_blocking, supervise};
+use crate::trust;
 
 /// Everything the inside half needs, prepared before the first fork.
 struct Inside<'a> {
@@ -46,6 +47,8 @@ struct Inside<'a> {
     capture: Capture,
     maps: IdMaps,
     signals: &'a Signals,
+    /// The CA bundle the command trusts (variables, and mounted over the system bundle).
+    bundle: Option<&'a Path>,
 }
 
 /// Runs `program args...` in the sandbox and returns its exit code.
@@ -54,6 +57,7 @@ pub(crate) fn run(
     program: &OsString,
     args: &[OsString],
     capture: Capture,
+    bundle: Option<&Path>,
 ) -> Result<i32, SandboxError> {
     namespace::ensure_single_threaded()?;
     let maps = IdMaps::for_current_user().map_err(SandboxError::from)?;
@@ -80,6 +84,7 @@ pub(crate) fn run(
         capture,
         maps,
         signals: &signals,
+        bundle,
     };
     match fork_single_threaded().map_err(|e| SandboxError::setup("forking", e))? {
         ForkResult::Child => {
@@ -127,7 +132,7 @@ fn outside(
 
 /// The keeper: makes the namespaces, then forks init and waits for it.
 fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
-    let mounts = inside.capture != Capture::Off;
+    let mounts = inside.capture != Capture::Off || inside.bundle.is_some();
     if let Err(failure) = enter_namespaces(launcher, &inside.maps, mounts) {
         report.fail(&failure);
         return EXIT_LAUNCHER_ERROR;
@@ -192,10 +197,16 @@ fn init(report: Writer, inside: &Inside) -> i32 {
         report.fail(&Failure::Setup(format!("starting the capture: {e}")));
         return EXIT_LAUNCHER_ERROR;
     }
+    if let Some(bundle) = inside.bundle
+        && let Err(why) = trust::mount_over_system(bundle)
+    {
+        report.fail(&Failure::Setup(why));
+        return EXIT_LAUNCHER_ERROR;
+    }
     let proxy_url = inside
         .proxy
         .with_authority(&format!("127.0.0.1:{forwarder}"));
-    let env = command_env(std::env::vars_os(), &proxy_url);
+    let env = command_env(std::env::vars_os(), &proxy_url, inside.bundle);
     let mask = inside.signals.original_mask();
     let started = command::start(inside.program, inside.args, env, mask);
     drop(report);

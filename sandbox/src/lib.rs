@@ -21,6 +21,7 @@ mod relay;
 mod report;
 mod signals;
 mod supervise;
+mod trust;
 mod url_source;
 
 use std::ffi::OsString;
@@ -30,6 +31,7 @@ pub use error::{
     EXIT_ISOLATION_UNAVAILABLE, EXIT_LAUNCHER_ERROR, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND,
     SandboxError,
 };
+pub use trust::CaSource;
 pub use url_source::{PROXY_URL_ENV, hide_proxy_url_from_argv, proxy_url_from};
 
 /// Options parsed from `egressgate sandbox run` (the binary builds this with clap).
@@ -43,6 +45,9 @@ pub struct RunOptions {
     /// `--capture`: whether connections that ignore the proxy settings are captured (only
     /// when isolated; `--no-isolate` has nothing to capture with).
     pub capture: Capture,
+    /// Where the deployment CA comes from (`--ca-file`, `--control-url`): the command then
+    /// gets a bundle of the system roots plus it. `None`: the trust store is left alone.
+    pub ca: Option<CaSource>,
     /// The command and its arguments (after `--`).
     pub command: Vec<OsString>,
 }
@@ -54,6 +59,7 @@ impl std::fmt::Debug for RunOptions {
             .field("proxy_url", &"<redacted>")
             .field("isolate", &self.isolate)
             .field("capture", &self.capture)
+            .field("ca", &self.ca)
             .field("command", &self.command)
             .finish()
     }
@@ -72,10 +78,13 @@ pub fn run(opts: RunOptions) -> Result<i32, SandboxError> {
     let Some((program, args)) = opts.command.split_first() else {
         return Err(SandboxError::NoCommand);
     };
+    // Kept until the command ended (the launcher removes its directory when it returns).
+    let bundle = opts.ca.as_ref().map(trust::prepare).transpose()?;
+    let bundle_path = bundle.as_ref().map(trust::Bundle::path);
     if opts.isolate {
         let capture = capture::decide(opts.capture, &proxy)?;
-        isolated::run(&proxy, program, args, capture)
+        isolated::run(&proxy, program, args, capture, bundle_path)
     } else {
-        direct::run(&proxy, program, args)
+        direct::run(&proxy, program, args, bundle_path)
     }
 }

@@ -2,6 +2,7 @@
 //! a decision remembered in memory ends when the grant behind it ends (and so a later record
 //! can say which grant let a connection through).
 
+use crate::access::Access;
 use crate::reason::RefusalReason;
 use crate::time::Timestamp;
 
@@ -32,6 +33,11 @@ pub struct Grant {
     pub kind: GrantKind,
     /// When it stops counting; "expired" means `now >= expires_at`.
     pub expires_at: Option<Timestamp>,
+    /// How much of the host it opens.
+    pub access: Access,
+    /// Whether an administrators' site entry marks the host inspected (`--inspect` patterns
+    /// are the proxy's own and are not carried here).
+    pub inspect: bool,
 }
 
 impl Grant {
@@ -40,6 +46,8 @@ impl Grant {
         Self {
             kind: GrantKind::Admin,
             expires_at: None,
+            access: Access::Full,
+            inspect: false,
         }
     }
 
@@ -48,6 +56,8 @@ impl Grant {
         Self {
             kind: GrantKind::Launch,
             expires_at: Some(turn_expires_at),
+            access: Access::Full,
+            inspect: false,
         }
     }
 
@@ -56,6 +66,8 @@ impl Grant {
         Self {
             kind: GrantKind::Approval { card_id },
             expires_at: Some(expires_at),
+            access: Access::Full,
+            inspect: false,
         }
     }
 
@@ -64,6 +76,8 @@ impl Grant {
         Self {
             kind: GrantKind::Shadow { reason },
             expires_at: None,
+            access: Access::Full,
+            inspect: false,
         }
     }
 
@@ -72,15 +86,33 @@ impl Grant {
         self.expires_at.is_none_or(|e| !e.has_passed(now))
     }
 
-    /// The grant that lasts longer, of two that both allow a host (the host stays allowed as
-    /// long as either does); on a tie the first.
+    /// The same grant at access level `access`.
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The grant of two that both allow a host which opens more of it (`full` over `read`),
+    /// else the one that lasts longer (the host stays allowed as long as either does); on a
+    /// tie the first. The host counts as inspected when either says so.
     pub fn outlasting(self, other: Self) -> Self {
-        match (self.expires_at, other.expires_at) {
-            (None, _) => self,
-            (Some(_), None) => other,
-            (Some(a), Some(b)) if b > a => other,
-            _ => self,
-        }
+        let inspect = self.inspect || other.inspect;
+        let mut best = if self.access != other.access {
+            if self.access > other.access {
+                self
+            } else {
+                other
+            }
+        } else {
+            match (self.expires_at, other.expires_at) {
+                (None, _) => self,
+                (Some(_), None) => other,
+                (Some(a), Some(b)) if b > a => other,
+                _ => self,
+            }
+        };
+        best.inspect = inspect;
+        best
     }
 
     /// The short name of the kind, for logs.
@@ -112,5 +144,20 @@ mod tests {
         assert_eq!(a.clone().outlasting(Grant::admin()), Grant::admin());
         assert_eq!(Grant::admin().outlasting(a), Grant::admin());
         assert_eq!(Grant::launch(t).expires_at, Some(t));
+    }
+
+    #[test]
+    fn full_access_wins_over_a_longer_read_grant_and_inspection_sticks() {
+        let t = Timestamp::from_millis(1_000);
+        let read = Grant {
+            inspect: true,
+            ..Grant::admin().with_access(Access::Read)
+        };
+        let full = Grant::approval("int_a".into(), t);
+        let best = read.clone().outlasting(full.clone());
+        assert_eq!(best.access, Access::Full);
+        assert_eq!(best.kind, full.kind);
+        assert!(best.inspect, "the admin entry's inspection still applies");
+        assert_eq!(full.outlasting(read).access, Access::Full);
     }
 }

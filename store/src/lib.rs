@@ -3,7 +3,9 @@
 //! and every SQL statement here means the proxy and the approval card can never disagree on
 //! what a host is.
 
+pub mod access;
 pub mod blob;
+pub mod ca;
 pub mod card;
 pub mod credential;
 pub mod db;
@@ -17,6 +19,7 @@ pub mod reason;
 pub mod time;
 pub mod weburl;
 
+pub use access::Access;
 pub use card::Card;
 pub use db::{Backend, PoolOptions, Store, StoreError};
 pub use grant::{Grant, GrantKind};

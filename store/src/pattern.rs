@@ -107,6 +107,18 @@ impl SitePattern {
         }
     }
 
+    /// Whether every host `other` matches is matched by this pattern too (so a deployment-wide
+    /// inspection pattern can vouch for a site entry).
+    pub fn covers(&self, other: &SitePattern) -> bool {
+        match (self, other) {
+            (_, Self::Exact(h)) => self.matches(h),
+            (Self::Subdomains(s), Self::Subdomains(t)) => {
+                (t == s || t.is_strictly_within(s.as_str())) && wildcard_allowed(s)
+            }
+            (Self::Exact(_), Self::Subdomains(_)) => false,
+        }
+    }
+
     /// The canonical stored text (`host` or `*.host`).
     pub fn to_key(&self) -> String {
         match self {

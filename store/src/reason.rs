@@ -1,7 +1,8 @@
 //! The closed set of refusal reasons: the proxy's vocabulary, the refusal record's key and the
 //! approval tool's input, so all three agree.
 
-/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`] can be fixed by a person.
+/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`] and
+/// [`RefusalReason::MethodNotAllowed`] can be fixed by a person.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefusalReason {
@@ -21,11 +22,14 @@ pub enum RefusalReason {
     HostMismatch,
     /// A connection or rate limit was exceeded.
     LimitExceeded,
+    /// The host is allowed only at an access level (`read`) that does not cover this request's
+    /// method (an upload, a `git push`); a person may grant `full`.
+    MethodNotAllowed,
 }
 
 impl RefusalReason {
     /// Every reason, for metrics label sets and tests.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::NotApproved,
         Self::IpLiteral,
         Self::InternalName,
@@ -34,6 +38,7 @@ impl RefusalReason {
         Self::SniMismatch,
         Self::HostMismatch,
         Self::LimitExceeded,
+        Self::MethodNotAllowed,
     ];
 
     /// The wire and database spelling.
@@ -47,6 +52,7 @@ impl RefusalReason {
             Self::SniMismatch => "sni_mismatch",
             Self::HostMismatch => "host_mismatch",
             Self::LimitExceeded => "limit_exceeded",
+            Self::MethodNotAllowed => "method_not_allowed",
         }
     }
 
@@ -56,17 +62,20 @@ impl RefusalReason {
     }
 
     /// Whether shadow mode may let a request through despite this reason. Policy reasons
-    /// (what is approved, which ports) can be shadowed; reasons that protect the network or
+    /// (what is approved, which ports, which methods) can be shadowed; reasons that protect the network or
     /// the proxy itself never are: an address in disguise (`ip_literal`), an internal name or
     /// address (`internal_name`, `private_address`), domain fronting (`sni_mismatch`,
     /// `host_mismatch`) and the connection limits (`limit_exceeded`).
     pub fn shadowable(self) -> bool {
-        matches!(self, Self::NotApproved | Self::PortNotAllowed)
+        matches!(
+            self,
+            Self::NotApproved | Self::PortNotAllowed | Self::MethodNotAllowed
+        )
     }
 
     /// Whether a person's approval can make this request succeed.
     pub fn approvable(self) -> bool {
-        self == Self::NotApproved
+        matches!(self, Self::NotApproved | Self::MethodNotAllowed)
     }
 }
 

@@ -44,7 +44,13 @@ fn refused_not_named(
     for r in refusals
         .iter()
         // A shadow-mode refusal was let through: nothing to ask a person for.
-        .filter(|r| r.reason == RefusalReason::NotApproved && !r.shadow)
+        // `method_not_allowed`: the host is allowed at `read`; a card can grant it `full`.
+        .filter(|r| {
+            matches!(
+                r.reason,
+                RefusalReason::NotApproved | RefusalReason::MethodNotAllowed
+            ) && !r.shadow
+        })
     {
         let Some(h) = approvable_host(&r.host, extra_internal) else {
             continue;
@@ -215,6 +221,7 @@ mod tests {
             first_seen: Timestamp::from_millis(0),
             last_seen: Timestamp::from_millis(last_seen),
             shadow: false,
+            method: None,
         }
     }
 

@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use egressgate_store::db::admin::{AdminEntry, AdminList, UserChange};
-use egressgate_store::{Mode, Package, SitePattern, Timestamp};
+use egressgate_store::db::admin::{AdminEntry, AdminList, SiteRules, UserChange};
+use egressgate_store::{Access, Mode, Package, SitePattern, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -27,6 +27,13 @@ pub(crate) struct SiteBody {
     pattern: String,
     #[serde(default)]
     note: Option<String>,
+    /// The proxy terminates TLS for matching hosts and sees each request (default `false`).
+    #[serde(default)]
+    inspect: bool,
+    /// `full` (default) or `read` (downloads only; needs inspection).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    access: Option<String>,
 }
 
 /// `POST /v1/admin/packages` body.
@@ -57,7 +64,41 @@ fn key_name(list: AdminList) -> &'static str {
 }
 
 fn entry_json(list: AdminList, e: &AdminEntry) -> Value {
-    json!({key_name(list): e.value, "note": e.note, "created_at": e.created_at})
+    let mut v = json!({key_name(list): e.value, "note": e.note, "created_at": e.created_at});
+    if list == AdminList::Sites {
+        v["inspect"] = e.rules.inspect.into();
+        v["access"] = e.rules.access.as_str().into();
+    }
+    v
+}
+
+/// A site entry's rules, checked: `read` is only enforceable where the proxy sees each
+/// request, so it needs the entry itself to be inspected or a deployment-wide `--inspect`
+/// pattern that covers every host the entry matches.
+fn site_rules(
+    state: &AppState,
+    pattern: &SitePattern,
+    inspect: bool,
+    access: Option<&str>,
+) -> Result<SiteRules, ApiError> {
+    let access = match access {
+        None => Access::Full,
+        Some(a) => Access::parse(a).ok_or_else(|| {
+            ApiError::invalid_input(format!(
+                "access: expected \"full\" or \"read\", got {}",
+                validate::quote(a)
+            ))
+        })?,
+    };
+    let inspected = inspect || state.settings.inspect.iter().any(|i| i.covers(pattern));
+    if access == Access::Read && !inspected {
+        return Err(ApiError::invalid_input(format!(
+            "access: \"read\" cannot be enforced for {}: the proxy only sees the requests of \
+             inspected hosts; add \"inspect\": true (or start the proxy with --inspect for it)",
+            validate::quote(&pattern.to_key())
+        )));
+    }
+    Ok(SiteRules { inspect, access })
 }
 
 async fn list(state: &AppState, list: AdminList, plural: &str) -> Result<Json<Value>, ApiError> {
@@ -73,11 +114,12 @@ async fn add(
     list: AdminList,
     value: &str,
     note: Option<String>,
+    rules: SiteRules,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let note = validate::note(note)?;
     let added = state
         .store
-        .admin_add(list, value, note.as_deref(), ACTOR, Timestamp::now())
+        .admin_add(list, value, note.as_deref(), rules, ACTOR, Timestamp::now())
         .await?;
     let entries = state.store.admin_list(list).await?;
     let entry = entries.iter().find(|e| e.value == value).ok_or_else(|| {
@@ -119,7 +161,7 @@ pub(crate) async fn list_sites(
 /// `POST /v1/admin/sites`.
 #[utoipa::path(post, path = "/v1/admin/sites", tag = "admin", security(("admin" = [])), request_body = SiteBody,
     responses((status = 201, description = "Added.", body = schemas::AdminSite), (status = 200, description = "Already there (unchanged).", body = schemas::AdminSite),
-        (status = 409, description = "`CONFLICT`: removed concurrently.", body = schemas::ErrorBody), (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; or the note is too long.", body = schemas::ErrorBody)))]
+        (status = 409, description = "`CONFLICT`: removed concurrently.", body = schemas::ErrorBody), (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; the note is too long; an unknown access level; or `access: \"read\"` for a site that is not inspected.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_site(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -127,7 +169,15 @@ pub(crate) async fn add_site(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let pattern =
         validate::site_pattern("pattern", &body.pattern, &state.settings.internal_suffixes)?;
-    add(&state, AdminList::Sites, &pattern.to_key(), body.note).await
+    let rules = site_rules(&state, &pattern, body.inspect, body.access.as_deref())?;
+    add(
+        &state,
+        AdminList::Sites,
+        &pattern.to_key(),
+        body.note,
+        rules,
+    )
+    .await
 }
 
 #[utoipa::path(delete, path = "/v1/admin/sites/{pattern}", tag = "admin", security(("admin" = [])), params(("pattern" = String, Path, description = "Any spelling of a stored pattern.")),
@@ -164,7 +214,14 @@ pub(crate) async fn add_package(
     StrictJson(body): StrictJson<PackageBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let package = validate::package("name", &body.name)?;
-    add(&state, AdminList::Packages, package.as_str(), body.note).await
+    add(
+        &state,
+        AdminList::Packages,
+        package.as_str(),
+        body.note,
+        SiteRules::default(),
+    )
+    .await
 }
 
 /// `DELETE /v1/admin/packages/{name}`, normalised like on add.

@@ -67,7 +67,12 @@ fn response_schema() -> Value {
         "type": "object",
         "properties": {
             "approved": {"type": "boolean"},
-            "packages": {"type": "array", "items": {"type": "string"}}
+            "packages": {"type": "array", "items": {"type": "string"}},
+            "access": {
+                "type": "string",
+                "enum": ["full", "read"],
+                "description": "full (the card's level: downloads and uploads) or read (downloads only, for inspected hosts)"
+            }
         },
         "required": ["approved"]
     })

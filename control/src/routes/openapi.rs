@@ -22,8 +22,8 @@ use utoipa::{Modify, OpenApi};
 pub(crate) mod schemas;
 
 use super::{
-    admin, approval, audit, batches, chats, claims, dry_run, events, health, interrupts, pending,
-    resume, tokens, turns, view,
+    admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, interrupts,
+    pending, resume, tokens, turns, view,
 };
 use schemas::ErrorBody;
 
@@ -37,7 +37,7 @@ use schemas::ErrorBody;
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     paths(
-        health::healthz, health::readyz, document_json, approval_tool_json,
+        health::healthz, health::readyz, document_json, approval_tool_json, ca::ca_pem,
         turns::open, turns::refusals, turns::egress, turns::policy,
         approval::request, batches::decide,
         interrupts::register, interrupts::outcome, interrupts::reissue,

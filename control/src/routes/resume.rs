@@ -7,9 +7,9 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use egressgate_store::db::interrupts::{InterruptState, Pointer};
+use egressgate_store::db::interrupts::{InterruptState, Outcome, Pointer};
 use egressgate_store::db::resume::{ClaimAttempt, Decider};
-use egressgate_store::{InterruptId, Secret, SecretHash, Timestamp};
+use egressgate_store::{Access, InterruptId, Secret, SecretHash, Timestamp};
 use serde_json::{Value, json};
 
 use super::interrupts::interrupt_not_found;
@@ -146,7 +146,7 @@ pub(crate) async fn authenticate(
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user's card (identical).", body = schemas::ErrorBody),
         (status = 409, description = "`RESUME_IN_PROGRESS`: another resume holds the claim. `DECISION_CONFLICT`: answered differently before.", body = schemas::ErrorBody),
         (status = 410, description = "`INTERRUPT_EXPIRED`: no longer answerable (expired, chat hidden or moved on, right to approve lost, claim cap).", body = schemas::ErrorBody),
-        (status = 422, description = "`INCOMPLETE_RESUME`: not exactly one entry for this id. `INVALID_DECISION`: a package not on the card.", body = schemas::ErrorBody),
+        (status = 422, description = "`INCOMPLETE_RESUME`: not exactly one entry for this id. `INVALID_DECISION`: a package not on the card, an access level other than `full`/`read`, or `read` for a host the proxy does not inspect.", body = schemas::ErrorBody),
         (status = 429, description = "`BUSY`: no resume slot free for this user. `TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn resume(
@@ -203,6 +203,20 @@ pub(crate) async fn resume(
             ));
         }
     };
+    if decision.outcome == Outcome::Approved
+        && decision.access == Access::Read
+        && let Some(host) = crate::grants::first_not_inspected(&state, &decision.sites).await?
+    {
+        guard.tally(&state.store, &p.id, "invalid decision");
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "INVALID_DECISION",
+            format!(
+                "access \"read\" cannot be enforced for {host}: the proxy does not inspect it; \
+                 answer with \"full\" or decline"
+            ),
+        ));
+    }
     if p.decision.as_ref().is_some_and(|first| *first != decision) {
         guard.tally(&state.store, &p.id, "decision conflict");
         return Err(ApiError::conflict(

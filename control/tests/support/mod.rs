@@ -302,6 +302,7 @@ impl TestApp {
             url: url.map(str::to_owned),
             at: Timestamp::now(),
             shadow: false,
+            method: None,
         };
         self.store
             .record_refusals(&[event], 256)

@@ -1,5 +1,5 @@
-//! Plain HTTP inside a CONNECT tunnel, served request by request through the forwarding path
-//! rather than relayed as bytes: every request must name the CONNECT host (its `Host` header,
+//! HTTP inside a CONNECT tunnel — plain, or decrypted on an inspected host — served request by
+//! request through the forwarding path rather than relayed as bytes: every request must name the CONNECT host (its `Host` header,
 //! and its URI when in absolute form), or it is refused as `host_mismatch`, recorded, and the
 //! tunnel closed. So a tunnel to `approved.example.com:80` cannot reach another virtual host
 //! on the same address, on its first request or on any keep-alive request after it, and the
@@ -14,13 +14,13 @@ use egressgate_store::RefusalReason;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::decision_log::Allowed;
-use crate::forward;
+use crate::forward::{self, Via};
 use crate::identify::TurnEntry;
 use crate::relay::{self, Activity, End};
 use crate::respond::{self, ProxyBody};
@@ -91,18 +91,30 @@ impl<C: AsyncWrite + Unpin> AsyncWrite for Prefixed<C> {
 }
 
 /// `Some(HostMismatch)` when a request inside a tunnel to `target` names anything else: a
-/// nested `CONNECT`, an absolute URI for another host or port, or a `Host` naming another
-/// host or port.
-fn mismatch(req: &Request<Incoming>, target: &Target) -> Option<RefusalReason> {
+/// nested `CONNECT`, an absolute URI (HTTP/2's `:scheme` and `:authority`) for another scheme,
+/// host or port, or a `Host` naming another host or port.
+fn mismatch(req: &Request<Incoming>, target: &Target, via: Via) -> Option<RefusalReason> {
     if req.method() == Method::CONNECT {
         return Some(RefusalReason::HostMismatch);
     }
-    if req.uri().authority().is_some() && target::parse_absolute(req.uri()).as_ref() != Ok(target) {
-        return Some(RefusalReason::HostMismatch);
+    if let Some(authority) = req.uri().authority() {
+        let scheme_ok = req
+            .uri()
+            .scheme_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case(via.scheme()));
+        let named = (!authority.as_str().contains('@'))
+            .then(|| target::parse_host_header(authority.as_str(), target.port).ok())
+            .flatten();
+        if !scheme_ok || named.as_ref() != Some(target) {
+            return Some(RefusalReason::HostMismatch);
+        }
     }
     // A `Host` without a port names the tunnel's port (clients often omit it); one with a
-    // port must name the tunnel's.
-    forward::host_header_mismatch(req, target, target.port)
+    // port must name the tunnel's. HTTP/2 requests usually carry none (`:authority` instead).
+    if req.headers().contains_key(header::HOST) || via == Via::Plain {
+        return forward::host_header_mismatch(req, target, target.port);
+    }
+    None
 }
 
 /// One request of the tunnel: judged, then forwarded to the vetted addresses.
@@ -113,8 +125,9 @@ async fn one(
     target: Arc<Target>,
     addrs: Arc<[SocketAddr]>,
     req: Request<Incoming>,
+    via: Via,
 ) -> Response<ProxyBody> {
-    if let Some(reason) = mismatch(&req, &target) {
+    if let Some(reason) = mismatch(&req, &target, via) {
         let recorded = shared
             .record_refusal(Refusal {
                 turn: &turn,
@@ -123,6 +136,7 @@ async fn one(
                 reason,
                 url: None,
                 shadow: false,
+                method: Some(req.method().to_string()),
             })
             .await;
         let mut resp = if recorded {
@@ -137,20 +151,31 @@ async fn one(
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return resp;
     }
-    // Each request inside the tunnel gets its own decision line.
+    // Each request inside the tunnel gets its own decision line, which says whether the
+    // request was decrypted on an inspected host.
     let allowed = Allowed {
-        kind: "tunnel_http",
+        kind: match via {
+            Via::Plain => "tunnel_http",
+            Via::Tls => "inspected",
+        },
         started: std::time::Instant::now(),
         ..Allowed::clone(&tunnel)
     };
-    forward::forward(&shared, &turn, &target, &addrs, req, allowed).await
+    forward::forward(&shared, &turn, &target, &addrs, req, allowed, via).await
 }
 
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
 /// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
 /// up (the earlier of its turn's and its grant's expiry), the process has drained or a
-/// revocation stopped it. Returns the bytes each way and how it ended.
-pub(super) async fn serve<C>(tunnel: &Tunnel<'_>, client: C, first: Vec<u8>) -> relay::Totals
+/// revocation stopped it. With [`Via::Tls`] (an inspected host) the client's TLS is ended
+/// first with the host's minted leaf and the origin is reached over verified TLS. Returns
+/// the bytes each way and how it ended.
+pub(super) async fn serve<C>(
+    tunnel: &Tunnel<'_>,
+    client: C,
+    first: Vec<u8>,
+    via: Via,
+) -> relay::Totals
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -159,14 +184,15 @@ where
     let stop = stopped(shared, tunnel.stop);
     let start = tokio::time::Instant::now();
     let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
-    let io = TokioIo::new(Prefixed {
+    let io = Prefixed {
         first,
         at: 0,
         inner: client,
         start,
         up: up.clone(),
         down: down.clone(),
-    });
+    };
+    let host = tunnel.target.host.clone();
     let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
         (Arc::new(tunnel.target.clone()), tunnel.addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
@@ -179,14 +205,45 @@ where
             target.clone(),
             addrs.clone(),
             req,
+            via,
         );
         async move { Ok::<_, std::convert::Infallible>(fut.await) }
     });
-    let conn = http1::Builder::new()
+    let mut builder = http1::Builder::new();
+    builder
         .timer(TokioTimer::new())
         .header_read_timeout(shared.settings.header_read_timeout)
-        .max_buf_size(shared.settings.max_header_bytes)
-        .serve_connection(io, service);
+        .max_buf_size(shared.settings.max_header_bytes);
+    let hello_timeout = shared.settings.client_hello_timeout;
+    let header_list_size = u32::try_from(shared.settings.max_header_bytes).unwrap_or(u32::MAX);
+    let conn = async move {
+        match via {
+            Via::Plain => builder
+                .serve_connection(TokioIo::new(io), service)
+                .await
+                .map_err(|e| e.to_string()),
+            Via::Tls => {
+                let tls = tokio::time::timeout(hello_timeout, shared.inspection.accept(&host, io))
+                    .await
+                    .map_err(|_| "client TLS handshake timed out".to_owned())?
+                    .map_err(|e| format!("client TLS handshake failed: {e}"))?;
+                // The client chose HTTP/2 by ALPN: each stream is one request, decided alone.
+                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    let mut h2 = http2::Builder::new(TokioExecutor::new());
+                    h2.timer(TokioTimer::new())
+                        .max_header_list_size(header_list_size);
+                    return h2
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await
+                        .map_err(|e| e.to_string());
+                }
+                builder
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        }
+    };
     shared.metrics.active_tunnels.inc();
     let end = tokio::select! {
         r = conn => {

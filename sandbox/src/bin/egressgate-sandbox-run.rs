@@ -62,6 +62,7 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<RunOptions, String>
         proxy_url,
         isolate,
         capture,
+        ca: None,
         command: args.collect(),
     })
 }

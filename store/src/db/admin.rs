@@ -5,6 +5,7 @@ use sqlx::Row as _;
 
 use super::audit::{self, AuditEntry};
 use super::{Store, StoreError, flag};
+use crate::access::Access;
 use crate::ids::{SecretHash, UserId};
 use crate::mode::Mode;
 use crate::time::Timestamp;
@@ -27,6 +28,16 @@ pub struct UserChange {
     pub mode: Option<Mode>,
 }
 
+/// What a site entry asks of the proxy besides letting the host through (packages have none:
+/// always the default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SiteRules {
+    /// The proxy terminates TLS for matching hosts and sees each request.
+    pub inspect: bool,
+    /// How much of the host the entry opens.
+    pub access: Access,
+}
+
 /// One entry of a pre-approved list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminEntry {
@@ -36,6 +47,8 @@ pub struct AdminEntry {
     pub note: Option<String>,
     /// When it was added.
     pub created_at: Timestamp,
+    /// Inspection and access level (sites only).
+    pub rules: SiteRules,
 }
 
 /// An API caller's role.
@@ -69,16 +82,18 @@ impl AdminList {
     fn sql(self) -> ListSql {
         match self {
             Self::Sites => ListSql {
-                insert: "INSERT INTO admin_sites (pattern, note, created_at) VALUES ($1, $2, $3) \
-                         ON CONFLICT (pattern) DO NOTHING",
-                select_all: "SELECT pattern, note, created_at FROM admin_sites ORDER BY pattern",
+                insert: "INSERT INTO admin_sites (pattern, note, created_at, inspect, access) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (pattern) DO NOTHING",
+                select_all: "SELECT pattern, note, created_at, inspect, access FROM admin_sites \
+                             ORDER BY pattern",
                 delete: "DELETE FROM admin_sites WHERE pattern = $1",
                 noun: "site",
             },
             Self::Packages => ListSql {
                 insert: "INSERT INTO admin_packages (name, note, created_at) VALUES ($1, $2, $3) \
                          ON CONFLICT (name) DO NOTHING",
-                select_all: "SELECT name, note, created_at FROM admin_packages ORDER BY name",
+                select_all: "SELECT name, note, created_at, CAST(0 AS BIGINT), 'full' \
+                             FROM admin_packages ORDER BY name",
                 delete: "DELETE FROM admin_packages WHERE name = $1",
                 noun: "package",
             },
@@ -87,27 +102,33 @@ impl AdminList {
 }
 
 impl Store {
-    /// Adds an entry; `Ok(true)` when new, `Ok(false)` when it was already there (no audit).
+    /// Adds an entry; `Ok(true)` when new, `Ok(false)` when it was already there (no audit,
+    /// and its rules stay as they were). `rules` only apply to sites.
     pub async fn admin_add(
         &self,
         list: AdminList,
         value: &str,
         note: Option<&str>,
+        rules: SiteRules,
         actor: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let sql = list.sql();
         let mut tx = self.begin().await?;
-        let added = sqlx::query(sql.insert)
+        let mut q = sqlx::query(sql.insert)
             .bind(value)
             .bind(note)
-            .bind(now.millis())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
+            .bind(now.millis());
+        if list == AdminList::Sites {
+            q = q.bind(flag(rules.inspect)).bind(rules.access.as_str());
+        }
+        let added = q.execute(&mut *tx).await?.rows_affected() > 0;
         if added {
-            let detail = serde_json::json!({"action": "add", "list": sql.noun, "value": value, "note": note});
+            let mut detail = serde_json::json!({"action": "add", "list": sql.noun, "value": value, "note": note});
+            if list == AdminList::Sites {
+                detail["inspect"] = rules.inspect.into();
+                detail["access"] = rules.access.as_str().into();
+            }
             audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
         }
         tx.commit().await?;
@@ -149,6 +170,11 @@ impl Store {
                     value: r.try_get(0)?,
                     note: r.try_get(1)?,
                     created_at: Timestamp::from_millis(r.try_get(2)?),
+                    rules: SiteRules {
+                        inspect: r.try_get::<i64, _>(3)? != 0,
+                        access: Access::parse(&r.try_get::<String, _>(4)?)
+                            .ok_or(StoreError::Corrupt("admin_sites.access"))?,
+                    },
                 })
             })
             .collect()

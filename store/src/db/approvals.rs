@@ -27,10 +27,11 @@ pub(crate) async fn upsert_card_approvals(
         .chain(decision.packages.iter().map(|p| (ApprovalKind::Package, p)));
     for (kind, value) in rows {
         sqlx::query(
-            "INSERT INTO approvals (user_id, chat_id, kind, value, card_id, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (user_id, chat_id, kind, value) \
+            "INSERT INTO approvals (user_id, chat_id, kind, value, card_id, created_at, expires_at, \
+             access) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (user_id, chat_id, kind, value) \
              DO UPDATE SET card_id = excluded.card_id, created_at = excluded.created_at, \
-             expires_at = excluded.expires_at",
+             expires_at = excluded.expires_at, access = excluded.access",
         )
         .bind(card.user.as_str())
         .bind(card.chat.as_str())
@@ -39,6 +40,10 @@ pub(crate) async fn upsert_card_approvals(
         .bind(card.id.as_str())
         .bind(now.millis())
         .bind(expires_at.millis())
+        .bind(match kind {
+            ApprovalKind::Site => decision.access.as_str(),
+            ApprovalKind::Package => "full",
+        })
         .execute(&mut **tx)
         .await?;
     }

@@ -66,6 +66,10 @@ pub struct Decision {
     pub sites: Vec<String>,
     /// Packages approved (the card's, possibly narrowed).
     pub packages: Vec<String>,
+    /// The access level the site approvals get: `full` (the card's) unless the person
+    /// narrowed it to `read` (only then present in JSON, so a full decision reads as before).
+    #[serde(default, skip_serializing_if = "crate::access::Access::is_full")]
+    pub access: crate::access::Access,
 }
 
 impl Decision {
@@ -75,6 +79,7 @@ impl Decision {
             outcome: Outcome::Declined,
             sites: Vec::new(),
             packages: Vec::new(),
+            access: crate::access::Access::Full,
         }
     }
 }

@@ -4,6 +4,7 @@
 use sqlx::Row as _;
 
 use super::{Store, StoreError, placeholders};
+use crate::access::Access;
 use crate::grant::Grant;
 use crate::host::Host;
 use crate::ids::{ChatId, UserId};
@@ -50,6 +51,8 @@ pub struct ApprovalRow {
     pub card_id: String,
     /// When it stops counting.
     pub expires_at: Timestamp,
+    /// How much of the host a site row opens (`full` for packages).
+    pub access: Access,
 }
 
 impl Store {
@@ -76,7 +79,7 @@ impl Store {
         now: Timestamp,
     ) -> Result<Vec<ApprovalRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT kind, value, card_id, expires_at FROM approvals \
+            "SELECT kind, value, card_id, expires_at, access FROM approvals \
              WHERE user_id = $1 AND chat_id = $2 AND expires_at > $3 ORDER BY kind DESC, value",
         )
         .bind(user.as_str())
@@ -92,6 +95,8 @@ impl Store {
                     value: r.try_get(1)?,
                     card_id: r.try_get(2)?,
                     expires_at: Timestamp::from_millis(r.try_get(3)?),
+                    access: Access::parse(&r.try_get::<String, _>(4)?)
+                        .ok_or(StoreError::Corrupt("approvals.access"))?,
                 })
             })
             .collect()
@@ -109,9 +114,11 @@ pub(crate) async fn site_allowed_on(
     let keys = SitePattern::candidate_keys(host);
     let list = placeholders(4, keys.len());
     let sql = format!(
-        "SELECT 'admin', '', CAST(0 AS BIGINT) FROM admin_sites WHERE pattern IN ({list}) \
-         UNION ALL SELECT 'approval', card_id, expires_at FROM approvals WHERE user_id = $1 \
-         AND chat_id = $2 AND kind = 'site' AND expires_at > $3 AND value IN ({list})"
+        "SELECT 'admin', '', CAST(0 AS BIGINT), access, inspect FROM admin_sites \
+         WHERE pattern IN ({list}) \
+         UNION ALL SELECT 'approval', card_id, expires_at, access, CAST(0 AS BIGINT) FROM approvals \
+         WHERE user_id = $1 AND chat_id = $2 AND kind = 'site' AND expires_at > $3 \
+         AND value IN ({list})"
     );
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(user.as_str())
@@ -125,6 +132,12 @@ pub(crate) async fn site_allowed_on(
         let grant = match row.try_get::<String, _>(0)?.as_str() {
             "admin" => Grant::admin(),
             _ => Grant::approval(row.try_get(1)?, Timestamp::from_millis(row.try_get(2)?)),
+        };
+        let access =
+            Access::parse(&row.try_get::<String, _>(3)?).ok_or(StoreError::Corrupt("access"))?;
+        let grant = Grant {
+            inspect: row.try_get::<i64, _>(4)? != 0,
+            ..grant.with_access(access)
         };
         best = Some(match best {
             Some(b) => b.outlasting(grant),

@@ -28,6 +28,8 @@ pub struct RefusalEvent {
     pub at: Timestamp,
     /// Shadow mode: recorded, but the request was allowed.
     pub shadow: bool,
+    /// The request method, when the proxy saw the request (plain HTTP or an inspected host).
+    pub method: Option<String>,
 }
 
 /// A refusal the proxy is about to make because nothing it holds in memory allows the host;
@@ -58,6 +60,9 @@ pub struct RefusalRow {
     /// Latest sanitised sample URL, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Latest request method, when the proxy saw the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
     /// How many times.
     pub count: i64,
     /// First time.
@@ -239,7 +244,7 @@ impl Store {
     /// A turn's refusal record, most recent first, plus the overflow counter.
     pub async fn list_refusals(&self, turn: &TurnId) -> Result<(Vec<RefusalRow>, i64), StoreError> {
         let rows = sqlx::query(
-            "SELECT host, port, reason, url, count, first_seen, last_seen, shadow FROM refusals \
+            "SELECT host, port, reason, url, count, first_seen, last_seen, shadow, method FROM refusals \
              WHERE turn_id = $1 ORDER BY last_seen DESC, host, port, reason",
         )
         .bind(turn.as_str())
@@ -308,7 +313,8 @@ impl Store {
             .collect()
     }
 }
-/// Parses the first eight columns `host, port, reason, url, count, first_seen, last_seen, shadow`.
+/// Parses the first nine columns `host, port, reason, url, count, first_seen, last_seen, shadow,
+/// method`.
 fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
     let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
         .ok_or(StoreError::Corrupt("refusals.reason"))?;
@@ -323,6 +329,7 @@ fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
         first_seen: Timestamp::from_millis(r.try_get(5)?),
         last_seen: Timestamp::from_millis(r.try_get(6)?),
         shadow: r.try_get::<i64, _>(7)? != 0,
+        method: r.try_get(8)?,
     })
 }
 
@@ -341,7 +348,8 @@ async fn insert_refusals<'a>(
     for (e, n) in coalesce(&events) {
         let updated = sqlx::query(
             "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url), \
-                 shadow = $8 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
+                 shadow = $8, method = COALESCE($9, method) \
+                 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
         )
         .bind(e.turn.as_str())
         .bind(&e.host)
@@ -351,6 +359,7 @@ async fn insert_refusals<'a>(
         .bind(e.url.as_deref())
         .bind(n)
         .bind(super::flag(e.shadow))
+        .bind(e.method.as_deref())
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -358,8 +367,8 @@ async fn insert_refusals<'a>(
             continue;
         }
         let inserted = sqlx::query(
-            "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen, shadow) \
-                 SELECT $1, $2, $3, $4, $5, $8, $6, $6, $9 \
+            "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen, \
+                 shadow, method) SELECT $1, $2, $3, $4, $5, $8, $6, $6, $9, $10 \
                  WHERE EXISTS (SELECT 1 FROM refusals WHERE turn_id = $1 AND host = $2) \
                     OR (SELECT COUNT(DISTINCT host) FROM refusals WHERE turn_id = $1) < $7",
         )
@@ -372,6 +381,7 @@ async fn insert_refusals<'a>(
         .bind(max_hosts)
         .bind(n)
         .bind(super::flag(e.shadow))
+        .bind(e.method.as_deref())
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -398,6 +408,9 @@ async fn insert_refusals<'a>(
         });
         if let (Some(obj), Some(url)) = (data.as_object_mut(), &e.url) {
             obj.insert("url".into(), url.clone().into());
+        }
+        if let (Some(obj), Some(method)) = (data.as_object_mut(), &e.method) {
+            obj.insert("method".into(), method.clone().into());
         }
         // A shadow-mode refusal let the request through: a client must not show it as a block.
         if let (Some(obj), true) = (data.as_object_mut(), e.shadow) {

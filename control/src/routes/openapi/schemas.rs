@@ -130,8 +130,10 @@ pub struct Refusal {
     /// Whether a person can approve it (only `not_approved`, `method_not_allowed`,
     /// `package_not_approved`).
     approvable: bool,
-    /// Latest sanitised sample URL (plain HTTP only).
+    /// Latest sanitised sample URL (plain HTTP, and requests on inspected hosts).
     url: Option<String>,
+    /// The request method, when the proxy saw the request (plain HTTP, inspected hosts).
+    method: Option<String>,
     count: i64,
     first_seen: Time,
     last_seen: Time,
@@ -289,6 +291,10 @@ pub struct Decision {
     outcome: DecisionOutcome,
     sites: Vec<String>,
     packages: Vec<String>,
+    /// Present (`read`) only when the person narrowed the card's `full` with
+    /// `payload.access`; absent means `full`.
+    #[schema(value_type = Option<String>, pattern = "^read$")]
+    access: Option<String>,
 }
 
 /// `GET /v1/interrupts/{id}/outcome`.
@@ -358,6 +364,9 @@ pub struct Approval {
     value: String,
     card_id: Option<String>,
     expires_at: Time,
+    /// How much of the host a site approval opens: `full` (a card grants it) or `read`.
+    #[schema(value_type = String, pattern = "^(full|read)$")]
+    access: String,
 }
 
 /// `GET /v1/chats/{chat_id}/approvals`.
@@ -394,6 +403,10 @@ pub struct AdminSite {
     pattern: String,
     note: Option<String>,
     created_at: Time,
+    /// Whether the proxy inspects matching hosts' TLS.
+    inspect: bool,
+    /// `full` or `read`.
+    access: String,
 }
 
 /// `GET /v1/admin/sites`.

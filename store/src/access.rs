@@ -1,0 +1,78 @@
+//! Access levels: how much of a host a grant opens. `full` is every method (today's meaning);
+//! `read` is downloads only, which the proxy can enforce only where it sees each request (an
+//! inspected host, or plain HTTP forwarding).
+
+use std::fmt;
+
+/// How much of a host a grant opens.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Downloads only: `GET`, `HEAD`, `OPTIONS`, and git's fetch and clone.
+    Read,
+    /// Every method (uploads too).
+    #[default]
+    Full,
+}
+
+impl Access {
+    /// The wire and database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Full => "full",
+        }
+    }
+
+    /// Parses the wire and database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "read" => Some(Self::Read),
+            "full" => Some(Self::Full),
+            _ => None,
+        }
+    }
+
+    /// Whether this is [`Access::Full`] (for `skip_serializing_if`).
+    pub fn is_full(&self) -> bool {
+        *self == Self::Full
+    }
+
+    /// The wider of two levels: a host allowed by several grants gets the widest.
+    pub fn widest(self, other: Self) -> Self {
+        self.max(other)
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spelling_and_order() {
+        for a in [Access::Read, Access::Full] {
+            assert_eq!(Access::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(Access::parse("write"), None);
+        assert_eq!(Access::Read.widest(Access::Full), Access::Full);
+        assert_eq!(Access::default(), Access::Full);
+    }
+}
