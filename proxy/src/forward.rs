@@ -14,6 +14,7 @@ use hyper_util::rt::TokioIo;
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::identify::TurnEntry;
+use crate::packages;
 use crate::pool::{EgressMeter, Key, Lease, MeteredLine, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
 use crate::shared::Shared;
@@ -80,6 +81,13 @@ pub(crate) async fn forward(
     req: Request<Incoming>,
     allowed: Allowed,
 ) -> Response<ProxyBody> {
+    // A package registry's request is judged by the package it names.
+    let path = req.uri().path();
+    if let packages::Verdict::Refuse(answer) =
+        packages::judge(shared, turn, target, addrs, req.method(), path).await
+    {
+        return answer;
+    }
     let key = Key::new(&turn.turn.id, &target.host, target.port);
     let mut lease = match shared.pool.take(&key, addrs) {
         Some(pooled) => pooled,

@@ -3,7 +3,8 @@
 //! `server` (accept, TLS, limits) → `handler` (one request) → `identify` (turn credential) →
 //! `target` (parse and normalise) → `decide` (ordered rules) → `dial` + `addr` (resolve once,
 //! vet, connect) → `tunnel` (CONNECT: first bytes judged by `first_bytes` + `sni`, then `relay`, or HTTP served
-//! request by request) or `forward` (absolute-form HTTP)
+//! request by request) or `forward` (absolute-form HTTP, where `packages` judges each request
+//! to a package registry by the package `registry` maps it to)
 //! → `recorder` (refusals before the 403, egress summaries). `respond` writes what the proxy
 //! says itself; `metrics` counts it all.
 
@@ -16,6 +17,7 @@ pub mod identify;
 pub mod metrics;
 pub mod pool;
 pub mod recorder;
+pub mod registry;
 pub mod relay;
 pub mod relay_tcp;
 pub mod respond;
@@ -26,6 +28,7 @@ pub mod target;
 
 mod forward;
 mod handler;
+mod packages;
 mod server;
 mod shared;
 mod tunnel;

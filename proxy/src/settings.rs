@@ -62,6 +62,9 @@ pub struct Settings {
     pub allow_cache_ttl: Duration,
     /// TLS for the proxy listener itself (clients speak TLS to the proxy).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Hosts of the enabled package registries (built-in and mirrors): judged per request by
+    /// the package it names, never by site grants.
+    pub registries: crate::registry::Registries,
 }
 
 impl Default for Settings {
@@ -87,6 +90,7 @@ impl Default for Settings {
             drain_timeout: Duration::from_secs(30),
             allow_cache_ttl: Duration::from_secs(3600),
             tls: None,
+            registries: crate::registry::Registries::default(),
         }
     }
 }

@@ -230,6 +230,11 @@ impl Tunnel<'_> {
             judge::read_and_judge(&mut client, &mut first, self.target, sni_required, deadline)
                 .await;
         match verdict {
+            // Opaque bytes to a package registry name no package: only requests the proxy
+            // can read (plain HTTP here, inspected TLS) are judged package by package.
+            judge::Verdict::Relay if settings.registries.ecosystem(&self.target.host).is_some() => {
+                return self.refuse(RefusalReason::PackageNotApproved).await;
+            }
             judge::Verdict::Relay => {}
             judge::Verdict::Http => return Some(Opened::Http { client, first }),
             judge::Verdict::Refuse(reason) => return self.refuse(reason).await,
@@ -281,6 +286,7 @@ impl Tunnel<'_> {
                 port: self.target.port,
                 reason,
                 url: None,
+                package: None,
                 shadow: false,
             })
             .await;

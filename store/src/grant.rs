@@ -23,6 +23,9 @@ pub enum GrantKind {
         /// What it would have been refused for.
         reason: RefusalReason,
     },
+    /// A host of an enabled package registry: no site grant lets it through; each request
+    /// on it is judged by the package it names (it ends with the turn).
+    Registry,
 }
 
 /// One grant that allows a host, with the moment it stops counting (`None`: never by itself).
@@ -67,6 +70,14 @@ impl Grant {
         }
     }
 
+    /// A host of an enabled package registry (each request is judged by its package).
+    pub fn registry() -> Self {
+        Self {
+            kind: GrantKind::Registry,
+            expires_at: None,
+        }
+    }
+
     /// Whether the grant still counts at `now`.
     pub fn is_live(&self, now: Timestamp) -> bool {
         self.expires_at.is_none_or(|e| !e.has_passed(now))
@@ -90,6 +101,7 @@ impl Grant {
             GrantKind::Launch => "launch",
             GrantKind::Approval { .. } => "approval",
             GrantKind::Shadow { .. } => "shadow",
+            GrantKind::Registry => "registry",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The closed set of refusal reasons: the proxy's vocabulary, the refusal record's key and the
 //! approval tool's input, so all three agree.
 
-/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`] can be fixed by a person.
+/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`] and
+/// [`RefusalReason::PackageNotApproved`] can be fixed by a person.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefusalReason {
@@ -21,11 +22,14 @@ pub enum RefusalReason {
     HostMismatch,
     /// A connection or rate limit was exceeded.
     LimitExceeded,
+    /// A package registry request for a package nobody approved (or a version outside its
+    /// pin), or one that names no package the proxy can tell (then not approvable).
+    PackageNotApproved,
 }
 
 impl RefusalReason {
     /// Every reason, for metrics label sets and tests.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::NotApproved,
         Self::IpLiteral,
         Self::InternalName,
@@ -34,6 +38,7 @@ impl RefusalReason {
         Self::SniMismatch,
         Self::HostMismatch,
         Self::LimitExceeded,
+        Self::PackageNotApproved,
     ];
 
     /// The wire and database spelling.
@@ -47,6 +52,7 @@ impl RefusalReason {
             Self::SniMismatch => "sni_mismatch",
             Self::HostMismatch => "host_mismatch",
             Self::LimitExceeded => "limit_exceeded",
+            Self::PackageNotApproved => "package_not_approved",
         }
     }
 
@@ -61,12 +67,22 @@ impl RefusalReason {
     /// address (`internal_name`, `private_address`), domain fronting (`sni_mismatch`,
     /// `host_mismatch`) and the connection limits (`limit_exceeded`).
     pub fn shadowable(self) -> bool {
-        matches!(self, Self::NotApproved | Self::PortNotAllowed)
+        matches!(
+            self,
+            Self::NotApproved | Self::PortNotAllowed | Self::PackageNotApproved
+        )
     }
 
-    /// Whether a person's approval can make this request succeed.
+    /// Whether a person's approval can make this request succeed (a package refusal only
+    /// when it names a package: see the refusal record's `approvable`).
     pub fn approvable(self) -> bool {
-        self == Self::NotApproved
+        matches!(self, Self::NotApproved | Self::PackageNotApproved)
+    }
+
+    /// Whether one recorded refusal can be approved: a package refusal only when it names the
+    /// package (a registry request the proxy could not map names nothing to approve).
+    pub fn approvable_for(self, names_package: bool) -> bool {
+        self.approvable() && (self != Self::PackageNotApproved || names_package)
     }
 }
 

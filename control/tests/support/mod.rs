@@ -300,6 +300,7 @@ impl TestApp {
             port,
             reason,
             url: url.map(str::to_owned),
+            package: None,
             at: Timestamp::now(),
             shadow: false,
         };

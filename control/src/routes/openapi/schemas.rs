@@ -132,6 +132,10 @@ pub struct Refusal {
     approvable: bool,
     /// Latest sanitised sample URL (plain HTTP only).
     url: Option<String>,
+    /// The package a `package_not_approved` refusal is about, in canonical spelling
+    /// (`numpy`, `npm:@scope/name`); one row per package. Absent for a registry request that
+    /// names no package (then not approvable).
+    package: Option<String>,
     count: i64,
     first_seen: Time,
     last_seen: Time,
