@@ -182,3 +182,58 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, g)) = setup(dir.path()) else {
+        return;
+    };
+    let api = g.api();
+    admin_package(&api, "approved-pkg").await;
+    let turn = api.turn("u", "c", &[]).await;
+    let authority = format!("{INDEX}:{}", server.port);
+
+    // Plain HTTP inside a CONNECT tunnel is served request by request: each one is judged
+    // by its package, on the same keep-alive connection.
+    let (head, mut s) = support::connect(g.proxy(), &turn, &authority).await;
+    assert_eq!(head.status, 200);
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nhost: {authority}\r\n\r\n");
+    s.write_all(get("/packages/approved_pkg-1.0-py3-none-any.whl").as_bytes())
+        .await
+        .unwrap();
+    let ok = support::read_response(&mut s).await.unwrap();
+    assert_eq!(ok.status, 200);
+    s.write_all(get("/packages/secret_thing-1.0-py3-none-any.whl").as_bytes())
+        .await
+        .unwrap();
+    let refused = support::read_response(&mut s).await.unwrap();
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.header("x-egress-refused"),
+        Some("package_not_approved")
+    );
+    assert_eq!(
+        registry::refused_packages(&api, &turn).await,
+        ["secret-thing"]
+    );
+
+    // Opaque bytes to a registry host name no package: the tunnel is refused and recorded.
+    let (head, mut s) = support::connect(g.proxy(), &turn, &authority).await;
+    assert_eq!(head.status, 200);
+    s.write_all(b"\x00\x01\x02 opaque bytes").await.unwrap();
+    assert!(
+        support::wait_closed(&mut s, 10).await.is_ok(),
+        "tunnel closed"
+    );
+    let rec = api.refusals(&turn).await;
+    let opaque = rec["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["reason"] == "package_not_approved" && r["package"].is_null())
+        .cloned()
+        .unwrap_or_else(|| panic!("opaque tunnel recorded: {rec}"));
+    assert_eq!(opaque["approvable"], false);
+}
