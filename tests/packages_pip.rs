@@ -237,3 +237,38 @@ async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
         .unwrap_or_else(|| panic!("opaque tunnel recorded: {rec}"));
     assert_eq!(opaque["approvable"], false);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_requests_for_one_refused_package_keep_one_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, g)) = setup(dir.path()) else {
+        return;
+    };
+    let api = g.api();
+    let turn = api.turn("u", "c", &[]).await;
+    let url = format!(
+        "http://{INDEX}:{}/packages/beta-1.0-py3-none-any.whl",
+        server.port
+    );
+    let answers =
+        futures_util::future::join_all((0..16).map(|_| proxy_get(g.proxy(), &turn, &url))).await;
+    // Every answer is the recorded refusal: none passed, none was a 503.
+    assert!(answers.iter().all(|r| r.status == 403), "{answers:?}");
+    let rec = api.refusals(&turn).await;
+    let rows: Vec<_> = rec["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["package"] == "beta")
+        .collect();
+    assert_eq!(rows.len(), 1, "{rec}");
+    assert_eq!(rows[0]["count"], 16, "{rec}");
+    // The canonical decision line names the package.
+    let lines = g.log_lines("package_not_approved");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("proxy decision") && l.contains("package=\"beta\"")),
+        "{lines:?}"
+    );
+}

@@ -123,6 +123,7 @@ impl Shared {
             host: r.host,
             port: r.port,
             shadow: r.shadow,
+            package: r.package.as_ref().map(Package::as_str),
             ..Line::new(Verdict::Refuse, status, kind, started)
         });
     }
