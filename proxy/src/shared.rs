@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub registry: Arc<Registry>,
     /// The canonical decision lines (sampling, repeat limit).
     pub log: Arc<DecisionLog>,
+    /// Bounds on the proxy's own reads of refused wheels (for their dependencies).
+    pub wheel_reads: crate::packages::WheelReads,
 }
 
 /// What one client connection carries between its requests.
