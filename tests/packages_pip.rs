@@ -181,6 +181,34 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
         text.contains("alpha-1.0") && text.contains("beta-1.0"),
         "{text}"
     );
+
+    // Approvals belong to the chat: a later turn installs too, until the person revokes one.
+    let next = api.turn("u", "c", &[]).await;
+    assert!(installed(&pip(&g, &server, &next, dir.path(), &["alpha"])));
+    let r = api
+        .call(
+            "DELETE",
+            "/v1/chats/c/approvals/package/beta",
+            Some(support::RUNTIME),
+            Some("u"),
+            None,
+        )
+        .await;
+    assert!(r.status == 200 || r.status == 204, "{}", r.text());
+    let after = api.turn("u", "c", &[]).await;
+    assert!(
+        !pip(&g, &server, &after, dir.path(), &["alpha"])
+            .status
+            .success()
+    );
+    assert_eq!(registry::refused_packages(&api, &after).await, ["beta"]);
+    // Another chat of the same user never had them.
+    let other = api.turn("u", "other-chat", &[]).await;
+    assert!(
+        !pip(&g, &server, &other, dir.path(), &["beta"])
+            .status
+            .success()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
