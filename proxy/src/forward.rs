@@ -82,9 +82,13 @@ pub(crate) async fn forward(
     allowed: Allowed,
 ) -> Response<ProxyBody> {
     // A package registry's request is judged by the package it names.
-    let path = req.uri().path();
+    let asked = packages::RegistryRequest {
+        scheme: "http",
+        method: req.method(),
+        path: req.uri().path(),
+    };
     if let packages::Verdict::Refuse(answer) =
-        packages::judge(shared, turn, target, addrs, req.method(), path).await
+        packages::judge(shared, turn, target, addrs, asked).await
     {
         return answer;
     }

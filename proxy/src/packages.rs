@@ -85,22 +85,38 @@ pub(crate) enum Verdict {
     Refuse(Response<ProxyBody>),
 }
 
+/// The request as the rule sees it: how it arrived (`http`; `https` once inspected TLS
+/// calls the rule), its method and its path.
+pub(crate) struct RegistryRequest<'a> {
+    /// The scheme written into the refusal's sample URL.
+    pub scheme: &'static str,
+    /// The method (only reads map to a package).
+    pub method: &'a Method,
+    /// The path, still percent-encoded.
+    pub path: &'a str,
+}
+
 /// Judges one request to `target` (`addrs`: its vetted addresses, for reading a refused
-/// wheel). Reads the cache epoch before any database question, like the site rules.
+/// wheel over plain HTTP). Reads the cache epoch before any database question, like the
+/// site rules.
 pub(crate) async fn judge(
     shared: &Shared,
     turn: &TurnEntry,
     target: &Target,
     addrs: &[SocketAddr],
-    method: &Method,
-    path: &str,
+    req: RegistryRequest<'_>,
 ) -> Verdict {
+    let RegistryRequest {
+        scheme,
+        method,
+        path,
+    } = req;
     let Some(eco) = shared.settings.registries.ecosystem(&target.host) else {
         return Verdict::NotRegistry;
     };
     let epoch = shared.epoch.get();
     let shadow = turn.mode(shared.settings.mode) == Mode::Shadow;
-    let url = SanitizedUrl::from_parts("http", &target.host, target.port, path).text;
+    let url = SanitizedUrl::from_parts(scheme, &target.host, target.port, path).text;
     let refusal = |package: Option<Package>| Refusal {
         turn,
         host: target.host.as_str(),
@@ -149,7 +165,9 @@ pub(crate) async fn judge(
             Verdict::Allow
         }
         Err(answer) => {
-            if artifact == Artifact::Wheel && answer.status() == StatusCode::FORBIDDEN {
+            // The proxy's own read of the wheel speaks plain HTTP to the origin.
+            let plain = scheme == "http";
+            if plain && artifact == Artifact::Wheel && answer.status() == StatusCode::FORBIDDEN {
                 record_dependencies(shared, turn, target, addrs, path, epoch).await;
             }
             Verdict::Refuse(answer)
