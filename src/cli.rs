@@ -264,6 +264,16 @@ pub struct RawConfig {
     #[arg(long, env = "EGRESSGATE_INTERNAL_SUFFIX", value_delimiter = ',')]
     #[serde(default)]
     pub internal_suffix: Vec<String>,
+    /// Package registries judged package by package: `pypi`, `npm` (repeatable). Their hosts
+    /// need no site approval; each request needs its package approved.
+    #[arg(long, env = "EGRESSGATE_REGISTRY", value_delimiter = ',')]
+    #[serde(default)]
+    pub registry: Vec<String>,
+    /// A private mirror `ECOSYSTEM=HOST[,HOST…]`, judged like that registry (repeatable; in
+    /// the environment, mirrors are separated by `;`).
+    #[arg(long, env = "EGRESSGATE_REGISTRY_MIRROR", value_delimiter = ';')]
+    #[serde(default)]
+    pub registry_mirror: Vec<String>,
     /// PEM certificate chain for a TLS proxy listener.
     #[arg(long, env = "EGRESSGATE_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
@@ -440,6 +450,8 @@ const PROXY_ONLY: &[&str] = &[
     "proxy_listen",
     "control_addr",
     "resolve",
+    "registry",
+    "registry_mirror",
     "dns_server",
     "allow_cidr",
     "allow_port",

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use egressgate_proxy::AllowedRange;
+use egressgate_proxy::registry::{Ecosystem, Registries};
 use egressgate_store::{Host, PoolOptions, SitePattern};
 use ipnet::IpNet;
 
@@ -339,8 +340,10 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         .collect::<Result<Vec<_>>>()?;
     let upstream_roots =
         egressgate_proxy::inspect::roots(raw.upstream_ca.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let registries = registries(raw, &l)?;
     let d = egressgate_proxy::Settings::default();
     let proxy = egressgate_proxy::Settings {
+        registries,
         inspect: inspect.clone(),
         ca: None,
         ca_home: None,
@@ -563,6 +566,35 @@ pub fn mcp_state_key(name: &str, k: &str) -> Result<egressgate_control::settings
         bail!("{name}: too short; give at least 32 bytes (64 hex digits)");
     }
     Ok(egressgate_control::settings::StateKey(bytes))
+}
+
+/// `--registry pypi|npm` and `--registry-mirror ECOSYSTEM=HOST[,HOST…]`.
+fn registries(raw: &RawConfig, l: &dyn Fn(&str) -> String) -> Result<Registries> {
+    let mut out = Registries::default();
+    let eco = |flag: &str, v: &str| {
+        Ecosystem::parse(v).ok_or_else(|| anyhow!("{} {v:?}: expected pypi or npm", l(flag)))
+    };
+    for r in &raw.registry {
+        out.enable(eco("registry", r)?);
+    }
+    for entry in &raw.registry_mirror {
+        let (e, hosts) = entry.split_once('=').ok_or_else(|| {
+            anyhow!(
+                "{} {entry:?}: expected ECOSYSTEM=HOST[,HOST...]",
+                l("registry-mirror")
+            )
+        })?;
+        let e = eco("registry-mirror", e)?;
+        let hosts = hosts
+            .split(',')
+            .map(|h| host(&l("registry-mirror"), h.trim()))
+            .collect::<Result<Vec<_>>>()?;
+        if hosts.is_empty() {
+            bail!("{} {entry:?}: no host", l("registry-mirror"));
+        }
+        out.add_mirror(e, hosts);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

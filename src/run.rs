@@ -12,7 +12,7 @@ use egressgate_control::AppState;
 use egressgate_store::blob::{BlobStore, DbBlobStore, DirBlobStore};
 use egressgate_store::ca::{CaHome, DeploymentCa};
 use egressgate_store::db::admin::{AdminList, SiteRules};
-use egressgate_store::{Backend, Package, SitePattern, Store, Timestamp};
+use egressgate_store::{Backend, PackageSpec, SitePattern, Store, Timestamp};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -458,7 +458,7 @@ async fn admin(cmd: AdminListCmd) -> Result<()> {
             AdminList::Sites => SitePattern::parse(v, &cfg.control.internal_suffixes)
                 .map(|p| p.to_key())
                 .map_err(|e| anyhow!("{v:?}: {e}")),
-            AdminList::Packages => Package::parse(v)
+            AdminList::Packages => PackageSpec::parse(v)
                 .map(|p| p.as_str().to_owned())
                 .map_err(|e| anyhow!("{v:?}: {e}")),
         }

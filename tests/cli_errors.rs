@@ -177,3 +177,48 @@ fn each_subcommand_help_shows_what_it_reads_with_defaults() {
         "{serve}"
     );
 }
+
+#[test]
+fn a_bad_registry_or_mirror_is_a_one_line_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (
+            vec!["--registry", "cargo"],
+            "--registry \"cargo\": expected pypi or npm",
+        ),
+        (vec!["--registry-mirror", "pypi"], "expected ECOSYSTEM=HOST"),
+        (
+            vec!["--registry-mirror", "gems=gems.corp.example"],
+            "expected pypi or npm",
+        ),
+        (
+            vec!["--registry-mirror", "pypi=ok.example,bad host"],
+            "\"bad host\"",
+        ),
+    ] {
+        let out = egressgate()
+            .args(["serve", "--data-dir"])
+            .arg(dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let e = one_line_failure(&out);
+        assert!(e.contains(needle), "{args:?}: {e}");
+    }
+    // The environment names mirrors `;`-separated, and errors name the variable.
+    let out = egressgate()
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .env("EGRESSGATE_REGISTRY_MIRROR", "pypi=a.example,b.example;npm")
+        .output()
+        .unwrap();
+    let e = one_line_failure(&out);
+    assert!(
+        e.contains("EGRESSGATE_REGISTRY_MIRROR") && e.contains("\"npm\""),
+        "{e}"
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing was written"
+    );
+}

@@ -1064,5 +1064,9 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["decision"]["access"], serde_json::Value::Null, "absent: full");
+    assert_eq!(
+        r.json()["decision"]["access"],
+        serde_json::Value::Null,
+        "absent: full"
+    );
 }

@@ -1,7 +1,7 @@
 //! Turning outside strings into domain values, with `422 INVALID_INPUT` messages that say
 //! which entry was refused and why, so the caller (often a model) can fix exactly that entry.
 
-use egressgate_store::{ChatId, Host, Package, SitePattern, UserId};
+use egressgate_store::{ChatId, Host, Package, PackageSpec, SitePattern, UserId};
 
 use crate::error::ApiError;
 
@@ -50,6 +50,13 @@ pub(crate) fn site_pattern(
 /// A package name (bare/`pip:` PyPI names, `npm:` names), canonicalised.
 pub(crate) fn package(entry: &str, value: &str) -> Result<Package, ApiError> {
     Package::parse(value)
+        .map_err(|e| ApiError::invalid_input(format!("{entry} ({}): {e}", quote(value))))
+}
+
+/// A package grant with an optional version pin (`numpy==2.1.*`, `npm:lodash@^4`), as
+/// administrators' lists and launch-time packages may carry it, canonicalised.
+pub(crate) fn package_spec(entry: &str, value: &str) -> Result<PackageSpec, ApiError> {
+    PackageSpec::parse(value)
         .map_err(|e| ApiError::invalid_input(format!("{entry} ({}): {e}", quote(value))))
 }
 

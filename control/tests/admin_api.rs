@@ -411,3 +411,80 @@ async fn audit_filters_and_validates_its_query() {
         );
     }
 }
+
+#[tokio::test]
+async fn package_pins_are_canonical_and_bad_pins_are_refused() {
+    let app = TestApp::new().await;
+    let (s, b) = app.admin_package("NumPy == 2.1.*").await;
+    assert_eq!(
+        (s, &b["name"]),
+        (StatusCode::CREATED, &json!("numpy==2.1.*")),
+        "{b}"
+    );
+    let (s, b) = app.admin_package("npm:lodash@^4").await;
+    assert_eq!(
+        (s, &b["name"]),
+        (StatusCode::CREATED, &json!("npm:lodash@^4")),
+        "{b}"
+    );
+    // The same pin spelt another way is the same entry.
+    let (s, _) = app.admin_package("pip:numpy==2.1.*").await;
+    assert_eq!(s, StatusCode::OK);
+    for bad in [
+        "numpy==",
+        "numpy==two",
+        "==1.0",
+        "npm:lodash@",
+        "npm:lodash@^x",
+    ] {
+        let (s, b) = app
+            .post_json(
+                "/v1/admin/packages",
+                app.admin(),
+                None,
+                json!({"name": bad}),
+            )
+            .await;
+        assert_eq!(
+            (s, code(&b)),
+            (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+            "{bad}"
+        );
+        assert!(message(&b).contains("name"), "{b}");
+    }
+    let (_, b) = app.get("/v1/admin/packages", app.admin(), None).await;
+    let names: Vec<&str> = b["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["npm:lodash@^4", "numpy==2.1.*"]);
+    // Launch-time packages take pins too; a bad one opens no turn.
+    let before = app.count("SELECT COUNT(*) FROM turns").await;
+    let (s, b) = app
+        .post_json(
+            "/v1/turns",
+            app.runtime(),
+            None,
+            json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "packages": ["ok", "numpy>>1"]}),
+        )
+        .await;
+    assert_eq!(
+        (s, code(&b)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
+        "{b}"
+    );
+    assert!(message(&b).contains("packages[1]"), "{b}");
+    assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, before);
+    let t = app
+        .open_turn_with(
+            "u",
+            "c",
+            true,
+            json!({"packages": ["Requests>=2,<3", "npm:@types/node@^20"]}),
+        )
+        .await;
+    let (_, policy) = app.turn_get(&t.turn_id, "policy").await;
+    assert!(policy.to_string().contains("requests>=2,<3"), "{policy}");
+}

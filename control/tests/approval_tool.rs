@@ -694,3 +694,51 @@ async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
     let (_, b) = ask(&app, &t.turn_id, body).await;
     assert_eq!(b["outcome"], "ask", "{b}");
 }
+
+#[tokio::test]
+async fn refused_packages_are_merged_into_the_card_one_row_each_and_capped() {
+    let app = TestApp::with_settings(Settings {
+        card_max_packages: 3,
+        ..Settings::default()
+    })
+    .await;
+    let t = app.open_turn("u", "c", true).await;
+    for p in ["numpy", "scipy", "npm:left-pad", "pandas"] {
+        app.refuse_package(&t.turn_id, "pypi.org", p).await;
+    }
+    app.refuse_package(&t.turn_id, "pypi.org", "numpy").await;
+    // The record keeps one row per package, each naming it.
+    let (_, rec) = app.turn_get(&t.turn_id, "refusals").await;
+    let rows = rec["refusals"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{rec}");
+    let numpy = rows.iter().find(|r| r["package"] == "numpy").unwrap();
+    assert_eq!(
+        (numpy["count"].as_i64(), &numpy["approvable"]),
+        (Some(2), &json!(true))
+    );
+    // Nothing named: the card lists the refused packages, the named one first in the cap,
+    // never the registry host as a site.
+    let (s, b) = ask(
+        &app,
+        &t.turn_id,
+        json!({"reason": "r", "packages": ["requests"]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["outcome"], "ask", "{b}");
+    assert_eq!(
+        b["card"]["packages"],
+        json!(["npm:left-pad", "numpy", "requests"]),
+        "{b}"
+    );
+    assert_eq!(b["card"]["sites"], json!([]), "{b}");
+    // An approved package leaves the card.
+    let (s, _) = app.admin_package("numpy").await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, b) = ask(&app, &t.turn_id, json!({"reason": "r"})).await;
+    assert_eq!(
+        b["card"]["packages"],
+        json!(["npm:left-pad", "pandas", "scipy"]),
+        "{b}"
+    );
+}

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent};
+use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent, Subject};
 use egressgate_store::{ChatId, Host, RefusalReason, Secret, Timestamp, TurnId, UserId};
 use serde_json::json;
 use support::{TestApp, assert_invalid_input, code, message};
@@ -293,6 +293,7 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
         port: 443,
         reason,
         url: None,
+        package: None,
         at: Timestamp::now(),
         shadow: false,
         method: None,
@@ -301,7 +302,7 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
         event: ev(host, RefusalReason::NotApproved),
         user: UserId::parse("u").unwrap(),
         chat: ChatId::parse("c").unwrap(),
-        host: Host::parse(host).unwrap(),
+        subject: Subject::Site(Host::parse(host).unwrap()),
     };
     let verdicts = app
         .store
@@ -382,6 +383,7 @@ async fn refusals_list_the_record_and_the_overflow() {
         port,
         reason,
         url: url.map(Into::into),
+        package: None,
         at: Timestamp::now(),
         shadow: false,
         method: None,

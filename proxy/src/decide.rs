@@ -3,11 +3,11 @@
 //! recorder, in the transaction that would record the refusal), so a fresh approval works on
 //! the very next request.
 
-use std::time::Duration;
-
+use egressgate_store::db::refusals::Subject;
 use egressgate_store::{Grant, Host, RefusalReason, Timestamp};
 
 use crate::identify::TurnEntry;
+use crate::settings::Settings;
 use crate::target::Target;
 
 /// The store's cache epoch as last seen by this process; `None` while unknown (at start, or
@@ -61,22 +61,31 @@ pub fn static_rules(target: &Target, internal: &[Host], ports: &[u16]) -> Option
     }
 }
 
-/// Decides what memory can decide: the static rules, the turn's launch-time sites and the
-/// allows cached for this turn under the current cache `epoch`.
+/// Decides what memory can decide: the static rules, then a host of an enabled package
+/// registry (allowed as a host: each of its requests is judged by its package, see
+/// [`crate::packages`]), the turn's launch-time sites and the allows cached for this turn
+/// under the current cache `epoch`.
 pub fn decide(
     turn: &TurnEntry,
     target: &Target,
-    internal: &[Host],
-    ports: &[u16],
-    cache_ttl: Duration,
+    settings: &Settings,
     epoch: Option<i64>,
 ) -> Decision {
-    if let Some(reason) = static_rules(target, internal, ports) {
+    if let Some(reason) = static_rules(target, &settings.internal_suffixes, &settings.allow_ports) {
         return Decision::Refuse(reason);
     }
+    if settings.registries.ecosystem(&target.host).is_some() {
+        return Decision::Allow(Grant::registry());
+    }
+    let cache_ttl = settings.allow_cache_ttl;
     let host = &target.host;
     match turn
-        .allowed_recently(host, cache_ttl, epoch, Timestamp::now())
+        .allowed_recently(
+            &Subject::Site(host.clone()),
+            cache_ttl,
+            epoch,
+            Timestamp::now(),
+        )
         .or_else(|| turn.launch_grant(host))
     {
         Some(grant) => Decision::Allow(grant),

@@ -110,6 +110,8 @@ pub struct Line<'a> {
     pub shadow: bool,
     /// How a tunnel ended (`closed`, `idle`, `turn_expired`, `revoked`, …).
     pub end: Option<&'a str>,
+    /// The package a registry refusal was about.
+    pub package: Option<&'a str>,
 }
 
 impl<'a> Line<'a> {
@@ -131,6 +133,7 @@ impl<'a> Line<'a> {
             grant: None,
             shadow: false,
             end: None,
+            package: None,
         }
     }
 
@@ -156,6 +159,7 @@ impl<'a> Line<'a> {
             card_id,
             shadow = self.shadow,
             end = self.end,
+            package = self.package,
             suppressed = (suppressed > 0).then_some(suppressed),
             "proxy decision"
         );

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 
+use egressgate_store::db::refusals::Subject;
 use egressgate_store::{Mode, RefusalReason, SanitizedUrl, Timestamp};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
@@ -17,6 +18,7 @@ use crate::access;
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::identify::TurnEntry;
+use crate::packages;
 use crate::pool::{EgressMeter, Key, Lease, MeteredLine, PooledBody, Reuse};
 use crate::respond::{self, ProxyBody};
 use crate::shared::{Refusal, Shared};
@@ -125,7 +127,11 @@ async fn per_request_rules(
         .await
         && access::permits(fresh.access, req.method(), req.uri())
     {
-        turn.remember_allowed(&target.host, shared.epoch.get(), fresh);
+        turn.remember_allowed(
+            &Subject::Site(target.host.clone()),
+            shared.epoch.get(),
+            fresh,
+        );
         return Ok(());
     }
     let reason = RefusalReason::MethodNotAllowed;
@@ -138,6 +144,7 @@ async fn per_request_rules(
         url: Some(url.text),
         shadow: turn.mode(shared.settings.mode) == Mode::Shadow && reason.shadowable(),
         method: Some(req.method().to_string()),
+        package: None,
     };
     if r.shadow {
         return shared.shadow_pass(r).await.map(|_| ());
@@ -160,6 +167,17 @@ pub(crate) async fn forward(
     via: Via,
 ) -> Response<ProxyBody> {
     if let Err(answer) = per_request_rules(shared, turn, target, &req, &allowed, via).await {
+        return answer;
+    }
+    // A package registry's request is judged by the package it names.
+    let asked = packages::RegistryRequest {
+        scheme: via.scheme(),
+        method: req.method(),
+        path: req.uri().path(),
+    };
+    if let packages::Verdict::Refuse(answer) =
+        packages::judge(shared, turn, target, addrs, asked).await
+    {
         return answer;
     }
     if via == Via::Tls {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use egressgate_store::db::refusals::Subject;
 use egressgate_store::{GrantKind, Mode, RefusalReason, SanitizedUrl};
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -101,19 +102,13 @@ pub(crate) async fn handle(
         reason,
         url: (!connect)
             .then(|| SanitizedUrl::from_parts("http", &target.host, target.port, path).text),
+        package: None,
         shadow: shadow_mode && reason.shadowable(),
         method: (!connect).then(|| req.method().to_string()),
     };
 
     let started = Instant::now();
-    let decision = decide::decide(
-        &turn,
-        &target,
-        &shared.settings.internal_suffixes,
-        &shared.settings.allow_ports,
-        shared.settings.allow_cache_ttl,
-        epoch,
-    );
+    let decision = decide::decide(&turn, &target, &shared.settings, epoch);
     let grant = match decision {
         Decision::Allow(grant) => grant,
         Decision::Refuse(reason) => {
@@ -128,7 +123,8 @@ pub(crate) async fn handle(
         }
         Decision::AskStore => {
             let r = refusal(RefusalReason::NotApproved);
-            match shared.refuse_unless_allowed(r, &target.host, epoch).await {
+            let subject = Subject::Site(target.host.clone());
+            match shared.refuse_unless_allowed(r, subject, epoch).await {
                 Ok(grant) => grant,
                 Err(answer) => return answer,
             }

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use egressgate_store::db::refusals::Subject;
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Grant, Host, Mode, Secret, Store, StoreError, Timestamp, TurnId};
+use egressgate_store::{Grant, Host, Mode, Package, Secret, Store, StoreError, Timestamp, TurnId};
 use subtle::ConstantTimeEq as _;
 
 /// Why a request could not be tied to a live turn.
@@ -40,8 +41,8 @@ struct CachedAllow {
 pub struct TurnEntry {
     /// The stored turn (credential hash, chat, launch lists, expiry at load time).
     pub turn: Turn,
-    /// Hosts already allowed in this turn.
-    allowed: RwLock<HashMap<Host, CachedAllow>>,
+    /// Hosts and packages (with the version asked for) already allowed in this turn.
+    allowed: RwLock<HashMap<Subject, CachedAllow>>,
     /// Open connections of this turn (for the per-turn limit). Shared with the entry that
     /// replaces this one when a claim extends the turn, so the count survives the reload.
     pub active: Arc<AtomicUsize>,
@@ -66,30 +67,30 @@ impl TurnEntry {
         epoch.is_some() && self.loaded_epoch == epoch && !self.turn.expires_at.has_passed(now)
     }
 
-    /// The grant that allowed `host` in this turn within `ttl`, under the current cache epoch
+    /// The grant that allowed `subject` in this turn within `ttl`, under the current cache epoch
     /// (a decision made under an older epoch may predate a revocation), while that grant is
     /// live at `now`. An unknown epoch (`None`: the database is not answering) trusts nothing.
     pub fn allowed_recently(
         &self,
-        host: &Host,
+        subject: &Subject,
         ttl: Duration,
         epoch: Option<i64>,
         now: Timestamp,
     ) -> Option<Grant> {
         let epoch = epoch?;
         let map = self.allowed.read().ok()?;
-        let c = map.get(host)?;
+        let c = map.get(subject)?;
         (c.epoch == epoch && c.at.elapsed() < ttl && c.grant.is_live(now)).then(|| c.grant.clone())
     }
 
     /// Remembers an allow decision read from the database under `epoch` (read *before* the
     /// database query, so a revocation racing the query invalidates the entry), with the grant
     /// that made it.
-    pub fn remember_allowed(&self, host: &Host, epoch: Option<i64>, grant: Grant) {
+    pub fn remember_allowed(&self, subject: &Subject, epoch: Option<i64>, grant: Grant) {
         let Some(epoch) = epoch else { return };
         if let Ok(mut m) = self.allowed.write() {
             let at = Instant::now();
-            m.insert(host.clone(), CachedAllow { epoch, at, grant });
+            m.insert(subject.clone(), CachedAllow { epoch, at, grant });
         }
     }
 
@@ -105,6 +106,16 @@ impl TurnEntry {
             .sites
             .iter()
             .any(|p| p.matches(host))
+            .then(|| Grant::launch(self.turn.expires_at))
+    }
+
+    /// The launch-time grant for `version` of `package`, when the turn's launch-time
+    /// packages name it (and their pin, if any, admits the version).
+    pub fn launch_package_grant(&self, package: &Package, version: Option<&str>) -> Option<Grant> {
+        self.turn
+            .packages
+            .iter()
+            .any(|p| p.package() == package && p.admits(version))
             .then(|| Grant::launch(self.turn.expires_at))
     }
 }

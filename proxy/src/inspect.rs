@@ -90,6 +90,12 @@ impl Inspection {
         Ok(true)
     }
 
+    /// Whether a CA is at hand, so TLS can be ended at all (a package registry's hosts are
+    /// inspected whenever it is).
+    pub(crate) fn available(&self) -> bool {
+        self.current().is_some()
+    }
+
     /// Whether requests to `host`, allowed by `grant`, are inspected: an administrators' entry
     /// marked `inspect`, or a deployment-wide `--inspect` pattern, and a CA to mint with.
     pub(crate) fn wants(&self, host: &Host, grant: &Grant) -> bool {

@@ -3,7 +3,8 @@
 //! `server` (accept, TLS, limits) → `handler` (one request) → `identify` (turn credential) →
 //! `target` (parse and normalise) → `decide` (ordered rules) → `dial` + `addr` (resolve once,
 //! vet, connect) → `tunnel` (CONNECT: first bytes judged by `first_bytes` + `sni`, then `relay`, or HTTP served
-//! request by request) or `forward` (absolute-form HTTP)
+//! request by request) or `forward` (absolute-form HTTP, where `packages` judges each request
+//! to a package registry by the package `registry` maps it to)
 //! → `access` (the per-request access level check) → `recorder` (refusals before the 403,
 //! egress summaries). `inspect` ends TLS for inspected hosts so their requests take the
 //! forwarding path too. `respond` writes what the proxy
@@ -19,6 +20,7 @@ pub mod inspect;
 pub mod metrics;
 pub mod pool;
 pub mod recorder;
+pub mod registry;
 pub mod relay;
 pub mod relay_tcp;
 pub mod respond;
@@ -30,6 +32,7 @@ pub mod target;
 mod access;
 mod forward;
 mod handler;
+mod packages;
 mod server;
 mod shared;
 mod tunnel;

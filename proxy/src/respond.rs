@@ -3,7 +3,7 @@
 //! lets them ask.
 
 use bytes::Bytes;
-use egressgate_store::RefusalReason;
+use egressgate_store::{Package, RefusalReason};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Empty, Full};
@@ -33,10 +33,18 @@ fn plain(status: StatusCode, text: String) -> Response<ProxyBody> {
     r
 }
 
-/// `403` for a refused request, after the refusal was recorded.
-pub fn refused(host: &str, port: u16, reason: RefusalReason) -> Response<ProxyBody> {
-    let approvable = reason.approvable();
-    let next = if approvable {
+/// `403` for a refused request, after the refusal was recorded (`package`: the package a
+/// registry request was about).
+pub fn refused(
+    host: &str,
+    port: u16,
+    reason: RefusalReason,
+    package: Option<&Package>,
+) -> Response<ProxyBody> {
+    let approvable = reason.approvable_for(package.is_some());
+    let next = if approvable && package.is_some() {
+        "A person can approve this package: ask for approval with the approval tool (name the package); do not try to get around the proxy."
+    } else if approvable {
         "A person can approve this host: ask for approval with the approval tool; do not try to get around the proxy."
     } else {
         "No approval can allow this; do not try to get around the proxy. Continue without it and say so."
@@ -55,9 +63,16 @@ pub fn refused(host: &str, port: u16, reason: RefusalReason) -> Response<ProxyBo
         RefusalReason::MethodNotAllowed => {
             "this host is approved for downloads only (read); this request would upload or change something"
         }
+        RefusalReason::PackageNotApproved if package.is_some() => {
+            "nobody has approved this package (or this version) for this chat"
+        }
+        RefusalReason::PackageNotApproved => {
+            "a package registry request that names no package the proxy can tell"
+        }
     };
+    let what = package.map_or(String::new(), |p| format!("package: {p}\n"));
     let body = format!(
-        "egressgate refused {host}:{port}\nreason: {reason} ({why})\napprovable: {approvable}\nnext step: {next}\n"
+        "egressgate refused {host}:{port}\n{what}reason: {reason} ({why})\napprovable: {approvable}\nnext step: {next}\n"
     );
     let mut r = plain(StatusCode::FORBIDDEN, body);
     let h = r.headers_mut();

@@ -59,6 +59,7 @@ impl Proxy {
             registry: Arc::default(),
             log: Arc::new(crate::decision_log::DecisionLog::new(settings.log_allowed)),
             active: Arc::default(),
+            wheel_reads: crate::packages::WheelReads::default(),
             dialer,
             store,
             settings,

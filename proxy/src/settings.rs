@@ -72,6 +72,9 @@ pub struct Settings {
     pub ca_poll: Duration,
     /// What inspected hosts' origins are verified against (system roots + `--upstream-ca`).
     pub upstream_roots: Arc<rustls::RootCertStore>,
+    /// Hosts of the enabled package registries (built-in and mirrors): judged per request by
+    /// the package it names, never by site grants.
+    pub registries: crate::registry::Registries,
 }
 
 impl Default for Settings {
@@ -102,6 +105,7 @@ impl Default for Settings {
             ca_home: None,
             ca_poll: Duration::from_secs(5),
             upstream_roots: Arc::new(rustls::RootCertStore::empty()),
+            registries: crate::registry::Registries::default(),
         }
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent};
-use egressgate_store::{Grant, Host, RefusalReason, Store, Timestamp};
+use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent, Subject};
+use egressgate_store::{Grant, Package, RefusalReason, Store, Timestamp};
 use http::{Response, StatusCode};
 use tokio::sync::{Notify, watch};
 
@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub log: Arc<DecisionLog>,
     /// Which hosts are inspected, and the TLS on both sides of them.
     pub inspection: crate::inspect::Inspection,
+    /// Bounds on the proxy's own reads of refused wheels (for their dependencies).
+    pub wheel_reads: crate::packages::WheelReads,
 }
 
 /// What one client connection carries between its requests.
@@ -62,6 +64,8 @@ pub(crate) struct Refusal<'a> {
     pub port: u16,
     pub reason: RefusalReason,
     pub url: Option<String>,
+    /// The package a `package_not_approved` refusal is about.
+    pub package: Option<Package>,
     /// Shadow mode: recorded and logged, but the request goes ahead (only ever set for a
     /// [`RefusalReason::shadowable`] reason).
     pub shadow: bool,
@@ -77,6 +81,7 @@ impl<'a> Refusal<'a> {
             port: self.port,
             reason: self.reason,
             url: self.url.clone(),
+            package: self.package.clone(),
             at: Timestamp::now(),
             shadow: self.shadow,
             method: self.method.clone(),
@@ -125,6 +130,7 @@ impl Shared {
             host: r.host,
             port: r.port,
             shadow: r.shadow,
+            package: r.package.as_ref().map(Package::as_str),
             ..Line::new(Verdict::Refuse, status, kind, started)
         });
     }
@@ -149,22 +155,23 @@ impl Shared {
     /// Records and answers a refusal (`403`, or `status` for limits).
     pub(crate) async fn refuse(&self, r: Refusal<'_>, status: StatusCode) -> Response<ProxyBody> {
         let (host, port, reason) = (r.host, r.port, r.reason);
+        let package = r.package.clone();
         if !self.record_refusal(r).await {
             return unrecorded();
         }
-        let mut resp = respond::refused(host, port, reason);
+        let mut resp = respond::refused(host, port, reason, package.as_ref());
         *resp.status_mut() = status;
         resp
     }
 
-    /// A host nothing in memory allows: the database decides, in the transaction that
-    /// records the refusal if it stands. `Ok(grant)`: allowed after all (and cached for the
-    /// turn under `epoch`, read before asking, until the grant ends); `Err(answer)`: the
+    /// A host or package nothing in memory allows: the database decides, in the transaction
+    /// that records the refusal if it stands. `Ok(grant)`: allowed after all (and cached for
+    /// the turn under `epoch`, read before asking, until the grant ends); `Err(answer)`: the
     /// answer to send.
     pub(crate) async fn refuse_unless_allowed(
         &self,
         r: Refusal<'_>,
-        host: &Host,
+        subject: Subject,
         epoch: Option<i64>,
     ) -> Result<Grant, Response<ProxyBody>> {
         let started = Instant::now();
@@ -172,7 +179,7 @@ impl Shared {
             event: r.event(),
             user: r.turn.turn.user.clone(),
             chat: r.turn.turn.chat.clone(),
-            host: host.clone(),
+            subject: subject.clone(),
         };
         let verdict = self.recorder.refuse_unless_allowed(candidate).await;
         self.metrics
@@ -180,7 +187,7 @@ impl Shared {
             .observe(started.elapsed().as_secs_f64());
         match verdict {
             Ok(Some(grant)) => {
-                r.turn.remember_allowed(host, epoch, grant.clone());
+                r.turn.remember_allowed(&subject, epoch, grant.clone());
                 Ok(grant)
             }
             Ok(None) if r.shadow => {
@@ -189,7 +196,12 @@ impl Shared {
             }
             Ok(None) => {
                 self.refused(&r, true, started);
-                Err(respond::refused(r.host, r.port, r.reason))
+                Err(respond::refused(
+                    r.host,
+                    r.port,
+                    r.reason,
+                    r.package.as_ref(),
+                ))
             }
             Err(_) => {
                 self.refused(&r, false, started);

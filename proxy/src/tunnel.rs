@@ -235,14 +235,23 @@ impl Tunnel<'_> {
         match verdict {
             judge::Verdict::Relay => {
                 let tls = first.first() == Some(&0x16);
-                if tls
-                    && self
-                        .shared
-                        .inspection
-                        .wants(&self.target.host, &self.allowed.grant)
-                {
+                // A package registry's hosts are always inspected (when there is a CA): its
+                // requests are judged package by package, never by a site grant.
+                let registry = settings.registries.ecosystem(&self.target.host).is_some();
+                let inspection = &self.shared.inspection;
+                let inspect = if registry {
+                    inspection.available()
+                } else {
+                    inspection.wants(&self.target.host, &self.allowed.grant)
+                };
+                if tls && inspect {
                     let via = Via::Tls;
                     return Some(Opened::Http { client, first, via });
+                }
+                // Opaque bytes to a package registry name no package: only requests the proxy
+                // can read (plain HTTP here, inspected TLS) are judged package by package.
+                if registry {
+                    return self.refuse(RefusalReason::PackageNotApproved).await;
                 }
                 // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on them.
                 if self.allowed.grant.access != Access::Full {
@@ -302,6 +311,7 @@ impl Tunnel<'_> {
                 port: self.target.port,
                 reason,
                 url: None,
+                package: None,
                 shadow: false,
                 method: None,
             })

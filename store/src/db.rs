@@ -127,6 +127,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0007_inspection.sql"),
     ),
     (
+        8,
+        "package refusals",
+        include_str!("../../migrations/sqlite/0008_package_refusals.sql"),
+        include_str!("../../migrations/postgres/0008_package_refusals.sql"),
+    ),
+    (
         14,
         "events and console sessions",
         include_str!("../../migrations/sqlite/0014_events.sql"),

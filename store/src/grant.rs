@@ -24,6 +24,9 @@ pub enum GrantKind {
         /// What it would have been refused for.
         reason: RefusalReason,
     },
+    /// A host of an enabled package registry: no site grant lets it through; each request
+    /// on it is judged by the package it names (it ends with the turn).
+    Registry,
 }
 
 /// One grant that allows a host, with the moment it stops counting (`None`: never by itself).
@@ -41,44 +44,40 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// An administrators' site.
-    pub fn admin() -> Self {
+    /// A grant of `kind` until `expires_at`, opening the whole host and not inspected: what
+    /// every source grants until an access level or an inspection mark narrows it.
+    fn of(kind: GrantKind, expires_at: Option<Timestamp>) -> Self {
         Self {
-            kind: GrantKind::Admin,
-            expires_at: None,
+            kind,
+            expires_at,
             access: Access::Full,
             inspect: false,
         }
+    }
+
+    /// An administrators' site.
+    pub fn admin() -> Self {
+        Self::of(GrantKind::Admin, None)
     }
 
     /// A launch-time site of a turn expiring at `turn_expires_at`.
     pub fn launch(turn_expires_at: Timestamp) -> Self {
-        Self {
-            kind: GrantKind::Launch,
-            expires_at: Some(turn_expires_at),
-            access: Access::Full,
-            inspect: false,
-        }
+        Self::of(GrantKind::Launch, Some(turn_expires_at))
     }
 
     /// An approval row of card `card_id`, expiring at `expires_at`.
     pub fn approval(card_id: String, expires_at: Timestamp) -> Self {
-        Self {
-            kind: GrantKind::Approval { card_id },
-            expires_at: Some(expires_at),
-            access: Access::Full,
-            inspect: false,
-        }
+        Self::of(GrantKind::Approval { card_id }, Some(expires_at))
     }
 
     /// A shadow-mode pass of a would-be refusal for `reason`.
     pub fn shadow(reason: RefusalReason) -> Self {
-        Self {
-            kind: GrantKind::Shadow { reason },
-            expires_at: None,
-            access: Access::Full,
-            inspect: false,
-        }
+        Self::of(GrantKind::Shadow { reason }, None)
+    }
+
+    /// A host of an enabled package registry (each request is judged by its package).
+    pub fn registry() -> Self {
+        Self::of(GrantKind::Registry, None)
     }
 
     /// Whether the grant still counts at `now`.
@@ -122,6 +121,7 @@ impl Grant {
             GrantKind::Launch => "launch",
             GrantKind::Approval { .. } => "approval",
             GrantKind::Shadow { .. } => "shadow",
+            GrantKind::Registry => "registry",
         }
     }
 }

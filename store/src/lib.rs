@@ -26,7 +26,7 @@ pub use grant::{Grant, GrantKind};
 pub use host::{Host, HostError};
 pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
 pub use mode::Mode;
-pub use package::{Package, PackageError};
+pub use package::{Package, PackageError, PackageSpec};
 pub use pattern::{PatternError, SitePattern};
 pub use reason::RefusalReason;
 pub use time::Timestamp;

@@ -1,6 +1,10 @@
 //! Package names as people approve them: PyPI names normalised per PEP 503 (bare or `pip:`),
 //! npm names per npm's rules (`npm:`), so one package has one key however the agent spells it.
 
+mod pin;
+
+pub use pin::PackageSpec;
+
 /// Why a package name cannot be put on a card.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PackageError {
@@ -13,6 +17,9 @@ pub enum PackageError {
     /// Not a valid npm package name.
     #[error("not a valid npm package name: {0}")]
     BadNpmName(&'static str),
+    /// A version pin that does not parse (PEP 440 specifiers, npm semver ranges).
+    #[error("not a valid version pin: {0}")]
+    BadPin(String),
 }
 
 /// A validated package name in canonical form: `requests` (PyPI, the default ecosystem) or

@@ -1,8 +1,9 @@
 //! The closed set of refusal reasons: the proxy's vocabulary, the refusal record's key and the
 //! approval tool's input, so all three agree.
 
-/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`] and
-/// [`RefusalReason::MethodNotAllowed`] can be fixed by a person.
+/// Why the proxy refused a request. Only [`RefusalReason::NotApproved`],
+/// [`RefusalReason::MethodNotAllowed`] and [`RefusalReason::PackageNotApproved`] can be fixed
+/// by a person.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefusalReason {
@@ -25,11 +26,14 @@ pub enum RefusalReason {
     /// The host is allowed only at an access level (`read`) that does not cover this request's
     /// method (an upload, a `git push`); a person may grant `full`.
     MethodNotAllowed,
+    /// A package registry request for a package nobody approved (or a version outside its
+    /// pin), or one that names no package the proxy can tell (then not approvable).
+    PackageNotApproved,
 }
 
 impl RefusalReason {
     /// Every reason, for metrics label sets and tests.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::NotApproved,
         Self::IpLiteral,
         Self::InternalName,
@@ -39,6 +43,7 @@ impl RefusalReason {
         Self::HostMismatch,
         Self::LimitExceeded,
         Self::MethodNotAllowed,
+        Self::PackageNotApproved,
     ];
 
     /// The wire and database spelling.
@@ -53,6 +58,7 @@ impl RefusalReason {
             Self::HostMismatch => "host_mismatch",
             Self::LimitExceeded => "limit_exceeded",
             Self::MethodNotAllowed => "method_not_allowed",
+            Self::PackageNotApproved => "package_not_approved",
         }
     }
 
@@ -69,13 +75,26 @@ impl RefusalReason {
     pub fn shadowable(self) -> bool {
         matches!(
             self,
-            Self::NotApproved | Self::PortNotAllowed | Self::MethodNotAllowed
+            Self::NotApproved
+                | Self::PortNotAllowed
+                | Self::MethodNotAllowed
+                | Self::PackageNotApproved
         )
     }
 
-    /// Whether a person's approval can make this request succeed.
+    /// Whether a person's approval can make this request succeed (a package refusal only
+    /// when it names a package: see the refusal record's `approvable`).
     pub fn approvable(self) -> bool {
-        matches!(self, Self::NotApproved | Self::MethodNotAllowed)
+        matches!(
+            self,
+            Self::NotApproved | Self::MethodNotAllowed | Self::PackageNotApproved
+        )
+    }
+
+    /// Whether one recorded refusal can be approved: a package refusal only when it names the
+    /// package (a registry request the proxy could not map names nothing to approve).
+    pub fn approvable_for(self, names_package: bool) -> bool {
+        self.approvable() && (self != Self::PackageNotApproved || names_package)
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod examples;
 pub mod held;
 pub mod pg;
+pub mod registry;
 pub mod sse;
 
 use std::collections::HashMap;

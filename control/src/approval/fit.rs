@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use egressgate_store::Host;
+use egressgate_store::{Host, Package};
 
 use super::merge::Wanted;
 
@@ -31,6 +31,23 @@ pub(crate) fn fit(wanted: &Wanted, max_sites: usize) -> Fitted {
     }
 }
 
+/// The packages a card lists: every one the agent named (step 1 refused more than a card
+/// holds), then those the proxy refused this turn, in name order, while places are free
+/// (`card-max-packages`); the rest wait for a later card.
+pub(crate) fn fit_packages(
+    wanted: &Wanted,
+    named: &BTreeSet<Package>,
+    max_packages: usize,
+) -> BTreeSet<Package> {
+    let (mut listed, refused): (BTreeSet<Package>, Vec<&Package>) = (
+        wanted.packages.intersection(named).cloned().collect(),
+        wanted.packages.difference(named).collect(),
+    );
+    let free = max_packages.saturating_sub(listed.len());
+    listed.extend(refused.into_iter().take(free).cloned());
+    listed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,6 +63,19 @@ mod tests {
             urls: Vec::new(),
             packages: BTreeSet::new(),
         }
+    }
+
+    #[test]
+    fn named_packages_always_fit_and_refused_ones_fill_the_rest() {
+        let pkg = |s: &str| Package::parse(s).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut w = wanted(&[], &[]);
+        w.packages = ["zeta", "alpha", "beta", "gamma"].map(pkg).into();
+        let named: BTreeSet<Package> = [pkg("zeta")].into();
+        let list =
+            |f: BTreeSet<Package>| f.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
+        assert_eq!(list(fit_packages(&w, &named, 2)), ["alpha", "zeta"]);
+        assert_eq!(list(fit_packages(&w, &named, 1)), ["zeta"]);
+        assert_eq!(fit_packages(&w, &named, 50).len(), 4);
     }
 
     fn names(f: &Fitted) -> Vec<&str> {

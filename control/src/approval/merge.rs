@@ -1,5 +1,6 @@
 //! Steps 2–5 of the approval tool, pure: merge the named hosts with the hosts the proxy
-//! refused this turn as `not_approved`, refuse an empty call, refuse named hosts that were
+//! refused this turn as `not_approved` (and the named packages with the packages it refused
+//! as `package_not_approved`), refuse an empty call, refuse named hosts that were
 //! refused for a reason no approval fixes, and drop what the turn's grants already cover.
 //! Named and merged hosts are kept apart, so the card can always list the named ones first
 //! (see `fit`).
@@ -95,7 +96,9 @@ pub(crate) fn merge(
 ) -> Result<Wanted, Early> {
     let named = req.named_hosts();
     let refused = refused_not_named(refusals, &named, extra_internal);
-    if named.is_empty() && refused.is_empty() && req.packages.is_empty() {
+    let mut packages = req.packages.clone();
+    packages.extend(refused_packages(refusals));
+    if named.is_empty() && refused.is_empty() && packages.is_empty() {
         return Err(Early::NothingToApprove);
     }
     let blocked: BTreeSet<(Host, RefusalReason)> = refusals
@@ -115,8 +118,18 @@ pub(crate) fn merge(
         named,
         refused,
         urls: req.urls.clone(),
-        packages: req.packages.clone(),
+        packages,
     })
+}
+
+/// The packages the proxy refused this turn as `package_not_approved` (one row each, in
+/// the canonical spelling the proxy and the card share); shadow-mode rows went through.
+fn refused_packages(refusals: &[RefusalRow]) -> impl Iterator<Item = Package> + '_ {
+    refusals
+        .iter()
+        .filter(|r| r.reason == RefusalReason::PackageNotApproved && !r.shadow)
+        .filter_map(|r| r.package.as_deref())
+        .filter_map(|p| Package::parse(p).ok())
 }
 
 /// Keeps the sites and packages the predicates accept, and the URLs of kept named hosts.
@@ -217,6 +230,7 @@ mod tests {
             reason,
             approvable: reason.approvable(),
             url: None,
+            package: None,
             count,
             first_seen: Timestamp::from_millis(0),
             last_seen: Timestamp::from_millis(last_seen),
@@ -370,5 +384,24 @@ mod tests {
             ["pandas"]
         );
         assert!(!left.is_empty());
+    }
+
+    #[test]
+    fn refused_packages_join_the_card() {
+        let mut pkg = seen("pypi.test", RefusalReason::PackageNotApproved, 5, 1);
+        pkg.package = Some("numpy".into());
+        let mut unnamed = seen("pypi.test", RefusalReason::PackageNotApproved, 6, 1);
+        unnamed.package = None;
+        let mut shadowed = seen("pypi.test", RefusalReason::PackageNotApproved, 7, 1);
+        shadowed.package = Some("scipy".into());
+        shadowed.shadow = true;
+        let w = merge(&req(&[], &["requests"]), &[pkg, unnamed, shadowed], &[])
+            .unwrap_or_else(|e| unreachable!("{e:?}"));
+        let names: Vec<&str> = w.packages.iter().map(Package::as_str).collect();
+        assert_eq!(names, ["numpy", "requests"]);
+        assert!(
+            w.refused.is_empty(),
+            "a registry host is never asked for as a site"
+        );
     }
 }

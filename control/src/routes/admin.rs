@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use egressgate_store::db::admin::{AdminEntry, AdminList, SiteRules, UserChange};
-use egressgate_store::{Access, Mode, Package, SitePattern, Timestamp};
+use egressgate_store::{Access, Mode, PackageSpec, SitePattern, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -213,7 +213,7 @@ pub(crate) async fn add_package(
     State(state): State<AppState>,
     StrictJson(body): StrictJson<PackageBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let package = validate::package("name", &body.name)?;
+    let package = validate::package_spec("name", &body.name)?;
     add(
         &state,
         AdminList::Packages,
@@ -232,7 +232,7 @@ pub(crate) async fn remove_package(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let key = Package::parse(&name)
+    let key = PackageSpec::parse(&name)
         .map(|p| p.as_str().to_owned())
         .unwrap_or(name);
     remove(&state, AdminList::Packages, &key).await

@@ -112,10 +112,12 @@ pub(crate) async fn request(
 
     // At most card-max-sites hosts: every named one, then the latest refused ones.
     let fitted = fit::fit(&left, settings.card_max_sites);
+    // At most card-max-packages packages: every named one, then those refused this turn.
+    let packages = fit::fit_packages(&left, &req.packages, settings.card_max_packages);
     let card = Card::new(
         fitted.sites.into_iter().collect(),
         left.urls.into_iter().map(|u| u.text).collect(),
-        left.packages.into_iter().collect(),
+        packages.into_iter().collect(),
         req.reason,
     )
     .with_sites_not_shown(fitted.not_shown);

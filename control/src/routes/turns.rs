@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::{NewTurn, OpenTurnError};
-use egressgate_store::{Package, Secret, SitePattern, Timestamp, TurnId};
+use egressgate_store::{PackageSpec, Secret, SitePattern, Timestamp, TurnId};
 use serde::Deserialize;
 
 use super::openapi::schemas;
@@ -74,10 +74,10 @@ fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiError> {
     // Sorted by canonical text, as every list the API shows is.
     sites.sort_by_key(SitePattern::to_key);
     sites.dedup();
-    let packages: BTreeSet<Package> = raw_packages
+    let packages: BTreeSet<PackageSpec> = raw_packages
         .iter()
         .enumerate()
-        .map(|(i, p)| validate::package(&format!("packages[{i}]"), p))
+        .map(|(i, p)| validate::package_spec(&format!("packages[{i}]"), p))
         .collect::<Result<_, _>>()?;
     let ttl = match body.ttl_seconds {
         None => state.settings.turn_ttl,

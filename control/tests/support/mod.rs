@@ -300,6 +300,27 @@ impl TestApp {
             port,
             reason,
             url: url.map(str::to_owned),
+            package: None,
+            at: Timestamp::now(),
+            shadow: false,
+            method: None,
+        };
+        self.store
+            .record_refusals(&[event], 256)
+            .await
+            .expect("record refusal");
+    }
+
+    /// Records a `package_not_approved` refusal of `package` (canonical) on registry host
+    /// `host`, as the proxy would.
+    pub async fn refuse_package(&self, turn_id: &str, host: &str, package: &str) {
+        let event = RefusalEvent {
+            turn: TurnId::parse(turn_id).expect("turn id"),
+            host: host.to_owned(),
+            port: 443,
+            reason: RefusalReason::PackageNotApproved,
+            url: None,
+            package: Some(egressgate_store::Package::parse(package).expect("package")),
             at: Timestamp::now(),
             shadow: false,
             method: None,

@@ -135,12 +135,13 @@ async fn one(
                 port: target.port,
                 reason,
                 url: None,
+                package: None,
                 shadow: false,
                 method: Some(req.method().to_string()),
             })
             .await;
         let mut resp = if recorded {
-            respond::refused(target.host.as_str(), target.port, reason)
+            respond::refused(target.host.as_str(), target.port, reason, None)
         } else {
             respond::status(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -8,6 +8,7 @@ use crate::access::Access;
 use crate::grant::Grant;
 use crate::host::Host;
 use crate::ids::{ChatId, UserId};
+use crate::package::{Package, PackageSpec};
 use crate::pattern::SitePattern;
 use crate::time::Timestamp;
 
@@ -138,6 +139,65 @@ pub(crate) async fn site_allowed_on(
         let grant = Grant {
             inspect: row.try_get::<i64, _>(4)? != 0,
             ..grant.with_access(access)
+        };
+        best = Some(match best {
+            Some(b) => b.outlasting(grant),
+            None => grant,
+        });
+    }
+    Ok(best)
+}
+
+/// The grant that allows `version` of `package` for this chat (`None` version: metadata about
+/// the package, allowed by any grant of it): the administrators' list or an unexpired package
+/// approval, whose pin, if any, admits the version (the longest-lived when several do).
+/// Stored grants are the canonical text of a [`PackageSpec`]: the name, or the name followed
+/// at once by its pin (`numpy==2.1.*`, `npm:lodash@^4`), so one query finds both by prefix.
+pub(crate) async fn package_allowed_on(
+    conn: &mut sqlx::AnyConnection,
+    user: &UserId,
+    chat: &ChatId,
+    package: &Package,
+    version: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<Grant>, StoreError> {
+    // The name is ASCII (both ecosystems' rules), so its length in bytes is its length in
+    // characters; a pin starts with one of these characters right after the name.
+    let n = package.as_str().len();
+    let prefixed = |col: &str| {
+        format!(
+            "({col} = $4 OR (substr({col}, 1, {n}) = $4 AND \
+             substr({col}, {m}, 1) IN ('=', '<', '>', '!', '~', '@')))",
+            m = n + 1
+        )
+    };
+    let sql = format!(
+        "SELECT 'admin', name, '', CAST(0 AS BIGINT) FROM admin_packages WHERE {} \
+         UNION ALL SELECT 'approval', value, card_id, expires_at FROM approvals WHERE user_id = $1 \
+         AND chat_id = $2 AND kind = 'package' AND expires_at > $3 AND {}",
+        prefixed("name"),
+        prefixed("value")
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(now.millis())
+        .bind(package.as_str())
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut best: Option<Grant> = None;
+    for row in rows {
+        let text: String = row.try_get(1)?;
+        // A row this crate did not write in this shape admits nothing (fail closed).
+        let Ok(spec) = PackageSpec::parse(&text) else {
+            continue;
+        };
+        if spec.package() != package || !spec.admits(version) {
+            continue;
+        }
+        let grant = match row.try_get::<String, _>(0)?.as_str() {
+            "admin" => Grant::admin(),
+            _ => Grant::approval(row.try_get(2)?, Timestamp::from_millis(row.try_get(3)?)),
         };
         best = Some(match best {
             Some(b) => b.outlasting(grant),

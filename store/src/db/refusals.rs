@@ -3,11 +3,12 @@
 
 use sqlx::Row as _;
 
-use super::policy::site_allowed_on;
+use super::policy::{package_allowed_on, site_allowed_on};
 use super::{Store, StoreError};
 use crate::grant::Grant;
 use crate::host::Host;
 use crate::ids::{ChatId, TurnId, UserId};
+use crate::package::Package;
 use crate::reason::RefusalReason;
 use crate::time::Timestamp;
 
@@ -24,6 +25,9 @@ pub struct RefusalEvent {
     pub reason: RefusalReason,
     /// Sanitised sample URL (plain HTTP only).
     pub url: Option<String>,
+    /// The package a `package_not_approved` refusal is about (canonical spelling); the
+    /// record keeps one row per package.
+    pub package: Option<Package>,
     /// When.
     pub at: Timestamp,
     /// Shadow mode: recorded, but the request was allowed.
@@ -32,18 +36,34 @@ pub struct RefusalEvent {
     pub method: Option<String>,
 }
 
-/// A refusal the proxy is about to make because nothing it holds in memory allows the host;
-/// [`Store::refuse_unless_allowed`] asks the database before recording it.
+/// What a refusal candidate is about: the database may still allow it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// A host, allowed by an admin site or a site approval of the chat.
+    Site(Host),
+    /// A package (and the version a request names, if any), allowed by an admin package or
+    /// a package approval of the chat whose pin admits the version.
+    Package {
+        /// The canonical package.
+        package: Package,
+        /// The version the request names (`None`: metadata about the package).
+        version: Option<String>,
+    },
+}
+
+/// A refusal the proxy is about to make because nothing it holds in memory allows the host
+/// or package; [`Store::refuse_unless_allowed`] asks the database before recording it.
 #[derive(Debug, Clone)]
 pub struct RefusalCandidate {
-    /// The refusal (reason `not_approved`) to record if the host is still not allowed.
+    /// The refusal (reason `not_approved` or `package_not_approved`) to record if the
+    /// subject is still not allowed.
     pub event: RefusalEvent,
     /// The turn's user, whose chat approvals count.
     pub user: UserId,
     /// The turn's chat.
     pub chat: ChatId,
-    /// The normalised host to check.
-    pub host: Host,
+    /// What to check.
+    pub subject: Subject,
 }
 
 /// One row of a turn's refusal record.
@@ -63,6 +83,9 @@ pub struct RefusalRow {
     /// Latest request method, when the proxy saw the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
+    /// The package refused (`package_not_approved` only; canonical spelling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     /// How many times.
     pub count: i64,
     /// First time.
@@ -116,7 +139,7 @@ fn coalesce<'a>(events: &[&'a RefusalEvent]) -> Vec<(&'a RefusalEvent, i64)> {
     let mut out: Vec<(&'a RefusalEvent, i64)> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for &e in events {
-        let key = (&e.turn, e.host.as_str(), e.port, e.reason);
+        let key = (&e.turn, e.host.as_str(), e.port, e.reason, &e.package);
         match index.get(&key) {
             Some(&i) => {
                 let (latest, n): &mut (&'a RefusalEvent, i64) = &mut out[i];
@@ -159,7 +182,7 @@ impl Store {
     ) -> Result<Vec<RecentRefusal>, StoreError> {
         let rows = sqlx::query(
             "SELECT r.host, r.port, r.reason, r.url, r.count, r.first_seen, r.last_seen, \
-             r.shadow, r.turn_id, t.user_id, t.chat_id FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
+             r.shadow, r.package, r.turn_id, t.user_id, t.chat_id FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
              WHERE r.last_seen >= $1 ORDER BY r.last_seen DESC LIMIT $2",
         )
         .bind(since.millis())
@@ -170,9 +193,9 @@ impl Store {
             .map(|r| {
                 Ok(RecentRefusal {
                     row: refusal_from_row(r)?,
-                    turn_id: r.try_get(8)?,
-                    user_id: r.try_get(9)?,
-                    chat_id: r.try_get(10)?,
+                    turn_id: r.try_get(9)?,
+                    user_id: r.try_get(10)?,
+                    chat_id: r.try_get(11)?,
                 })
             })
             .collect()
@@ -214,14 +237,29 @@ impl Store {
     ) -> Result<Vec<Option<Grant>>, StoreError> {
         let mut tx = self.begin().await?;
         let mut verdicts = Vec::with_capacity(candidates.len());
-        let mut known: std::collections::HashMap<(&UserId, &ChatId, &Host), Option<Grant>> =
+        let mut known: std::collections::HashMap<(&UserId, &ChatId, &Subject), Option<Grant>> =
             std::collections::HashMap::new();
         for c in candidates {
-            let key = (&c.user, &c.chat, &c.host);
+            let key = (&c.user, &c.chat, &c.subject);
             let allowed = match known.get(&key) {
                 Some(a) => a.clone(),
                 None => {
-                    let a = site_allowed_on(&mut tx, &c.user, &c.chat, &c.host, now).await?;
+                    let a = match &c.subject {
+                        Subject::Site(host) => {
+                            site_allowed_on(&mut tx, &c.user, &c.chat, host, now).await?
+                        }
+                        Subject::Package { package, version } => {
+                            package_allowed_on(
+                                &mut tx,
+                                &c.user,
+                                &c.chat,
+                                package,
+                                version.as_deref(),
+                                now,
+                            )
+                            .await?
+                        }
+                    };
                     known.insert(key, a.clone());
                     a
                 }
@@ -244,8 +282,8 @@ impl Store {
     /// A turn's refusal record, most recent first, plus the overflow counter.
     pub async fn list_refusals(&self, turn: &TurnId) -> Result<(Vec<RefusalRow>, i64), StoreError> {
         let rows = sqlx::query(
-            "SELECT host, port, reason, url, count, first_seen, last_seen, shadow, method FROM refusals \
-             WHERE turn_id = $1 ORDER BY last_seen DESC, host, port, reason",
+            "SELECT host, port, reason, url, count, first_seen, last_seen, shadow, method, package \
+             FROM refusals WHERE turn_id = $1 ORDER BY last_seen DESC, host, port, reason, package",
         )
         .bind(turn.as_str())
         .fetch_all(self.pool())
@@ -313,17 +351,21 @@ impl Store {
             .collect()
     }
 }
-/// Parses the first nine columns `host, port, reason, url, count, first_seen, last_seen, shadow,
-/// method`.
+/// Parses the first ten columns `host, port, reason, url, count, first_seen, last_seen,
+/// shadow, method, package`. A package refusal that names no package (a registry request the
+/// proxy could not map) is not approvable: no approval could name what it was about.
 fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
     let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
         .ok_or(StoreError::Corrupt("refusals.reason"))?;
+    let package = Some(r.try_get::<String, _>(9)?).filter(|p| !p.is_empty());
+    let approvable = reason.approvable_for(package.is_some());
     Ok(RefusalRow {
+        package,
         host: r.try_get(0)?,
         port: u16::try_from(r.try_get::<i64, _>(1)?)
             .map_err(|_| StoreError::Corrupt("refusals.port"))?,
         reason,
-        approvable: reason.approvable(),
+        approvable,
         url: r.try_get(3)?,
         count: r.try_get(4)?,
         first_seen: Timestamp::from_millis(r.try_get(5)?),
@@ -333,8 +375,14 @@ fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
     })
 }
 
-/// Writes refusals (coalesced) inside `tx`, keeping at most `max_hosts` distinct hosts per
-/// turn and counting the rest in the turn's overflow. Each *new* (turn, host, port, reason)
+/// The `package` key column: the canonical name, or `''` for a refusal about a host.
+fn package_key(e: &RefusalEvent) -> &str {
+    e.package.as_ref().map_or("", Package::as_str)
+}
+
+/// Writes refusals (coalesced) inside `tx`, keeping at most `max_hosts` distinct hosts (a
+/// refused package counts as one more: the record keeps one row per package) per turn and
+/// counting the rest in the turn's overflow. Each *new* (turn, host, port, reason)
 /// row also appends one `refusal.recorded` event; repeats only grow the row's count (a retry
 /// storm must not flood the chat's stream — the count is in the refusal record). Returns
 /// whether any event was appended.
@@ -349,7 +397,7 @@ async fn insert_refusals<'a>(
         let updated = sqlx::query(
             "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url), \
                  shadow = $8, method = COALESCE($9, method) \
-                 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4",
+                 WHERE turn_id = $1 AND host = $2 AND port = $3 AND reason = $4 AND package = $10",
         )
         .bind(e.turn.as_str())
         .bind(&e.host)
@@ -360,6 +408,7 @@ async fn insert_refusals<'a>(
         .bind(n)
         .bind(super::flag(e.shadow))
         .bind(e.method.as_deref())
+        .bind(package_key(e))
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -368,9 +417,10 @@ async fn insert_refusals<'a>(
         }
         let inserted = sqlx::query(
             "INSERT INTO refusals (turn_id, host, port, reason, url, count, first_seen, last_seen, \
-                 shadow, method) SELECT $1, $2, $3, $4, $5, $8, $6, $6, $9, $10 \
-                 WHERE EXISTS (SELECT 1 FROM refusals WHERE turn_id = $1 AND host = $2) \
-                    OR (SELECT COUNT(DISTINCT host) FROM refusals WHERE turn_id = $1) < $7",
+                 shadow, method, package) SELECT $1, $2, $3, $4, $5, $8, $6, $6, $9, $10, $11 \
+                 WHERE EXISTS (SELECT 1 FROM refusals WHERE turn_id = $1 AND host = $2 AND package = $11) \
+                    OR (SELECT COUNT(*) FROM (SELECT DISTINCT host, package FROM refusals \
+                        WHERE turn_id = $1) d) < $7",
         )
         .bind(e.turn.as_str())
         .bind(&e.host)
@@ -382,6 +432,7 @@ async fn insert_refusals<'a>(
         .bind(n)
         .bind(super::flag(e.shadow))
         .bind(e.method.as_deref())
+        .bind(package_key(e))
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -404,13 +455,16 @@ async fn insert_refusals<'a>(
             "host": e.host,
             "port": e.port,
             "reason": e.reason,
-            "approvable": e.reason.approvable(),
+            "approvable": e.reason.approvable_for(e.package.is_some()),
         });
         if let (Some(obj), Some(url)) = (data.as_object_mut(), &e.url) {
             obj.insert("url".into(), url.clone().into());
         }
         if let (Some(obj), Some(method)) = (data.as_object_mut(), &e.method) {
             obj.insert("method".into(), method.clone().into());
+        }
+        if let (Some(obj), Some(package)) = (data.as_object_mut(), &e.package) {
+            obj.insert("package".into(), package.as_str().into());
         }
         // A shadow-mode refusal let the request through: a client must not show it as a block.
         if let (Some(obj), true) = (data.as_object_mut(), e.shadow) {

@@ -56,7 +56,7 @@ impl StillAllowed {
         }
         if matches!(
             open.grant.kind,
-            GrantKind::Launch | GrantKind::Shadow { .. }
+            GrantKind::Launch | GrantKind::Shadow { .. } | GrantKind::Registry
         ) {
             return true;
         }

@@ -9,7 +9,7 @@ use super::audit::{self, AuditEntry, AuditKind};
 use super::{Store, StoreError, flag, json_column};
 use crate::ids::{ChatId, SecretHash, TurnId, UserId};
 use crate::mode::Mode;
-use crate::package::Package;
+use crate::package::PackageSpec;
 use crate::pattern::SitePattern;
 use crate::time::Timestamp;
 
@@ -24,8 +24,8 @@ pub struct NewTurn {
     pub can_ask_human: bool,
     /// Launch-time sites, already validated.
     pub sites: Vec<SitePattern>,
-    /// Launch-time packages, already validated.
-    pub packages: Vec<Package>,
+    /// Launch-time packages (with optional pins), already validated.
+    pub packages: Vec<PackageSpec>,
     /// How long the credential lives.
     pub ttl: Duration,
 }
@@ -47,8 +47,8 @@ pub struct Turn {
     pub can_ask_human: bool,
     /// Launch-time sites.
     pub sites: Vec<SitePattern>,
-    /// Launch-time packages.
-    pub packages: Vec<Package>,
+    /// Launch-time packages (with optional pins).
+    pub packages: Vec<PackageSpec>,
     /// When it opened.
     pub created_at: Timestamp,
     /// When the credential stops working (claims may push it later).
@@ -119,7 +119,7 @@ impl Store {
             user_mode: None,
         };
         let sites: Vec<String> = turn.sites.iter().map(SitePattern::to_key).collect();
-        let packages: Vec<&str> = turn.packages.iter().map(Package::as_str).collect();
+        let packages: Vec<&str> = turn.packages.iter().map(PackageSpec::as_str).collect();
         let sites_json = serde_json::to_string(&sites).unwrap_or_else(|_| "[]".into());
         let packages_json = serde_json::to_string(&packages).unwrap_or_else(|_| "[]".into());
         sqlx::query(
@@ -191,7 +191,10 @@ impl Store {
                     p
                 })
                 .collect(),
-            packages: packages.into_iter().map(Package::from_db).collect(),
+            packages: packages
+                .iter()
+                .map(|p| PackageSpec::parse(p).map_err(|_| StoreError::Corrupt("turns.packages")))
+                .collect::<Result<_, _>>()?,
             created_at: Timestamp::from_millis(r.try_get(8)?),
             expires_at: Timestamp::from_millis(r.try_get(9)?),
             user_mode: r

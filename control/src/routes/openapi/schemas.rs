@@ -134,6 +134,10 @@ pub struct Refusal {
     url: Option<String>,
     /// The request method, when the proxy saw the request (plain HTTP, inspected hosts).
     method: Option<String>,
+    /// The package a `package_not_approved` refusal is about, in canonical spelling
+    /// (`numpy`, `npm:@scope/name`); one row per package. Absent for a registry request that
+    /// names no package (then not approvable).
+    package: Option<String>,
     count: i64,
     first_seen: Time,
     last_seen: Time,
