@@ -94,13 +94,24 @@ pub async fn open_turn(
     chat: &str,
     sites: &[&str],
 ) -> io::Result<Turn> {
+    open_turn_for(addr, token, "bench", chat, sites).await
+}
+
+/// `POST /v1/turns` for `user`'s `chat` with `sites` approved at launch.
+pub async fn open_turn_for(
+    addr: SocketAddr,
+    token: &str,
+    user: &str,
+    chat: &str,
+    sites: &[&str],
+) -> io::Result<Turn> {
     let sites_json = sites
         .iter()
         .map(|s| format!("\"{s}\""))
         .collect::<Vec<_>>()
         .join(",");
     let body = format!(
-        "{{\"user_id\":\"bench\",\"chat_id\":\"{chat}\",\"can_ask_human\":true,\"sites\":[{sites_json}]}}"
+        "{{\"user_id\":\"{user}\",\"chat_id\":\"{chat}\",\"can_ask_human\":true,\"sites\":[{sites_json}]}}"
     );
     let (status, text) = call(addr, "POST", "/v1/turns", token, Some(&body)).await?;
     if status != 201 {
@@ -125,6 +136,25 @@ pub async fn open_turn(
         id,
         auth: format!("Basic {}", base64(cred.as_bytes())),
     })
+}
+
+/// The approval tool's first call for `turn` (`POST /v1/turns/{id}/approval-requests`): the
+/// server merges the hosts refused this turn with the chat's approvals. Returns the status
+/// and the answer's `outcome`.
+pub async fn approval_request(
+    addr: SocketAddr,
+    token: &str,
+    turn: &str,
+) -> io::Result<(u16, Option<String>)> {
+    let (status, text) = call(
+        addr,
+        "POST",
+        &format!("/v1/turns/{turn}/approval-requests"),
+        token,
+        Some(r#"{"reason":"The scale benchmark asks for the host it was refused."}"#),
+    )
+    .await?;
+    Ok((status, json_str(&text, "outcome")))
 }
 
 /// Sum of the `count` of every refusal recorded for the turn, plus the overflow counter.
