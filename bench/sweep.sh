@@ -28,7 +28,7 @@ mkdir -p "$RESULTS"
     printf '# Peer settings sweep\n\n'
     printf 'Run %s with `bash bench/sweep.sh` (DURATION=%s REPS=%s, workloads %s), %s cores, load average at start %s. Medians of %s repetitions; every variant is one `bench/run.sh` run with direct and egressgate measured beside the peers.\n\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$DURATION" "$REPS" "$WORKLOADS" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$REPS"
-    printf '| variant | workload | direct | egressgate | tinyproxy | squid |\n|---|---|---:|---:|---:|---:|\n'
+    printf '| variant | workload | direct | egressgate | tinyproxy | squid | tinyproxy/direct | squid/direct |\n|---|---|---:|---:|---:|---:|---:|---:|\n'
 } >"$OUT"
 for v in "${VARIANTS[@]}"; do
     label=${v%%|*}
@@ -37,8 +37,12 @@ for v in "${VARIANTS[@]}"; do
     # shellcheck disable=SC2086
     env $envs OUT_NAME=sweep bash "$ROOT/bench/run.sh" >/dev/null
     # The throughput rows of the report, minus the ratio columns.
+    # The throughput rows of the report, each peer also as a share of direct in the same run
+    # (which cancels most of the machine's background load between variants).
     grep -E '^\| (3|9)\. ' "$RESULTS/sweep.md" | head -2 | while IFS='|' read -r _ w d e t s _; do
-        printf '| %s |%s|%s|%s|%s|%s|\n' "$label" "$w" "$d" "$e" "$t" "$s"
+        ratios=$(awk -v d="${d//,/}" -v t="${t//,/}" -v s="${s//,/}" \
+            'BEGIN { printf "%.2f× | %.2f×", t / d, s / d }')
+        printf '| %s |%s|%s|%s|%s|%s| %s |\n' "$label" "$w" "$d" "$e" "$t" "$s" "$ratios"
     done >>"$OUT"
 done
 rm -f "$RESULTS/sweep.md" "$RESULTS/sweep-raw.txt"

@@ -94,24 +94,13 @@ pub async fn open_turn(
     chat: &str,
     sites: &[&str],
 ) -> io::Result<Turn> {
-    open_turn_for(addr, token, "bench", chat, sites).await
-}
-
-/// `POST /v1/turns` for `user`'s `chat` with `sites` approved at launch.
-pub async fn open_turn_for(
-    addr: SocketAddr,
-    token: &str,
-    user: &str,
-    chat: &str,
-    sites: &[&str],
-) -> io::Result<Turn> {
     let sites_json = sites
         .iter()
         .map(|s| format!("\"{s}\""))
         .collect::<Vec<_>>()
         .join(",");
     let body = format!(
-        "{{\"user_id\":\"{user}\",\"chat_id\":\"{chat}\",\"can_ask_human\":true,\"sites\":[{sites_json}]}}"
+        "{{\"user_id\":\"bench\",\"chat_id\":\"{chat}\",\"can_ask_human\":true,\"sites\":[{sites_json}]}}"
     );
     let (status, text) = call(addr, "POST", "/v1/turns", token, Some(&body)).await?;
     if status != 201 {

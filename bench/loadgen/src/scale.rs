@@ -44,7 +44,7 @@ fn pct(sorted: &[u64], p: f64) -> u64 {
 /// One sample: (decision µs, merge µs).
 async fn sample(a: &ScaleArgs, token: &str, i: usize) -> io::Result<(u64, u64)> {
     let chat = format!("scale-{}-{i}", a.label);
-    let turn = control::open_turn_for(a.control, token, "scale-bench", &chat, &[]).await?;
+    let turn = control::open_turn(a.control, token, &chat, &[]).await?;
     let host = format!("miss-{i}.{}.scale.example.net", a.label);
     let mut c = Conn::connect(a.proxy).await?;
     let req = format!(
