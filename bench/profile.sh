@@ -8,7 +8,8 @@
 # `loadgen suite` on the workloads (direct first, then egressgate), and while egressgate is
 # measured records it with `perf record -g` (PERF_DELAY seconds after the start, for PERF_SECS
 # seconds), then prints the hottest symbols. STRACE=1 counts system calls with `strace -c -f`
-# instead; NOPERF=1 only measures. Run bench/run.sh once first (it builds both binaries).
+# instead; NOPERF=1 only measures; EG_ARGS adds egressgate flags (e.g. "--log-allowed none").
+# Run bench/run.sh once first (it builds both binaries).
 set -euo pipefail
 W=${1:?usage: bench/profile.sh WORKLOADS [DURATION]}
 D=${2:-6}
@@ -20,13 +21,16 @@ WORK=$(mktemp -d /tmp/egressgate-profile.XXXXXX)
 ulimit -n "$(ulimit -Hn)"
 strip() { sed 's/\x1b\[[0-9;]*m//g'; }
 addr_in() { for _ in $(seq 100); do a=$(strip <"$1" | grep "$2" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2); [ -n "$a" ] && { echo "$a"; return; }; sleep 0.1; done; exit 1; }
-"$LOADGEN" origin --listen 127.0.0.1:0 2>"$WORK/origin.log" & OP=$!
+"$LOADGEN" origin --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --cert-out "$WORK/origin-cert.der" \
+    2>"$WORK/origin.log" & OP=$!
 ORIGIN=$(addr_in "$WORK/origin.log" "origin listening")
+TLS_ORIGIN=$(addr_in "$WORK/origin.log" "origin tls listening")
 export EGRESSGATE_ADMIN_TOKEN="profile-admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 export EGRESSGATE_RUNTIME_TOKEN="profile-runtime-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 env -u EGRESSGATE_LOG "$EG" serve --data-dir "$WORK/data" --proxy-listen 127.0.0.1:0 \
     --control-listen 127.0.0.1:0 --resolve bench.example.com=127.0.0.1 --allow-cidr 127.0.0.0/8 \
-    --allow-port "${ORIGIN##*:}" --max-connections 20000 --max-connections-per-turn 20000 \
+    --allow-port "${ORIGIN##*:}" --allow-port "${TLS_ORIGIN##*:}" --max-connections 20000 \
+    ${EG_ARGS:-} \
     2>"$WORK/egressgate.log" >/dev/null & EP=$!
 trap 'kill $EP $OP 2>/dev/null || true' EXIT
 PX=$(addr_in "$WORK/egressgate.log" "proxy listening")
@@ -44,7 +48,8 @@ if [ -z "${NOPERF:-}" ]; then
     RECORDER=$!
 fi
 "$LOADGEN" suite --origin "$ORIGIN" --proxy "egressgate,$PX,$EP" --control "$CT" \
-    --egressgate-log "$WORK/egressgate.log" --conns 32 --duration "$D" --reps 1 \
+    --egressgate-log "$WORK/egressgate.log" --tls-origin "$TLS_ORIGIN" \
+    --tls-cert "$WORK/origin-cert.der" --conns 32 --duration "$D" --reps 1 \
     --workloads "$W" --clk-tck "$(getconf CLK_TCK)" --out "$WORK/out.md" --raw "$WORK/raw.txt" \
     >/dev/null 2>"$WORK/suite.log" || true
 [ -z "$RECORDER" ] || wait "$RECORDER" || true

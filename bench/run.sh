@@ -9,7 +9,10 @@
 #
 # Knobs (environment): DURATION (s per measurement, 5), REPS (3), CONNS (32), BULK_MIB (256),
 # BULK_STREAMS (8), IDLE (idle tunnels per proxy, 500), IDLE_EGRESSGATE (10000, capped by the
-# open-file limit), WORKLOADS (1,2,3,4,5,6,7,8), KEEP_WORKDIR=1 keeps configs and logs.
+# open-file limit), WORKLOADS (1,2,3,4,5,6,7,8,9), KEEP_WORKDIR=1 keeps configs and logs.
+# The peers' settings (their best by default; bench/sweep.sh varies them): PEER_BY (ip: the
+# peers are sent the origin's address; name: the benchmark host, answered from a hosts file),
+# TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (1).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,75 +27,21 @@ BULK_MIB=${BULK_MIB:-256}
 BULK_STREAMS=${BULK_STREAMS:-8}
 IDLE=${IDLE:-500}
 IDLE_EGRESSGATE=${IDLE_EGRESSGATE:-10000}
-WORKLOADS=${WORKLOADS:-1,2,3,4,5,6,7,8}
-LOADGEN_TARGET=/var/tmp/egressgate-bench-target
-LOADGEN="$LOADGEN_TARGET/release/loadgen"
+WORKLOADS=${WORKLOADS:-1,2,3,4,5,6,7,8,9}
+PEER_BY=${PEER_BY:-ip}
+TP_LOGLEVEL=${TP_LOGLEVEL:-Critical}
+TP_MAXCLIENTS=${TP_MAXCLIENTS:-4096}
+SQ_ACCESS_LOG=${SQ_ACCESS_LOG:-none}
+SQ_WORKERS=${SQ_WORKERS:-1}
+# The report is written to bench/results/$OUT_NAME.md (and $OUT_NAME-raw.txt).
+OUT_NAME=${OUT_NAME:-latest}
 COMMAND="bash bench/run.sh"
-
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "FAILED: $*"; exit 1; }
 
 WORK=$(mktemp -d /tmp/egressgate-bench.XXXXXX)
 chmod 755 "$WORK"
 PIDS=()
-
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for _ in $(seq 50); do
-        local alive=0
-        for pid in "${PIDS[@]}"; do
-            kill -0 "$pid" 2>/dev/null && alive=1
-        done
-        [ "$alive" = 0 ] && break
-        sleep 0.1
-    done
-    for pid in "${PIDS[@]}"; do
-        kill -KILL "$pid" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    if [ "${KEEP_WORKDIR:-0}" = 1 ] || [ "$rc" != 0 ]; then
-        log "configs and logs kept in $WORK"
-    else
-        rm -rf "$WORK"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Waits until FILE has a line containing PATTERN and prints the value after "addr=".
-wait_addr() {
-    local file=$1 pattern=$2 pid=$3
-    for _ in $(seq 300); do
-        local line
-        line=$(grep -m1 -a "$pattern" "$file" 2>/dev/null || true)
-        if [ -n "$line" ]; then
-            sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || { tail -20 "$file" >&2; die "process $pid exited before logging '$pattern'"; }
-        sleep 0.1
-    done
-    tail -20 "$file" >&2
-    die "timed out waiting for '$pattern' in $file"
-}
-
-# Waits until 127.0.0.1:PORT accepts connections.
-wait_port() {
-    local port=$1 pid=$2 name=$3
-    for _ in $(seq 300); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || die "$name exited during start-up (logs in $WORK)"
-        sleep 0.1
-    done
-    die "$name did not listen on 127.0.0.1:$port"
-}
+# log, die, cleanup (stops PIDS on exit), wait_addr, wait_port.
+source "$BENCH/lib.sh"
 
 # --- limits ---------------------------------------------------------------------------------
 HARD_NOFILE=$(ulimit -Hn)
@@ -117,21 +66,17 @@ SQUID=/usr/sbin/squid
 [ -x "$SQUID" ] || die "squid is not installed"
 
 # --- build ----------------------------------------------------------------------------------
-log "building egressgate (release)"
-(cd "$ROOT" && cargo build --release --quiet --bin egressgate) || die "egressgate release build failed"
-EGRESSGATE="${CARGO_TARGET_DIR:-$ROOT/target}/release/egressgate"
-[ -x "$EGRESSGATE" ] || die "no egressgate binary at $EGRESSGATE"
-log "building the load generator (release)"
-CARGO_TARGET_DIR=$LOADGEN_TARGET cargo build --release --quiet --manifest-path "$BENCH/loadgen/Cargo.toml" \
-    || die "loadgen build failed"
-
+build_all
 # --- origin ---------------------------------------------------------------------------------
-"$LOADGEN" origin --listen 127.0.0.1:0 2>"$WORK/origin.log" &
+"$LOADGEN" origin --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --tls-name "$HOST" \
+    --cert-out "$WORK/origin-cert.der" 2>"$WORK/origin.log" &
 ORIGIN_PID=$!
 PIDS+=("$ORIGIN_PID")
 ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$ORIGIN_PID")
 ORIGIN_PORT=${ORIGIN##*:}
-log "origin on $ORIGIN"
+TLS_ORIGIN=$(wait_addr "$WORK/origin.log" "origin tls listening" "$ORIGIN_PID")
+TLS_PORT=${TLS_ORIGIN##*:}
+log "origin on $ORIGIN, TLS 1.3 on $TLS_ORIGIN"
 
 # --- egressgate -----------------------------------------------------------------------------
 token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
@@ -141,8 +86,8 @@ export EGRESSGATE_RUNTIME_TOKEN="bench-runtime-$(token)"
 env -u EGRESSGATE_LOG -u DATABASE_URL -u EGRESSGATE_DATABASE_URL \
     "$EGRESSGATE" serve --data-dir "$WORK/egressgate-data" \
     --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 \
-    --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 --allow-port "$ORIGIN_PORT" \
-    --max-connections 20000 --max-connections-per-turn 20000 \
+    --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 \
+    --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000 \
     2>"$WORK/egressgate.log" >/dev/null &
 EG_PID=$!
 PIDS+=("$EG_PID")
@@ -163,18 +108,31 @@ cat >"$WORK/tinyproxy/tinyproxy.conf" <<EOF
 Port $TP_PORT
 Listen 127.0.0.1
 Timeout 600
-MaxClients 4096
+MaxClients $TP_MAXCLIENTS
 Allow 127.0.0.1
 ConnectPort $ORIGIN_PORT
+ConnectPort $TLS_PORT
 LogFile "$WORK/tinyproxy/tinyproxy.log"
-LogLevel Info
+LogLevel $TP_LOGLEVEL
 PidFile "$WORK/tinyproxy/tinyproxy.pid"
 EOF
-# tinyproxy resolves with the system resolver: give it a private /etc/hosts that names the
-# benchmark host, in its own mount namespace (the machine's /etc/hosts is untouched).
-unshare -m sh -c 'mount --bind "$1" /etc/hosts && exec "$2" -d -c "$3"' sh \
-    "$WORK/hosts" "$TINYPROXY" "$WORK/tinyproxy/tinyproxy.conf" \
-    >"$WORK/tinyproxy/stdout.log" 2>&1 &
+case "$PEER_BY" in
+ip)
+    # The peers are sent the origin's address: they resolve nothing (egressgate gets the
+    # name and answers it from --resolve, which costs no lookup either).
+    PEER_HOST=127.0.0.1
+    "$TINYPROXY" -d -c "$WORK/tinyproxy/tinyproxy.conf" >"$WORK/tinyproxy/stdout.log" 2>&1 &
+    ;;
+name)
+    # tinyproxy resolves with the system resolver: a private /etc/hosts that names the
+    # benchmark host, in its own mount namespace (the machine's /etc/hosts is untouched).
+    PEER_HOST=$HOST
+    unshare -m sh -c 'mount --bind "$1" /etc/hosts && exec "$2" -d -c "$3"' sh \
+        "$WORK/hosts" "$TINYPROXY" "$WORK/tinyproxy/tinyproxy.conf" \
+        >"$WORK/tinyproxy/stdout.log" 2>&1 &
+    ;;
+*) die "PEER_BY must be ip or name" ;;
+esac
 TP_PID=$!
 PIDS+=("$TP_PID")
 wait_port "$TP_PORT" "$TP_PID" tinyproxy
@@ -186,7 +144,8 @@ http_port 127.0.0.1:$SQ_PORT
 visible_hostname egressgate-bench
 pid_filename $WORK/squid/squid.pid
 cache_log $WORK/squid/cache.log
-access_log stdio:$WORK/squid/access.log
+access_log $( [ "$SQ_ACCESS_LOG" = none ] && echo none || echo "stdio:$WORK/squid/access.log")
+workers $SQ_WORKERS
 cache_store_log none
 coredump_dir $WORK/squid
 hosts_file $WORK/hosts
@@ -198,7 +157,7 @@ cache deny all
 cache_mem 8 MB
 max_filedescriptors 16384
 shutdown_lifetime 1 seconds
-acl bench_ports port $ORIGIN_PORT
+acl bench_ports port $ORIGIN_PORT $TLS_PORT
 acl bench_connect method CONNECT
 http_access deny bench_connect !bench_ports
 http_access deny !bench_ports
@@ -206,7 +165,10 @@ http_access allow localhost
 http_access deny all
 EOF
 chown -R proxy:proxy "$WORK/squid" 2>/dev/null || chmod 777 "$WORK/squid"
-"$SQUID" -N -f "$WORK/squid/squid.conf" >"$WORK/squid/stdout.log" 2>&1 &
+# -N (no daemon, no kids) runs one worker; SMP workers need the master in the foreground
+# (and then the CPU column counts only the master, not its kids).
+if [ "$SQ_WORKERS" = 1 ]; then SQ_MODE=-N; else SQ_MODE=--foreground; fi
+"$SQUID" "$SQ_MODE" -f "$WORK/squid/squid.conf" >"$WORK/squid/stdout.log" 2>&1 &
 SQ_PID=$!
 PIDS+=("$SQ_PID")
 wait_port "$SQ_PORT" "$SQ_PID" squid
@@ -217,26 +179,27 @@ mkdir -p "$RESULTS"
 CPU_MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
 EG_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -1)" ]; then EG_REV="$EG_REV + uncommitted changes"; fi
-NOTE="Run $(date -u +%Y-%m-%dT%H:%MZ) with \`$COMMAND\` (DURATION=$DURATION REPS=$REPS CONNS=$CONNS) on $(nproc) cores (${CPU_MODEL:-unknown CPU}), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg). egressgate $EG_REV (release build, default info logging to a file), $("$TINYPROXY" -v 2>&1 | head -1), $("$SQUID" -v | head -1 | sed 's/ Cache: Version//'). The origin, the load generator and the proxy share the same $(nproc) cores."
+NOTE="Run $(date -u +%Y-%m-%dT%H:%MZ) with \`$COMMAND\` (DURATION=$DURATION REPS=$REPS CONNS=$CONNS; peers: PEER_BY=$PEER_BY TP_LOGLEVEL=$TP_LOGLEVEL TP_MAXCLIENTS=$TP_MAXCLIENTS SQ_ACCESS_LOG=$SQ_ACCESS_LOG SQ_WORKERS=$SQ_WORKERS) on $(nproc) cores (${CPU_MODEL:-unknown CPU}), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg). egressgate $EG_REV (release build, default info logging to a file), $("$TINYPROXY" -v 2>&1 | head -1), $("$SQUID" -v | head -1 | sed 's/ Cache: Version//'). The origin, the load generator and the proxy share the same $(nproc) cores."
 
 log "running workloads $WORKLOADS (this takes several minutes)"
 set +e
 "$LOADGEN" suite --origin "$ORIGIN" --host "$HOST" --blocked-host "$BLOCKED" \
     --proxy "egressgate,$EG_PROXY,$EG_PID" \
-    --proxy "tinyproxy,127.0.0.1:$TP_PORT,$TP_PID" \
-    --proxy "squid,127.0.0.1:$SQ_PORT,$SQ_PID" \
+    --proxy "tinyproxy,127.0.0.1:$TP_PORT,$TP_PID,$PEER_HOST" \
+    --proxy "squid,127.0.0.1:$SQ_PORT,$SQ_PID,$PEER_HOST" \
     --control "$EG_CONTROL" --egressgate-log "$WORK/egressgate.log" \
+    --tls-origin "$TLS_ORIGIN" --tls-cert "$WORK/origin-cert.der" \
     --conns "$CONNS" --duration "$DURATION" --reps "$REPS" \
     --bulk-mib "$BULK_MIB" --bulk-streams "$BULK_STREAMS" \
     --idle "$IDLE" --idle-egressgate "$IDLE_EGRESSGATE" \
     --workloads "$WORKLOADS" --clk-tck "$(getconf CLK_TCK)" \
-    --out "$RESULTS/latest.md" --raw "$RESULTS/latest-raw.txt" \
+    --out "$RESULTS/$OUT_NAME.md" --raw "$RESULTS/$OUT_NAME-raw.txt" \
     --note "$NOTE" >/dev/null
 SUITE_RC=$?
 set -e
 
 # What egressgate logged, so a warning or error under load is not missed.
-if [ -f "$RESULTS/latest.md" ]; then
+if [ -f "$RESULTS/$OUT_NAME.md" ]; then
     {
         printf '\n## egressgate log during the run\n\n'
         printf '%s lines (%s bytes); %s WARN, %s ERROR.\n' \
@@ -247,12 +210,12 @@ if [ -f "$RESULTS/latest.md" ]; then
             grep -E ' (WARN|ERROR) ' "$WORK/egressgate.log" | sed -e 's/^[^ ]* *//' | sort | uniq -c | sort -rn | head -10
             printf '```\n'
         fi
-    } >>"$RESULTS/latest.md"
-    cat "$RESULTS/latest.md"
+    } >>"$RESULTS/$OUT_NAME.md"
+    cat "$RESULTS/$OUT_NAME.md"
 fi
 
 for pid in "$ORIGIN_PID" "$EG_PID" "$TP_PID" "$SQ_PID"; do
     kill -0 "$pid" 2>/dev/null || { log "process $pid died during the run"; SUITE_RC=1; }
 done
-[ "$SUITE_RC" = 0 ] || die "the suite reported failures (exit $SUITE_RC); see $RESULTS/latest.md"
-log "done: $RESULTS/latest.md"
+[ "$SUITE_RC" = 0 ] || die "the suite reported failures (exit $SUITE_RC); see $RESULTS/$OUT_NAME.md"
+log "done: $RESULTS/$OUT_NAME.md"

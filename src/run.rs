@@ -249,6 +249,7 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
             store.clone(),
             blobs,
             cfg.control.snapshot_retention,
+            cfg.control.interrupt_retention,
             stop_rx.clone(),
         ));
     }
@@ -337,10 +338,15 @@ async fn signals(tx: watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
+/// Every minute: expired rows and orphaned blobs (`janitor_pass`), and turns that expired more
+/// than `turn_retention` (the interrupt retention: a turn's record lives as long as its
+/// cards') ago, with their refusals and egress rows, so a steady stream of turns keeps the
+/// database bounded.
 async fn janitor(
     store: Store,
     blobs: Arc<dyn BlobStore>,
     retention: Duration,
+    turn_retention: Duration,
     stop: watch::Receiver<bool>,
 ) -> Result<()> {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -360,6 +366,15 @@ async fn janitor(
         {
             Ok(c) => tracing::debug!(?c, "janitor pass"),
             Err(e) => tracing::warn!(error = %e, "janitor pass failed"),
+        }
+        let horizon = Timestamp::from_millis(
+            Timestamp::now()
+                .millis()
+                .saturating_sub(i64::try_from(turn_retention.as_millis()).unwrap_or(i64::MAX)),
+        );
+        match store.purge_turns(horizon).await {
+            Ok(turns) => tracing::debug!(turns, "janitor turn purge"),
+            Err(e) => tracing::warn!(error = %e, "janitor turn purge failed"),
         }
     }
 }

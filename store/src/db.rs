@@ -133,6 +133,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0008_package_refusals.sql"),
     ),
     (
+        9,
+        "scale indexes",
+        include_str!("../../migrations/sqlite/0009_scale_indexes.sql"),
+        include_str!("../../migrations/postgres/0009_scale_indexes.sql"),
+    ),
+    (
         14,
         "events and console sessions",
         include_str!("../../migrations/sqlite/0014_events.sql"),

@@ -4,17 +4,21 @@
 use std::io;
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 const BUF: usize = 16 * 1024;
 /// Read size for large bodies (bulk downloads).
 const BULK_READ: usize = 256 * 1024;
 const MAX_HEAD: usize = 32 * 1024;
 
-/// A connection with a read buffer.
-pub struct Conn {
-    pub stream: TcpStream,
+/// A connection with a read buffer: over TCP, or over TLS once [`Conn::into_tls`] ran.
+pub struct Conn<S = TcpStream> {
+    pub stream: S,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -58,6 +62,33 @@ impl Conn {
         })
     }
 
+    /// Runs a TLS handshake for `name` on this connection (directly to a TLS origin, or
+    /// inside an established tunnel) and verifies the origin's certificate.
+    pub async fn into_tls(
+        self,
+        tls: &Arc<rustls::ClientConfig>,
+        name: &str,
+    ) -> io::Result<Conn<TlsStream<TcpStream>>> {
+        if self.start != self.end {
+            return Err(err(
+                "bytes after the CONNECT answer, before the TLS handshake",
+            ));
+        }
+        let name = rustls::pki_types::ServerName::try_from(name.to_owned())
+            .map_err(|e| err(format!("{name}: {e}")))?;
+        let stream = TlsConnector::from(tls.clone())
+            .connect(name, self.stream)
+            .await?;
+        Ok(Conn {
+            stream,
+            buf: self.buf,
+            start: 0,
+            end: 0,
+        })
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes).await
     }

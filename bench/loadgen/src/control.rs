@@ -127,6 +127,25 @@ pub async fn open_turn(
     })
 }
 
+/// The approval tool's first call for `turn` (`POST /v1/turns/{id}/approval-requests`): the
+/// server merges the hosts refused this turn with the chat's approvals. Returns the status
+/// and the answer's `outcome`.
+pub async fn approval_request(
+    addr: SocketAddr,
+    token: &str,
+    turn: &str,
+) -> io::Result<(u16, Option<String>)> {
+    let (status, text) = call(
+        addr,
+        "POST",
+        &format!("/v1/turns/{turn}/approval-requests"),
+        token,
+        Some(r#"{"reason":"The scale benchmark asks for the host it was refused."}"#),
+    )
+    .await?;
+    Ok((status, json_str(&text, "outcome")))
+}
+
 /// Sum of the `count` of every refusal recorded for the turn, plus the overflow counter.
 pub async fn refusal_count(addr: SocketAddr, token: &str, turn: &str) -> io::Result<(u64, String)> {
     let (status, text) = call(

@@ -7,6 +7,7 @@ mod control;
 mod origin;
 mod proc;
 mod report;
+mod scale;
 mod work;
 
 use std::net::SocketAddr;
@@ -26,13 +27,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve the loopback origin (`/small`, `/bulk?mib=N`).
+    /// Serve the loopback origin (`/small`, `/bulk?mib=N`), and the same over TLS 1.3.
     Origin {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
+        /// Also serve TLS 1.3 here, with a fresh self-signed certificate for `--tls-name`.
+        #[arg(long, requires = "cert_out")]
+        tls_listen: Option<SocketAddr>,
+        /// The TLS certificate's name.
+        #[arg(long, default_value = "bench.example.com")]
+        tls_name: String,
+        /// Where the TLS certificate (DER) is written, for the clients to trust.
+        #[arg(long)]
+        cert_out: Option<std::path::PathBuf>,
     },
     /// Run every workload against direct and each proxy; write the markdown report.
     Suite(SuiteArgs),
+    /// Time the cache-miss decision and the approval tool's merge (bench/scale.sh).
+    Scale(scale::ScaleArgs),
     /// Print `count` currently free TCP ports on 127.0.0.1 (for proxies that need a fixed port).
     FreePorts {
         #[arg(default_value_t = 1)]
@@ -58,6 +70,16 @@ pub struct SuiteArgs {
     /// egressgate's control plane.
     #[arg(long)]
     pub control: Option<SocketAddr>,
+    /// The origin's TLS listener (workload 9).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_origin: Option<SocketAddr>,
+    /// The TLS origin's certificate (DER), the only one the client trusts.
+    #[arg(long)]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Idle tunnels per turn in workload 7 (egressgate): the tunnels are spread over as many
+    /// turns as this needs, each below the default `max-connections-per-turn` (256).
+    #[arg(long, default_value_t = 200)]
+    pub idle_per_turn: usize,
     /// Client connections for request workloads.
     #[arg(long, default_value_t = 32)]
     pub conns: usize,
@@ -91,8 +113,8 @@ pub struct SuiteArgs {
     /// Clock ticks per second (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100)]
     pub clk_tck: u64,
-    /// Workloads to run (comma-separated numbers 1-8).
-    #[arg(long, default_value = "1,2,3,4,5,6,7,8", value_delimiter = ',')]
+    /// Workloads to run (comma-separated numbers 1-9).
+    #[arg(long, default_value = "1,2,3,4,5,6,7,8,9", value_delimiter = ',')]
     pub workloads: Vec<u8>,
     /// Markdown report.
     #[arg(long)]
@@ -110,8 +132,10 @@ pub struct SuiteArgs {
 
 fn parse_proxy(s: &str) -> Result<Target, String> {
     let parts: Vec<&str> = s.split(',').collect();
-    let [name, addr, pid] = parts[..] else {
-        return Err("expected NAME,ADDR,PID".into());
+    let (name, addr, pid, host) = match parts[..] {
+        [name, addr, pid] => (name, addr, pid, None),
+        [name, addr, pid, host] => (name, addr, pid, Some(host.to_owned())),
+        _ => return Err("expected NAME,ADDR,PID[,HOST]".into()),
     };
     let addr: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
     client::check_loopback(addr).map_err(|e| e.to_string())?;
@@ -121,6 +145,7 @@ fn parse_proxy(s: &str) -> Result<Target, String> {
         proxy: Some(addr),
         pid: Some(pid),
         auth: None,
+        host,
     })
 }
 
@@ -137,12 +162,26 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::Origin { listen } => {
-            if let Err(e) = client::check_loopback(listen) {
-                eprintln!("{e}");
-                return ExitCode::FAILURE;
+        Cmd::Origin {
+            listen,
+            tls_listen,
+            tls_name,
+            cert_out,
+        } => {
+            for addr in std::iter::once(listen).chain(tls_listen) {
+                if let Err(e) = client::check_loopback(addr) {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
             }
-            match rt.block_on(origin::serve(listen)) {
+            let tls = tls_listen
+                .zip(cert_out)
+                .map(|(listen, cert_out)| origin::TlsOrigin {
+                    listen,
+                    name: tls_name,
+                    cert_out,
+                });
+            match rt.block_on(origin::serve(listen, tls)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("origin failed: {e}");
@@ -166,6 +205,13 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Cmd::Scale(args) => match rt.block_on(scale::run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("scale failed: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Cmd::Suite(args) => {
             proc::CLK_TCK.store(args.clk_tck, std::sync::atomic::Ordering::Relaxed);
             match rt.block_on(suite(args)) {
@@ -184,7 +230,7 @@ fn main() -> ExitCode {
 }
 
 /// The request workloads, in report order.
-pub const REQUEST_WORKLOADS: [(u8, Kind, &str); 4] = [
+pub const REQUEST_WORKLOADS: [(u8, Kind, &str); 5] = [
     (
         1,
         Kind::FwdClose,
@@ -200,6 +246,11 @@ pub const REQUEST_WORKLOADS: [(u8, Kind, &str); 4] = [
         4,
         Kind::TunKeep,
         "4. keep-alive GETs inside tunnels (req/s)",
+    ),
+    (
+        9,
+        Kind::TunTlsClose,
+        "9. CONNECT + TLS 1.3 + GET + close (tunnels/s)",
     ),
 ];
 
@@ -347,12 +398,20 @@ async fn suite(args: SuiteArgs) -> std::io::Result<bool> {
         duration: Duration::from_secs_f64(args.duration),
         max_requests: args.max_requests,
         expect_status: 200,
+        tls: match (&args.tls_origin, &args.tls_cert) {
+            (Some(origin), Some(cert)) => {
+                client::check_loopback(*origin)?;
+                Some(work::TlsLoad::new(*origin, std::fs::read(cert)?)?)
+            }
+            _ => None,
+        },
     };
     let mut targets = vec![Target {
         name: "direct".into(),
         proxy: None,
         pid: None,
         auth: None,
+        host: None,
     }];
     let mut egress_control = None;
     for p in &args.proxies {
@@ -372,7 +431,11 @@ async fn suite(args: SuiteArgs) -> std::io::Result<bool> {
     }
     // Sanity: every target answers a forwarded GET and a GET inside a tunnel.
     for t in &targets {
-        for kind in [Kind::FwdKeep, Kind::TunKeep] {
+        let kinds = [Kind::FwdKeep, Kind::TunKeep, Kind::TunTlsClose];
+        for &kind in kinds
+            .iter()
+            .filter(|&&k| k != Kind::TunTlsClose || load.tls.is_some())
+        {
             let one = Load {
                 duration: Duration::from_secs(5),
                 max_requests: 1,
@@ -496,12 +559,25 @@ async fn suite(args: SuiteArgs) -> std::io::Result<bool> {
                 runs.push(args.idle_egressgate);
             }
             for n in runs {
-                let r = work::idle(t, &load, n, settle).await;
+                // egressgate's tunnels are spread over many turns, each below the per-turn cap.
+                let mut auths = Vec::new();
+                if t.name == "egressgate"
+                    && let Some((control, token)) = &egress_control
+                {
+                    for i in 0..n.div_ceil(args.idle_per_turn.max(1)) {
+                        let label = format!("bench-idle-{n}-{i}");
+                        let turn =
+                            control::open_turn(*control, token, &label, &[&args.host]).await?;
+                        auths.push(turn.auth);
+                    }
+                }
+                let r = work::idle(t, &load, n, settle, &auths).await;
                 log_line(
                     &mut raw,
                     &format!(
-                        "w7 {} idle={n}: opened={} open_secs={:.2} rss_before={}KiB rss_after={}KiB per_tunnel={:.2}KiB alive={}/{}{}",
+                        "w7 {} idle={n} turns={}: opened={} open_secs={:.2} rss_before={}KiB rss_after={}KiB per_tunnel={:.2}KiB alive={}/{}{}",
                         t.name,
+                        auths.len().max(1),
                         r.opened,
                         r.open_secs,
                         r.rss_before_kib,

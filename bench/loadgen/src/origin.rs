@@ -1,5 +1,6 @@
 //! The loopback origin: HTTP/1.1 keep-alive server with a small answer (`/small`) and a bulk
-//! endpoint (`/bulk?mib=N`) that streams N MiB of zeros with a content-length.
+//! endpoint (`/bulk?mib=N`) that streams N MiB of zeros with a content-length; the same over
+//! TLS 1.3 on a second listener, with a fresh rcgen certificate for the benchmark host.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -94,11 +95,51 @@ fn answer(req: &Request<Incoming>, chunk: &Bytes) -> Response<OriginBody> {
     r
 }
 
-/// Serves forever on `listen` (loopback only); prints `origin listening addr=…` on stderr.
-pub async fn serve(listen: SocketAddr) -> std::io::Result<()> {
+/// Where the origin also serves TLS.
+pub struct TlsOrigin {
+    pub listen: SocketAddr,
+    /// The certificate's name (what clients verify).
+    pub name: String,
+    /// The self-signed certificate (DER) is written here for the clients to trust.
+    pub cert_out: std::path::PathBuf,
+}
+
+/// A TLS 1.3-only server config with a fresh self-signed certificate for `name`, whose DER
+/// is written to `cert_out`.
+fn tls_config(name: &str, cert_out: &std::path::Path) -> std::io::Result<rustls::ServerConfig> {
+    let key =
+        rcgen::generate_simple_self_signed(vec![name.to_owned()]).map_err(std::io::Error::other)?;
+    let der = key.cert.der().clone();
+    std::fs::write(cert_out, der.as_ref())?;
+    let pkcs8 = rustls::pki_types::PrivatePkcs8KeyDer::from(key.signing_key.serialize_der());
+    rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .map_err(std::io::Error::other)?
+    .with_no_client_auth()
+    .with_single_cert(vec![der], pkcs8.into())
+    .map_err(std::io::Error::other)
+}
+
+/// Serves forever on `listen` (and on `tls.listen` over TLS; loopback only); prints
+/// `origin listening addr=…` (and `origin tls listening addr=…`) on stderr.
+pub async fn serve(listen: SocketAddr, tls: Option<TlsOrigin>) -> std::io::Result<()> {
     let listener = TcpListener::bind(listen).await?;
     eprintln!("origin listening addr={}", listener.local_addr()?);
     let chunk = Bytes::from(vec![0u8; CHUNK]);
+    if let Some(tls) = tls {
+        let cfg = tls_config(&tls.name, &tls.cert_out)?;
+        let tls_listener = TcpListener::bind(tls.listen).await?;
+        eprintln!("origin tls listening addr={}", tls_listener.local_addr()?);
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg));
+        tokio::spawn(accept_loop(tls_listener, Some(acceptor), chunk.clone()));
+    }
+    accept_loop(listener, None, chunk).await;
+    Ok(())
+}
+
+async fn accept_loop(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, chunk: Bytes) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(x) => x,
@@ -110,14 +151,20 @@ pub async fn serve(listen: SocketAddr) -> std::io::Result<()> {
         };
         let _ = stream.set_nodelay(true);
         let chunk = chunk.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req: Request<Incoming>| {
                 let r = answer(&req, &chunk);
                 async move { Ok::<_, Infallible>(r) }
             });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let http = http1::Builder::new();
+            let _ = match tls {
+                None => http.serve_connection(TokioIo::new(stream), svc).await,
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(s) => http.serve_connection(TokioIo::new(s), svc).await,
+                    Err(_) => Ok(()),
+                },
+            };
         });
     }
 }

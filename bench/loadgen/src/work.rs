@@ -22,6 +22,9 @@ pub struct Target {
     pub pid: Option<u32>,
     /// `Proxy-Authorization` value (egressgate only).
     pub auth: Option<String>,
+    /// The host this target's requests name instead of the load's (the peers get the
+    /// origin's IP address, so they resolve nothing).
+    pub host: Option<String>,
 }
 
 /// What the requests ask for.
@@ -35,11 +38,14 @@ pub enum Kind {
     TunClose,
     /// CONNECT once, many GETs inside.
     TunKeep,
+    /// CONNECT to the TLS origin, a TLS 1.3 handshake inside (the certificate verified), one
+    /// GET, close. Direct: TCP connect + the same handshake and GET.
+    TunTlsClose,
 }
 
 impl Kind {
     fn tunnel(self) -> bool {
-        matches!(self, Kind::TunClose | Kind::TunKeep)
+        matches!(self, Kind::TunClose | Kind::TunKeep | Kind::TunTlsClose)
     }
     fn keep(self) -> bool {
         matches!(self, Kind::FwdKeep | Kind::TunKeep)
@@ -57,6 +63,36 @@ pub struct Load {
     pub duration: Duration,
     pub max_requests: u64,
     pub expect_status: u16,
+    /// The origin's TLS listener, for [`Kind::TunTlsClose`].
+    pub tls: Option<TlsLoad>,
+}
+
+/// The TLS origin and the client config that trusts its certificate.
+#[derive(Clone, Debug)]
+pub struct TlsLoad {
+    pub origin: SocketAddr,
+    pub config: Arc<rustls::ClientConfig>,
+}
+
+impl TlsLoad {
+    /// A TLS 1.3-only client config that trusts exactly the origin's certificate (DER).
+    pub fn new(origin: SocketAddr, cert_der: Vec<u8>) -> io::Result<Self> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(cert_der))
+            .map_err(io::Error::other)?;
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(Self {
+            origin,
+            config: Arc::new(config),
+        })
+    }
 }
 
 /// The result of one measurement.
@@ -147,8 +183,18 @@ impl Worker {
     }
 }
 
-fn authority(load: &Load) -> String {
-    format!("{}:{}", load.host, load.origin.port())
+/// The origin address a workload talks to (the TLS listener for the TLS workload).
+fn origin_of(kind: Kind, load: &Load) -> io::Result<SocketAddr> {
+    match (kind, &load.tls) {
+        (Kind::TunTlsClose, Some(tls)) => Ok(tls.origin),
+        (Kind::TunTlsClose, None) => Err(io::Error::other("no TLS origin given (--tls-origin)")),
+        _ => Ok(load.origin),
+    }
+}
+
+fn authority(t: &Target, kind: Kind, load: &Load) -> String {
+    let port = origin_of(kind, load).map_or(0, |a| a.port());
+    format!("{}:{port}", t.host.as_deref().unwrap_or(&load.host))
 }
 
 /// The request bytes for one GET.
@@ -160,7 +206,7 @@ fn get_request(t: &Target, kind: Kind, load: &Load, path: &str, close: bool) -> 
             .unwrap_or_default()
     };
     let conn = if close { "Connection: close\r\n" } else { "" };
-    let host = authority(load);
+    let host = authority(t, kind, load);
     let (target, auth) = if t.proxy.is_some() && !kind.tunnel() {
         (format!("http://{host}{path}"), auth_line(t))
     } else {
@@ -174,11 +220,11 @@ fn get_request(t: &Target, kind: Kind, load: &Load, path: &str, close: bool) -> 
 /// (forwarding), or to the proxy with an established CONNECT tunnel.
 pub async fn open(t: &Target, kind: Kind, load: &Load) -> io::Result<Conn> {
     let Some(proxy) = t.proxy else {
-        return Conn::connect(load.origin).await;
+        return Conn::connect(origin_of(kind, load)?).await;
     };
     let mut c = Conn::connect(proxy).await?;
     if kind.tunnel() {
-        let host = authority(load);
+        let host = authority(t, kind, load);
         let auth = t
             .auth
             .as_ref()
@@ -235,6 +281,10 @@ async fn attempt(
     conn: &mut Option<Conn>,
     w: &mut Worker,
 ) -> io::Result<(u16, bool, u64)> {
+    if kind == Kind::TunTlsClose {
+        w.conns += 1;
+        return tls_once(t, load, req).await;
+    }
     if conn.is_none() {
         *conn = Some(open(t, kind, load).await?);
         w.conns += 1;
@@ -246,6 +296,22 @@ async fn attempt(
     let head = c.read_head(false).await?;
     let n = c.read_body(&head).await?;
     Ok((head.status, head.close, n))
+}
+
+/// One TLS request: the tunnel (or a TCP connect), the handshake with certificate
+/// verification, the GET, the whole answer, and the server's close.
+async fn tls_once(t: &Target, load: &Load, req: &[u8]) -> io::Result<(u16, bool, u64)> {
+    let tls = load
+        .tls
+        .as_ref()
+        .ok_or_else(|| io::Error::other("no TLS origin given (--tls-origin)"))?;
+    let c = open(t, Kind::TunTlsClose, load).await?;
+    let mut c = c.into_tls(&tls.config, &load.host).await?;
+    c.send(req).await?;
+    let head = c.read_head(false).await?;
+    let n = c.read_body(&head).await?;
+    c.wait_close().await;
+    Ok((head.status, true, n))
 }
 
 async fn worker(
@@ -435,8 +501,10 @@ impl Idle {
 }
 
 /// Opens `n` tunnels (64 at a time), lets them settle, samples the proxy's RSS, checks that
-/// a few of them still carry a GET, then closes them all.
-pub async fn idle(t: &Target, load: &Load, n: usize, settle: Duration) -> Idle {
+/// a few of them still carry a GET, then closes them all. With `auths`, tunnel `i` uses
+/// credential `i % auths.len()`: the tunnels are spread over many turns, as real sandboxes
+/// are (one turn may hold at most `max-connections-per-turn`).
+pub async fn idle(t: &Target, load: &Load, n: usize, settle: Duration, auths: &[String]) -> Idle {
     let Some(pid) = t.pid else {
         return Idle::default();
     };
@@ -448,8 +516,11 @@ pub async fn idle(t: &Target, load: &Load, n: usize, settle: Duration) -> Idle {
     let sem = Arc::new(tokio::sync::Semaphore::new(64));
     let start = Instant::now();
     let handles: Vec<_> = (0..n)
-        .map(|_| {
-            let (t, load, sem) = (t.clone(), load.clone(), sem.clone());
+        .map(|i| {
+            let (mut t, load, sem) = (t.clone(), load.clone(), sem.clone());
+            if !auths.is_empty() {
+                t.auth = Some(auths[i % auths.len()].clone());
+            }
             tokio::spawn(async move {
                 let _permit = sem.acquire_owned().await;
                 tokio::time::timeout(REQUEST_TIMEOUT, open(&t, Kind::TunKeep, &load))
