@@ -237,8 +237,10 @@ mod tests {
             port: 443,
             reason: RefusalReason::NotApproved,
             url: None,
+            package: None,
             at,
             shadow: false,
+            method: None,
         };
         s.record_refusals(&[refusal], 256).await?;
         let egress = EgressEvent {
