@@ -16,9 +16,10 @@ CREATE TABLE refusals_v8 (
     first_seen  BIGINT NOT NULL,
     last_seen   BIGINT NOT NULL,
     shadow      BIGINT NOT NULL DEFAULT 0,
+    method      TEXT,
     PRIMARY KEY (turn_id, host, port, reason, package)
 );
-INSERT INTO refusals_v8 (turn_id, host, port, reason, package, url, count, first_seen, last_seen, shadow)
-    SELECT turn_id, host, port, reason, '', url, count, first_seen, last_seen, shadow FROM refusals;
+INSERT INTO refusals_v8 (turn_id, host, port, reason, package, url, count, first_seen, last_seen, shadow, method)
+    SELECT turn_id, host, port, reason, '', url, count, first_seen, last_seen, shadow, method FROM refusals;
 DROP TABLE refusals;
 ALTER TABLE refusals_v8 RENAME TO refusals;
