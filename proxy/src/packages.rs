@@ -166,10 +166,13 @@ pub(crate) async fn judge(
             Verdict::Allow
         }
         Err(answer) => {
-            // The proxy's own read of the wheel speaks plain HTTP to the origin.
-            let plain = scheme == "http";
-            if plain && artifact == Artifact::Wheel && answer.status() == StatusCode::FORBIDDEN {
-                record_dependencies(shared, turn, target, addrs, path, epoch).await;
+            if artifact == Artifact::Wheel && answer.status() == StatusCode::FORBIDDEN {
+                let origin = Origin {
+                    target,
+                    addrs,
+                    tls: scheme == "https",
+                };
+                record_dependencies(shared, turn, origin, path, epoch).await;
             }
             Verdict::Refuse(answer)
         }
@@ -182,11 +185,11 @@ pub(crate) async fn judge(
 async fn record_dependencies(
     shared: &Shared,
     turn: &TurnEntry,
-    target: &Target,
-    addrs: &[SocketAddr],
+    origin: Origin<'_>,
     path: &str,
     epoch: Option<i64>,
 ) {
+    let target = origin.target;
     let reads = &shared.wheel_reads;
     if !reads.first(turn.turn.id.as_str(), target.host.as_str(), path) {
         return;
@@ -194,7 +197,7 @@ async fn record_dependencies(
     let Ok(_permit) = reads.at_once.0.acquire().await else {
         return;
     };
-    let fetched = tokio::time::timeout(WHEEL_FETCH_TIMEOUT, fetch(shared, target, addrs, path));
+    let fetched = tokio::time::timeout(WHEEL_FETCH_TIMEOUT, fetch(shared, origin, path));
     let Ok(Some(wheel)) = fetched.await else {
         tracing::debug!(host = %target.host, "refused wheel could not be read for dependencies");
         return;
@@ -223,24 +226,49 @@ async fn record_dependencies(
     }
 }
 
+/// Where a refused wheel came from, for the proxy's own read of it: the vetted addresses the
+/// request was going to, and whether the origin speaks TLS (an inspected registry host: then
+/// it is verified exactly like the client's own requests to it).
+#[derive(Clone, Copy)]
+struct Origin<'a> {
+    target: &'a Target,
+    addrs: &'a [SocketAddr],
+    tls: bool,
+}
+
 /// `GET path` from the origin on a fresh connection to a vetted address, the body capped
 /// at [`WHEEL_MAX`]; `None` on any failure or a status other than `200`.
-async fn fetch(
-    shared: &Shared,
-    target: &Target,
-    addrs: &[SocketAddr],
-    path: &str,
-) -> Option<bytes::Bytes> {
-    let stream = shared.dialer.connect(&target.host, addrs).await.ok()?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .ok()?;
-    let conn = tokio::spawn(conn);
-    let authority = if target.port == 80 {
+async fn fetch(shared: &Shared, origin: Origin<'_>, path: &str) -> Option<bytes::Bytes> {
+    let target = origin.target;
+    let stream = shared.dialer.connect(&target.host, origin.addrs).await.ok()?;
+    let default_port = if origin.tls { 443 } else { 80 };
+    let authority = if target.port == default_port {
         target.host.to_string()
     } else {
         format!("{}:{}", target.host, target.port)
     };
+    if origin.tls {
+        let tls = shared
+            .inspection
+            .upstream
+            .connect(&target.host, stream)
+            .await
+            .ok()?;
+        get_capped(tls, authority, path).await
+    } else {
+        get_capped(stream, authority, path).await
+    }
+}
+
+/// One `GET path` over `io` (HTTP/1.1), the body capped at [`WHEEL_MAX`].
+async fn get_capped<I>(io: I, authority: String, path: &str) -> Option<bytes::Bytes>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .ok()?;
+    let conn = tokio::spawn(conn);
     let req = http::Request::get(path)
         .header(header::HOST, authority)
         .header(header::USER_AGENT, "egressgate (dependency check)")
