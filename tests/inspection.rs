@@ -12,26 +12,11 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 const HOST: &str = "files.example.com";
-
-/// PEM text of a DER certificate.
-fn pem_of(der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = b64
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap())
-        .collect();
-    format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    )
-}
 
 /// A client trusting exactly the certificates in `pem` (offering `alpn`).
 fn client_trusting(pem: &str, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {

@@ -240,7 +240,11 @@ struct Origin<'a> {
 /// at [`WHEEL_MAX`]; `None` on any failure or a status other than `200`.
 async fn fetch(shared: &Shared, origin: Origin<'_>, path: &str) -> Option<bytes::Bytes> {
     let target = origin.target;
-    let stream = shared.dialer.connect(&target.host, origin.addrs).await.ok()?;
+    let stream = shared
+        .dialer
+        .connect(&target.host, origin.addrs)
+        .await
+        .ok()?;
     let default_port = if origin.tls { 443 } else { 80 };
     let authority = if target.port == default_port {
         target.host.to_string()

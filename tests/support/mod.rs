@@ -10,6 +10,7 @@ pub mod held;
 pub mod pg;
 pub mod registry;
 pub mod sse;
+pub mod tls_front;
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
@@ -507,7 +508,27 @@ pub fn pki(names: &[&str]) -> Pki {
     }
 }
 
+/// PEM text of a DER certificate (for `--upstream-ca`, `--cert` and CA bundle files).
+pub fn pem_of(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
 impl Pki {
+    /// This CA's certificate as PEM.
+    pub fn ca_pem(&self) -> String {
+        pem_of(&self.ca_der)
+    }
+
     /// A client config trusting this CA.
     pub fn client(&self) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();

@@ -135,25 +135,55 @@ pub fn proxy_url(proxy: SocketAddr, turn: &Turn) -> String {
 pub fn pip_install(
     proxy: SocketAddr,
     turn: &Turn,
-    index_host: &str,
+    index_host: &'static str,
     port: u16,
+    work: &Path,
+    specs: &[&str],
+) -> Output {
+    let index = Index {
+        url: format!("{SCHEME}://{index_host}:{port}/simple/"),
+        host: index_host,
+        cert: None,
+    };
+    pip_install_from(proxy, turn, &index, work, specs)
+}
+
+/// A package index as pip is pointed at it.
+pub struct Index {
+    /// The simple index URL (`http://…/simple/` or `https://…/simple/`).
+    pub url: String,
+    /// Its host (trusted without TLS when the URL is plain HTTP).
+    pub host: &'static str,
+    /// The only CA bundle pip trusts (`--cert`), for an HTTPS index.
+    pub cert: Option<PathBuf>,
+}
+
+/// [`pip_install`] from any [`Index`], plain or HTTPS.
+pub fn pip_install_from(
+    proxy: SocketAddr,
+    turn: &Turn,
+    index: &Index,
     work: &Path,
     specs: &[&str],
 ) -> Output {
     let target = tempfile::tempdir_in(work).unwrap().keep();
     let proxy = proxy_url(proxy, turn);
-    Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--no-cache-dir",
-            "--disable-pip-version-check",
-        ])
-        .args(["--no-input", "--retries", "0", "--timeout", "20"])
-        .arg("--index-url")
-        .arg(format!("{SCHEME}://{index_host}:{port}/simple/"))
-        .args(["--trusted-host", index_host, "--target"])
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+    ])
+    .args(["--no-input", "--retries", "0", "--timeout", "20"])
+    .arg("--index-url")
+    .arg(&index.url);
+    match &index.cert {
+        Some(cert) => cmd.arg("--cert").arg(cert),
+        None => cmd.args(["--trusted-host", index.host]),
+    };
+    cmd.arg("--target")
         .arg(&target)
         .args(specs)
         .env_clear()

@@ -1,0 +1,154 @@
+//! Packages over HTTPS, as installers really fetch them: `pip` against `pypiserver` behind a
+//! TLS front, through a tunnel the proxy inspects because the host belongs to an enabled
+//! registry. pip trusts only the deployment CA (from `/v1/ca.pem`), the proxy verifies the
+//! front against `--upstream-ca`, and every request inside TLS is judged by its package, a
+//! refused wheel's own dependencies included, so one card still covers one install.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::registry::{self, Server};
+use support::tls_front::{TlsFront, tls_front};
+use support::{Gate, Turn, gate};
+
+const INDEX: &str = "pypi.test";
+
+/// pypiserver with the test's wheels behind a TLS front for [`INDEX`], a gate that knows it
+/// as a PyPI mirror and trusts the front's CA upstream, and the deployment CA's PEM file.
+struct Setup {
+    _server: Server,
+    front: TlsFront,
+    gate: Gate,
+    deployment_ca: PathBuf,
+}
+
+async fn setup(dir: &Path) -> Option<Setup> {
+    if !registry::tool("python3", &["-m", "pip", "--version"])
+        || !registry::tool("python3", &["-m", "pypiserver", "--version"])
+    {
+        return None;
+    }
+    let wheels = dir.join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    registry::write_wheel(&wheels, "alpha", "1.0", &["beta>=1.0"]);
+    registry::write_wheel(&wheels, "beta", "1.0", &[]);
+    registry::write_wheel(&wheels, "secret-thing", "1.0", &[]);
+    let server = registry::pypiserver(&wheels);
+    let front = tls_front(&[INDEX], server.port, dir);
+    let gate = gate()
+        .resolve(INDEX, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
+        .arg(&front.port.to_string())
+        .args(&["--registry-mirror", &format!("pypi={INDEX}")])
+        .args(&["--upstream-ca", front.ca_file.to_str().unwrap()])
+        .start();
+    let r = gate.api().call("GET", "/v1/ca.pem", None, None, None).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let deployment_ca = dir.join("deployment-ca.pem");
+    std::fs::write(&deployment_ca, r.text()).unwrap();
+    Some(Setup {
+        _server: server,
+        front,
+        gate,
+        deployment_ca,
+    })
+}
+
+impl Setup {
+    fn pip(&self, turn: &Turn, work: &Path, specs: &[&str]) -> std::process::Output {
+        let index = registry::Index {
+            url: format!("https://{INDEX}:{}/simple/", self.front.port),
+            host: INDEX,
+            cert: Some(self.deployment_ca.clone()),
+        };
+        registry::pip_install_from(self.gate.proxy(), turn, &index, work, specs)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_https_a_package_and_its_dependency_install_after_one_card_and_nothing_else_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(s) = setup(dir.path()).await else {
+        return;
+    };
+    let api = s.gate.api();
+    let turn = api.turn("u", "c", &[]).await;
+
+    let out = s.pip(&turn, dir.path(), &["alpha"]);
+    assert!(!out.status.success(), "alpha is not approved");
+    // Inside TLS the proxy saw the wheel request, refused it by package, and read the refused
+    // wheel's METADATA over verified TLS to name its dependency.
+    assert_eq!(
+        registry::refused_packages(&api, &turn).await,
+        ["alpha", "beta"]
+    );
+    let rec = api.refusals(&turn).await;
+    let rows = rec["refusals"].as_array().unwrap();
+    let alpha = rows.iter().find(|r| r["package"] == "alpha").unwrap();
+    assert_eq!(alpha["host"], INDEX);
+    assert!(
+        alpha["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(&format!("https://{INDEX}:"))),
+        "{alpha}"
+    );
+    assert!(
+        rows.iter().all(|r| r["reason"] == "package_not_approved"),
+        "the index host needs no site approval: {rec}"
+    );
+
+    let (card, id, secret) = registry::ask_packages(&api, &turn, &[]).await;
+    assert_eq!(
+        card["packages"],
+        serde_json::json!(["alpha", "beta"]),
+        "{card}"
+    );
+    support::approve_card(&api, &id, &secret).await;
+
+    let out = s.pip(&turn, dir.path(), &["alpha"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("alpha-1.0") && text.contains("beta-1.0"),
+        "{text}"
+    );
+
+    // What the card did not name stays shut, inside the same approved index.
+    let out = s.pip(&turn, dir.path(), &["secret-thing"]);
+    assert!(!out.status.success(), "secret-thing was on no card");
+    assert!(
+        registry::refused_packages(&api, &turn)
+            .await
+            .contains(&"secret-thing".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_https_an_installer_that_does_not_trust_the_deployment_ca_gets_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(s) = setup(dir.path()).await else {
+        return;
+    };
+    let api = s.gate.api();
+    let turn = api.turn("u", "c", &[]).await;
+    // pip trusting only the front's own CA: the proxy's leaf does not verify, so nothing
+    // installs and no request inside TLS was ever judged (nothing recorded as a package).
+    let index = registry::Index {
+        url: format!("https://{INDEX}:{}/simple/", s.front.port),
+        host: INDEX,
+        cert: Some(s.front.ca_file.clone()),
+    };
+    let out = registry::pip_install_from(s.gate.proxy(), &turn, &index, dir.path(), &["beta"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        registry::refused_packages(&api, &turn).await,
+        Vec::<String>::new()
+    );
+}
