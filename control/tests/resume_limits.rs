@@ -159,7 +159,9 @@ async fn a_flooded_card_is_429_for_guesses_but_its_holder_still_gets_in() {
 
 #[tokio::test]
 async fn a_client_past_its_limit_is_429_before_the_database_until_the_window_passes() {
-    let window = Duration::from_millis(900);
+    // Three tokens over 6 s: one refills every 2 s, far longer than the four requests below
+    // take even on a loaded CI machine (a 900 ms window refilled one mid-test there).
+    let window = Duration::from_secs(6);
     let app = TestApp::with_settings(limits(3, 1000, window)).await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
     // Unknown ids and wrong secrets alike count against the client.
@@ -176,7 +178,7 @@ async fn a_client_past_its_limit_is_429_before_the_database_until_the_window_pas
         (s, code(&b)),
         (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS")
     );
-    assert_eq!(retry, Some(1));
+    assert!(retry.is_some_and(|r| (1..=2).contains(&r)), "{retry:?}");
     // Once a token has refilled, the holder's answer claims.
     let deadline = Instant::now() + Duration::from_secs(20);
     let (s, b) = loop {
