@@ -1064,5 +1064,63 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["decision"]["access"], serde_json::Value::Null, "absent: full");
+    assert_eq!(
+        r.json()["decision"]["access"],
+        serde_json::Value::Null,
+        "absent: full"
+    );
+}
+
+#[tokio::test]
+async fn launch_time_sites_may_be_read_only_on_inspected_hosts() {
+    let s = setup(&["--inspect", HOST]).await;
+    let api = s.gate.api();
+    let open = |sites: serde_json::Value| {
+        api.post(
+            "/v1/turns",
+            RUNTIME,
+            serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "sites": sites}),
+        )
+    };
+    // Not inspected: refused, and no turn was opened.
+    let r = open(serde_json::json!([{"pattern": "other.example.org", "access": "read"}])).await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("sites[0]"), "{}", r.text());
+    let r = open(serde_json::json!([{"pattern": HOST, "access": "upload"}])).await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    let r = open(serde_json::json!([{"pattern": HOST, "acces": "read"}])).await;
+    assert_eq!(r.status, 400, "an unknown field: {}", r.text());
+    let audit = api
+        .get("/v1/admin/audit?kind=turn_opened", ADMIN)
+        .await
+        .json();
+    assert_eq!(
+        audit["audit"],
+        serde_json::json!([]),
+        "nothing was written: {audit}"
+    );
+
+    let r = open(serde_json::json!([{"pattern": HOST, "access": "read"}])).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    let url = url::Url::parse(v["proxy_url"].as_str().unwrap()).unwrap();
+    let turn = Turn {
+        id: v["turn_id"].as_str().unwrap().to_owned(),
+        credential: format!("{}:{}", url.username(), url.password().unwrap()),
+    };
+    let policy = api
+        .get(&format!("/v1/turns/{}/policy", turn.id), RUNTIME)
+        .await
+        .json();
+    assert_eq!(policy["sites"], serde_json::json!([HOST]), "{policy}");
+    let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
+    let r = over_tls(&s, &turn, client.clone(), HOST, &request("GET", "/", ""))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = over_tls(&s, &turn, client, HOST, &request("DELETE", "/x", ""))
+        .await
+        .unwrap();
+    assert_eq!(r.header("x-egress-refused"), Some("method_not_allowed"));
+    assert_eq!(s.origin.requests().len(), 1);
 }
