@@ -1124,3 +1124,54 @@ async fn launch_time_sites_may_be_read_only_on_inspected_hosts() {
     assert_eq!(r.header("x-egress-refused"), Some("method_not_allowed"));
     assert_eq!(s.origin.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_read_grant_on_a_host_no_longer_inspected_fails_closed_until_a_person_grants_full() {
+    let origin_pki = pki(&[HOST]);
+    let origin = tls_origin(&origin_pki).await;
+    let port = origin.addr.port().to_string();
+    let started = |dir: Option<tempfile::TempDir>, inspect: bool| {
+        let mut g = gate().resolve(HOST, "127.0.0.1").args(&[
+            "--allow-cidr",
+            "127.0.0.0/8",
+            "--allow-port",
+            &port,
+        ]);
+        if inspect {
+            g = g.args(&["--inspect", HOST]);
+        }
+        if let Some(d) = dir {
+            g = g.data_dir(d);
+        }
+        g.start()
+    };
+    let g = started(None, true);
+    let r = add_site(
+        &g.api(),
+        serde_json::json!({"pattern": HOST, "access": "read"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    // Restarted without --inspect: the proxy cannot see inside this host's TLS any more.
+    let g = started(Some(g.kill()), false);
+    let api = g.api();
+    let turn = api.turn("u", "c", &[]).await;
+    let authority = format!("{HOST}:{port}");
+    let (_, stream) = connect(g.proxy(), &turn, &authority).await;
+    assert!(
+        tls_get(stream, origin_pki.client(), HOST).await.is_err(),
+        "closed, not relayed"
+    );
+    let row = wait_for_refusal(&api, &turn, "method_not_allowed", 5).await;
+    assert!(row.is_some(), "recorded as method_not_allowed");
+    assert_eq!(origin.connection_count(), 0, "the origin was never dialled");
+    let (id, secret) = ask(&api, &turn, &[]).await;
+    approve_card(&api, &id, &secret).await;
+    // The remembered read grant gives way to the fresh full approval at once.
+    let (_, stream) = connect(g.proxy(), &turn, &authority).await;
+    let r = tls_get(stream, origin_pki.client(), HOST).await.unwrap();
+    assert_eq!(
+        r.status, 200,
+        "an opaque tunnel again, the origin's own certificate"
+    );
+}

@@ -157,6 +157,27 @@ impl Shared {
         resp
     }
 
+    /// The grant the database holds for `host` now, remembered for the turn: asked when a
+    /// remembered grant's access level refuses a request, so a person's fresh `full`
+    /// approval works at once. `None` when nothing allows it or the database did not answer.
+    pub(crate) async fn fresh_grant(&self, turn: &TurnEntry, host: &Host) -> Option<Grant> {
+        let now = Timestamp::now();
+        let user = &turn.turn.user;
+        let grant = match self
+            .store
+            .site_allowed(user, &turn.turn.chat, host, now)
+            .await
+        {
+            Ok(g) => g?,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot re-check a grant; keeping the refusal");
+                return None;
+            }
+        };
+        turn.remember_allowed(host, self.epoch.get(), grant.clone());
+        Some(grant)
+    }
+
     /// A host nothing in memory allows: the database decides, in the transaction that
     /// records the refusal if it stands. `Ok(grant)`: allowed after all (and cached for the
     /// turn under `epoch`, read before asking, until the grant ends); `Err(answer)`: the

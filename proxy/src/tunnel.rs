@@ -244,9 +244,13 @@ impl Tunnel<'_> {
                     let via = Via::Tls;
                     return Some(Opened::Http { client, first, via });
                 }
-                // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on them.
+                // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on
+                // them (unless a fresh approval has widened it since it was remembered).
                 if self.allowed.grant.access != Access::Full {
-                    return self.refuse(RefusalReason::MethodNotAllowed).await;
+                    let fresh = self.shared.fresh_grant(self.turn, &self.target.host).await;
+                    if fresh.is_none_or(|g| g.access != Access::Full) {
+                        return self.refuse(RefusalReason::MethodNotAllowed).await;
+                    }
                 }
             }
             judge::Verdict::Http => {
