@@ -118,3 +118,51 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
         "the key file holds the new CA"
     );
 }
+
+fn egressgate(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("EGRESSGATE_") || k == "DATABASE_URL" {
+            c.env_remove(k);
+        }
+    }
+    c.args(args).arg("--data-dir").arg(dir).output().unwrap()
+}
+
+/// A bad inspection setting is one line naming what was written, a non-zero exit, no panic.
+fn one_line_failure(out: &std::process::Output) -> String {
+    let e = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "must fail: {e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    e
+}
+
+#[test]
+fn bad_inspection_flags_are_one_clear_line_and_nothing_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let e = one_line_failure(&egressgate(&["serve", "--inspect", "*.com"], &data));
+    assert!(e.contains("--inspect") && e.contains("*.com"), "{e}");
+    let e = one_line_failure(&egressgate(
+        &["serve", "--upstream-ca", "/nonexistent/ca.pem"],
+        &data,
+    ));
+    assert!(
+        e.contains("--upstream-ca") && e.contains("/nonexistent/ca.pem"),
+        "{e}"
+    );
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let e = one_line_failure(&egressgate(
+        &["serve", "--upstream-ca", not_pem.to_str().unwrap()],
+        &data,
+    ));
+    assert!(e.contains("no PEM certificate"), "{e}");
+    let e = one_line_failure(&egressgate(&["ca", "rotate", "--overlap", "soon"], &data));
+    assert!(e.contains("--overlap"), "{e}");
+    assert!(
+        !data.join("ca-key.pem").exists(),
+        "no CA was made by a failed start"
+    );
+}
