@@ -42,7 +42,7 @@ impl Grants {
         let admin_packages = store.admin_list(AdminList::Packages).await?;
         let approvals = store.chat_approvals(&turn.user, &turn.chat, now).await?;
         let mut sites: Vec<SitePattern> = turn.sites.clone();
-        let mut read_sites: Vec<SitePattern> = Vec::new();
+        let mut read_sites: Vec<SitePattern> = turn.read_sites.clone();
         let mut packages: Vec<String> = turn
             .packages
             .iter()
@@ -99,33 +99,36 @@ impl Grants {
     }
 }
 
-/// The first of `sites` (exact hosts) that the proxy does not inspect: matched neither by a
-/// deployment-wide `--inspect` pattern nor by an administrators' entry marked `inspect`. A
-/// `read` grant can only be kept where the proxy sees each request.
+/// The patterns whose hosts the proxy inspects: the deployment-wide `--inspect` ones and the
+/// administrators' entries marked `inspect`. A `read` grant can only be kept where the proxy
+/// sees each request.
+pub(crate) async fn inspected_patterns(
+    state: &crate::AppState,
+) -> Result<Vec<SitePattern>, StoreError> {
+    let mut patterns = state.settings.inspect.clone();
+    patterns.extend(
+        state
+            .store
+            .admin_list(AdminList::Sites)
+            .await?
+            .into_iter()
+            .filter(|e| e.rules.inspect)
+            .filter_map(|e| stored_pattern(&e.value)),
+    );
+    Ok(patterns)
+}
+
+/// The first of `sites` (exact hosts) that the proxy does not inspect.
 pub(crate) async fn first_not_inspected(
     state: &crate::AppState,
     sites: &[String],
 ) -> Result<Option<String>, StoreError> {
-    let admin: Vec<SitePattern> = state
-        .store
-        .admin_list(AdminList::Sites)
-        .await?
-        .into_iter()
-        .filter(|e| e.rules.inspect)
-        .filter_map(|e| stored_pattern(&e.value))
-        .collect();
+    let inspected = inspected_patterns(state).await?;
     Ok(sites
         .iter()
-        .find(|s| {
-            let Ok(host) = Host::parse(s) else {
-                return true;
-            };
-            !state
-                .settings
-                .inspect
-                .iter()
-                .chain(&admin)
-                .any(|p| p.matches(&host))
+        .find(|s| match Host::parse(s) {
+            Ok(h) => !inspected.iter().any(|p| p.matches(&h)),
+            Err(_) => true,
         })
         .cloned())
 }

@@ -5,6 +5,8 @@
 -- one schema).
 ALTER TABLE admin_sites ADD COLUMN inspect BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE admin_sites ADD COLUMN access TEXT NOT NULL DEFAULT 'full' CHECK (access IN ('full', 'read'));
+-- Launch-time sites opened at `read` only (JSON array of patterns, like `turns.sites`).
+ALTER TABLE turns ADD COLUMN read_sites TEXT NOT NULL DEFAULT '[]';
 -- A refusal the proxy saw the request of keeps its method.
 ALTER TABLE refusals ADD COLUMN method TEXT;
 ALTER TABLE approvals ADD COLUMN access TEXT NOT NULL DEFAULT 'full' CHECK (access IN ('full', 'read'));

@@ -5,8 +5,7 @@
 
 use std::net::SocketAddr;
 
-use egressgate_store::db::refusals::Subject;
-use egressgate_store::{Mode, RefusalReason, SanitizedUrl, Timestamp};
+use egressgate_store::{Mode, RefusalReason, SanitizedUrl};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt as _;
@@ -116,22 +115,9 @@ async fn per_request_rules(
     }
     // The grant may be an allow remembered from before a person widened it: a refusal is
     // rare, so it asks the database first, and a fresh `full` approval works at once.
-    if let Ok(Some(fresh)) = shared
-        .store
-        .site_allowed(
-            &turn.turn.user,
-            &turn.turn.chat,
-            &target.host,
-            Timestamp::now(),
-        )
-        .await
+    if let Some(fresh) = shared.fresh_grant(turn, &target.host).await
         && access::permits(fresh.access, req.method(), req.uri())
     {
-        turn.remember_allowed(
-            &Subject::Site(target.host.clone()),
-            shared.epoch.get(),
-            fresh,
-        );
         return Ok(());
     }
     let reason = RefusalReason::MethodNotAllowed;

@@ -100,13 +100,16 @@ impl TurnEntry {
     }
 
     /// The launch-time grant for `host`, when one of the turn's launch-time sites matches it
-    /// (it ends with the turn).
+    /// (it ends with the turn): `full` when a full site matches, else `read` for a read one.
     pub fn launch_grant(&self, host: &Host) -> Option<Grant> {
-        self.turn
-            .sites
-            .iter()
-            .any(|p| p.matches(host))
-            .then(|| Grant::launch(self.turn.expires_at))
+        let matches = |list: &[egressgate_store::SitePattern]| list.iter().any(|p| p.matches(host));
+        let grant = Grant::launch(self.turn.expires_at);
+        if matches(&self.turn.sites) {
+            Some(grant)
+        } else {
+            matches(&self.turn.read_sites)
+                .then(|| grant.with_access(egressgate_store::Access::Read))
+        }
     }
 
     /// The launch-time grant for `version` of `package`, when the turn's launch-time

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent, Subject};
-use egressgate_store::{Grant, Package, RefusalReason, Store, Timestamp};
+use egressgate_store::{Grant, Host, Package, RefusalReason, Store, Timestamp};
 use http::{Response, StatusCode};
 use tokio::sync::{Notify, watch};
 
@@ -162,6 +162,31 @@ impl Shared {
         let mut resp = respond::refused(host, port, reason, package.as_ref());
         *resp.status_mut() = status;
         resp
+    }
+
+    /// The grant the database holds for `host` now, remembered for the turn: asked when a
+    /// remembered grant's access level refuses a request, so a person's fresh `full`
+    /// approval works at once. `None` when nothing allows it or the database did not answer.
+    pub(crate) async fn fresh_grant(&self, turn: &TurnEntry, host: &Host) -> Option<Grant> {
+        let now = Timestamp::now();
+        let user = &turn.turn.user;
+        let grant = match self
+            .store
+            .site_allowed(user, &turn.turn.chat, host, now)
+            .await
+        {
+            Ok(g) => g?,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot re-check a grant; keeping the refusal");
+                return None;
+            }
+        };
+        turn.remember_allowed(
+            &Subject::Site(host.clone()),
+            self.epoch.get(),
+            grant.clone(),
+        );
+        Some(grant)
     }
 
     /// A host or package nothing in memory allows: the database decides, in the transaction

@@ -253,9 +253,13 @@ impl Tunnel<'_> {
                 if registry {
                     return self.refuse(RefusalReason::PackageNotApproved).await;
                 }
-                // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on them.
+                // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on
+                // them (unless a fresh approval has widened it since it was remembered).
                 if self.allowed.grant.access != Access::Full {
-                    return self.refuse(RefusalReason::MethodNotAllowed).await;
+                    let fresh = self.shared.fresh_grant(self.turn, &self.target.host).await;
+                    if fresh.is_none_or(|g| g.access != Access::Full) {
+                        return self.refuse(RefusalReason::MethodNotAllowed).await;
+                    }
                 }
             }
             judge::Verdict::Http => {

@@ -7,6 +7,7 @@
 
 pub mod examples;
 pub mod held;
+pub mod inspect;
 pub mod pg;
 pub mod registry;
 pub mod sse;

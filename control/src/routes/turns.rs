@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::{NewTurn, OpenTurnError};
-use egressgate_store::{PackageSpec, Secret, SitePattern, Timestamp, TurnId};
+use egressgate_store::{Access, PackageSpec, Secret, SitePattern, Timestamp, TurnId};
 use serde::Deserialize;
 
 use super::openapi::schemas;
@@ -44,8 +44,11 @@ pub(crate) struct OpenTurnBody {
     )]
     chat_id: String,
     can_ask_human: bool,
+    /// Patterns (`full`), or `{"pattern", "access"}` objects (`access` `full` or `read`; `read`
+    /// only for inspected hosts).
     #[serde(default)]
-    sites: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    sites: Option<Vec<LaunchSite>>,
     #[serde(default)]
     packages: Option<Vec<String>>,
     /// Credential lifetime; default `turn-ttl`.
@@ -54,8 +57,73 @@ pub(crate) struct OpenTurnBody {
     ttl_seconds: Option<i64>,
 }
 
+/// One launch-time site: a bare pattern, or a pattern with its access level.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum LaunchSite {
+    /// `"files.example.com"`: `full`.
+    Pattern(String),
+    /// `{"pattern": "git.example.com", "access": "read"}`.
+    Rule(LaunchRule),
+}
+
+/// The object form of [`LaunchSite`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LaunchRule {
+    pattern: String,
+    #[serde(default)]
+    access: Option<String>,
+}
+
+/// Splits validated launch sites into `full` and `read` ones; `read` needs the proxy to
+/// inspect every host the pattern matches (the same rule as for admin sites).
+async fn launch_sites(
+    state: &AppState,
+    raw: &[LaunchSite],
+) -> Result<(Vec<SitePattern>, Vec<SitePattern>), ApiError> {
+    let extra = &state.settings.internal_suffixes;
+    let (mut full, mut read) = (Vec::new(), Vec::new());
+    let inspected = crate::grants::inspected_patterns(state).await?;
+    for (i, entry) in raw.iter().enumerate() {
+        let field = format!("sites[{i}]");
+        let (text, access) = match entry {
+            LaunchSite::Pattern(p) => (p, None),
+            LaunchSite::Rule(r) => (&r.pattern, r.access.as_deref()),
+        };
+        let pattern = validate::site_pattern(&field, text, extra)?;
+        match access.map(|a| (a, Access::parse(a))) {
+            None | Some((_, Some(Access::Full))) => full.push(pattern),
+            Some((_, Some(Access::Read))) => {
+                if !inspected.iter().any(|p| p.covers(&pattern)) {
+                    return Err(ApiError::invalid_input(format!(
+                        "{field}: access \"read\" cannot be enforced for {}: the proxy does \
+                         not inspect it (an admin site with \"inspect\": true or --inspect)",
+                        validate::quote(&pattern.to_key())
+                    )));
+                }
+                read.push(pattern);
+            }
+            Some((a, None)) => {
+                return Err(ApiError::invalid_input(format!(
+                    "{field}.access: expected \"full\" or \"read\", got {}",
+                    validate::quote(a)
+                )));
+            }
+        }
+    }
+    for list in [&mut full, &mut read] {
+        // Sorted by canonical text, as every list the API shows is.
+        list.sort_by_key(SitePattern::to_key);
+        list.dedup();
+    }
+    // A pattern given both ways opens the host fully.
+    read.retain(|p| !full.contains(p));
+    Ok((full, read))
+}
+
 /// Validates the body into a [`NewTurn`]; nothing is written when any entry is refused.
-fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiError> {
+async fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiError> {
     let user = validate::user_id("user_id", &body.user_id)?;
     let chat = validate::chat_id("chat_id", &body.chat_id)?;
     let raw_sites = body.sites.unwrap_or_default();
@@ -65,15 +133,7 @@ fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiError> {
             "launch lists hold at most {MAX_LAUNCH_ENTRIES} entries each"
         )));
     }
-    let extra = &state.settings.internal_suffixes;
-    let mut sites: Vec<SitePattern> = raw_sites
-        .iter()
-        .enumerate()
-        .map(|(i, s)| validate::site_pattern(&format!("sites[{i}]"), s, extra))
-        .collect::<Result<_, _>>()?;
-    // Sorted by canonical text, as every list the API shows is.
-    sites.sort_by_key(SitePattern::to_key);
-    sites.dedup();
+    let (sites, read_sites) = launch_sites(state, &raw_sites).await?;
     let packages: BTreeSet<PackageSpec> = raw_packages
         .iter()
         .enumerate()
@@ -93,6 +153,7 @@ fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiError> {
         chat,
         can_ask_human: body.can_ask_human,
         sites,
+        read_sites,
         packages: packages.into_iter().collect(),
         ttl,
     })
@@ -120,7 +181,7 @@ pub(crate) async fn open(
     headers: HeaderMap,
     StrictJson(body): StrictJson<OpenTurnBody>,
 ) -> Result<(StatusCode, Json<schemas::TurnOpened>), ApiError> {
-    let new = new_turn(&state, body)?;
+    let new = new_turn(&state, body).await?;
     if let Some(named) = headers.get(USER_HEADER)
         && named.to_str().ok() != Some(new.user.as_str())
     {

@@ -108,6 +108,7 @@ mod tests {
             chat: ChatId::parse("c1").ok_or("chat")?,
             can_ask_human: true,
             sites: vec![],
+            read_sites: vec![],
             packages: vec![],
             ttl: Duration::from_secs(60),
         };

@@ -24,6 +24,8 @@ pub struct NewTurn {
     pub can_ask_human: bool,
     /// Launch-time sites, already validated.
     pub sites: Vec<SitePattern>,
+    /// Launch-time sites opened at `read` only (already checked to be inspected).
+    pub read_sites: Vec<SitePattern>,
     /// Launch-time packages (with optional pins), already validated.
     pub packages: Vec<PackageSpec>,
     /// How long the credential lives.
@@ -47,6 +49,8 @@ pub struct Turn {
     pub can_ask_human: bool,
     /// Launch-time sites.
     pub sites: Vec<SitePattern>,
+    /// Launch-time sites at `read` only.
+    pub read_sites: Vec<SitePattern>,
     /// Launch-time packages (with optional pins).
     pub packages: Vec<PackageSpec>,
     /// When it opened.
@@ -112,6 +116,7 @@ impl Store {
             secret_hash: secret_hash.clone(),
             can_ask_human: new.can_ask_human,
             sites: new.sites.clone(),
+            read_sites: new.read_sites.clone(),
             packages: new.packages.clone(),
             created_at: now,
             expires_at: now.plus(new.ttl),
@@ -121,11 +126,13 @@ impl Store {
         let sites: Vec<String> = turn.sites.iter().map(SitePattern::to_key).collect();
         let packages: Vec<&str> = turn.packages.iter().map(PackageSpec::as_str).collect();
         let sites_json = serde_json::to_string(&sites).unwrap_or_else(|_| "[]".into());
+        let read_sites: Vec<String> = turn.read_sites.iter().map(SitePattern::to_key).collect();
+        let read_json = serde_json::to_string(&read_sites).unwrap_or_else(|_| "[]".into());
         let packages_json = serde_json::to_string(&packages).unwrap_or_else(|_| "[]".into());
         sqlx::query(
             "INSERT INTO turns (turn_id, user_id, chat_id, seq, secret_hash, can_ask_human, \
-             sites, packages, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             sites, packages, created_at, expires_at, read_sites) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(turn.id.as_str())
         .bind(turn.user.as_str())
@@ -137,16 +144,20 @@ impl Store {
         .bind(&packages_json)
         .bind(now.millis())
         .bind(turn.expires_at.millis())
+        .bind(&read_json)
         .execute(&mut *tx)
         .await
         .map_err(StoreError::from)?;
-        let detail = serde_json::json!({
+        let mut detail = serde_json::json!({
             "turn_id": turn.id.as_str(),
             "can_ask_human": turn.can_ask_human,
             "sites": sites,
             "packages": packages,
             "expires_at": turn.expires_at,
         });
+        if !read_sites.is_empty() {
+            detail["read_sites"] = read_sites.into();
+        }
         let entry = AuditEntry::chat(
             AuditKind::TurnOpened,
             "runtime",
@@ -163,7 +174,7 @@ impl Store {
     pub async fn turn(&self, id: &TurnId) -> Result<Option<Turn>, StoreError> {
         let row = sqlx::query(
             "SELECT t.turn_id, t.user_id, t.chat_id, t.seq, t.secret_hash, t.can_ask_human, \
-             t.sites, t.packages, t.created_at, t.expires_at, m.mode FROM turns t \
+             t.sites, t.packages, t.created_at, t.expires_at, m.mode, t.read_sites FROM turns t \
              LEFT JOIN user_modes m ON m.user_id = t.user_id WHERE t.turn_id = $1",
         )
         .bind(id.as_str())
@@ -172,6 +183,19 @@ impl Store {
         let Some(r) = row else { return Ok(None) };
         let sites: Vec<String> = json_column(&r.try_get::<String, _>(6)?, "turns.sites")?;
         let packages: Vec<String> = json_column(&r.try_get::<String, _>(7)?, "turns.packages")?;
+        let read_sites: Vec<String> =
+            json_column(&r.try_get::<String, _>(11)?, "turns.read_sites")?;
+        let patterns = |list: &[String]| -> Vec<SitePattern> {
+            list.iter()
+                .filter_map(|s| {
+                    let p = SitePattern::from_db(s);
+                    if p.is_none() {
+                        tracing::warn!(value = %s, "stored launch site does not parse; ignored");
+                    }
+                    p
+                })
+                .collect()
+        };
         Ok(Some(Turn {
             id: TurnId::from_db(r.try_get(0)?),
             user: UserId::from_db(r.try_get(1)?),
@@ -181,16 +205,8 @@ impl Store {
             can_ask_human: r.try_get::<i64, _>(5)? != 0,
             // A launch pattern an older release stored but the rules now refuse
             // (`*.amazonaws.com`) grants nothing; the turn itself stays usable.
-            sites: sites
-                .iter()
-                .filter_map(|s| {
-                    let p = SitePattern::from_db(s);
-                    if p.is_none() {
-                        tracing::warn!(value = %s, "stored launch site does not parse; ignored");
-                    }
-                    p
-                })
-                .collect(),
+            sites: patterns(&sites),
+            read_sites: patterns(&read_sites),
             packages: packages
                 .iter()
                 .map(|p| PackageSpec::parse(p).map_err(|_| StoreError::Corrupt("turns.packages")))
