@@ -113,9 +113,16 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     let port = o.addr.port();
     let closed = free_port();
     // A DNS server that never answers (UDP and TCP), for the 504.
-    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A free UDP port is not always free for TCP (another test may hold it): try again.
+    let (dns, _dns_tcp) = (0..100)
+        .find_map(|_| {
+            let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = udp.local_addr().unwrap().port();
+            let tcp = std::net::TcpListener::bind(("127.0.0.1", port)).ok()?;
+            Some((udp, tcp))
+        })
+        .expect("a port free for both UDP and TCP");
     let dns_port = dns.local_addr().unwrap().port();
-    let _dns_tcp = std::net::TcpListener::bind(("127.0.0.1", dns_port)).unwrap();
     let g = gate()
         .resolve(FILES, "127.0.0.1")
         .resolve(OTHER, "127.0.0.1")
