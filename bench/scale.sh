@@ -110,7 +110,7 @@ series() { # backend, N
     if [ "$1" = sqlite ]; then
         echo "(WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $2 - 1) SELECT i FROM n) s"
     else
-        echo "generate_series(0, $2 - 1) AS s(i)"
+        echo "generate_series(0::bigint, $2 - 1) AS s(i)"
     fi
 }
 rand_hex() { if [ "$1" = sqlite ]; then echo "hex(randomblob(32))"; else echo "md5(random()::text)"; fi; }

@@ -42,7 +42,7 @@ enum Cmd {
         cert_out: Option<std::path::PathBuf>,
     },
     /// Run every workload against direct and each proxy; write the markdown report.
-    Suite(SuiteArgs),
+    Suite(Box<SuiteArgs>),
     /// Time the cache-miss decision and the approval tool's merge (bench/scale.sh).
     Scale(scale::ScaleArgs),
     /// Print `count` currently free TCP ports on 127.0.0.1 (for proxies that need a fixed port).
@@ -214,7 +214,7 @@ fn main() -> ExitCode {
         },
         Cmd::Suite(args) => {
             proc::CLK_TCK.store(args.clk_tck, std::sync::atomic::Ordering::Relaxed);
-            match rt.block_on(suite(args)) {
+            match rt.block_on(suite(*args)) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => {
                     eprintln!("suite finished with failures (see the report)");
@@ -605,4 +605,22 @@ async fn suite(args: SuiteArgs) -> std::io::Result<bool> {
     }
     println!("{text}");
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_specs() {
+        let t = parse_proxy("tinyproxy,127.0.0.1:3128,42,127.0.0.1").unwrap();
+        assert_eq!((t.pid, t.host.as_deref()), (Some(42), Some("127.0.0.1")));
+        assert_eq!(parse_proxy("squid,127.0.0.1:3128,7").unwrap().host, None);
+        assert_eq!(
+            parse_proxy("squid,127.0.0.1:3128").unwrap_err(),
+            "expected NAME,ADDR,PID[,HOST]"
+        );
+        let off = parse_proxy("squid,10.0.0.1:3128,7").unwrap_err();
+        assert!(off.contains("not a loopback address"), "{off}");
+    }
 }

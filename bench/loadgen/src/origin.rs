@@ -168,3 +168,59 @@ async fn accept_loop(listener: TcpListener, tls: Option<tokio_rustls::TlsAccepto
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// The origin's certificate verifies for its name, and only for it: the TLS workload's
+    /// client really checks what it talks to.
+    #[tokio::test]
+    async fn the_client_verifies_the_origin_certificate() {
+        let dir = std::env::temp_dir().join(format!("loadgen-cert-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cert = dir.join("origin.der");
+        let server = tls_config("bench.example.com", &cert).unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                if let Ok(mut tls) = acceptor.accept(s).await {
+                    let _ = tls.write_all(b"hi").await;
+                    let _ = tls.shutdown().await;
+                }
+            }
+        });
+        let load = crate::work::TlsLoad::new(addr, std::fs::read(&cert).unwrap()).unwrap();
+        let connect = |name: &'static str| {
+            let cfg = load.config.clone();
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await?;
+                let name =
+                    rustls::pki_types::ServerName::try_from(name).map_err(std::io::Error::other)?;
+                let mut tls = tokio_rustls::TlsConnector::from(cfg)
+                    .connect(name, tcp)
+                    .await?;
+                let mut got = Vec::new();
+                tls.read_to_end(&mut got).await?;
+                Ok::<_, std::io::Error>(got)
+            }
+        };
+        assert_eq!(connect("bench.example.com").await.unwrap(), b"hi");
+        let wrong = connect("other.example.com").await;
+        assert!(
+            wrong.is_err(),
+            "a certificate for another name must be refused"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_that_is_no_certificate_is_a_clear_error() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let err = crate::work::TlsLoad::new(addr, b"not a certificate".to_vec()).unwrap_err();
+        assert!(!err.to_string().is_empty());
+    }
+}

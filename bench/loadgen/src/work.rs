@@ -346,12 +346,11 @@ async fn worker(
                     w.bad_status += 1;
                     w.problem(format!("status {status} (expected {})", load.expect_status));
                 }
-                if close || server_closes {
-                    if let Some(mut c) = conn.take()
-                        && close
-                    {
-                        c.wait_close().await;
-                    }
+                if (close || server_closes)
+                    && let Some(mut c) = conn.take()
+                    && close
+                {
+                    c.wait_close().await;
                 }
             }
             Ok(Err(e)) => {
