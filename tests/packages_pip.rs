@@ -292,11 +292,78 @@ async fn concurrent_requests_for_one_refused_package_keep_one_row() {
     assert_eq!(rows.len(), 1, "{rec}");
     assert_eq!(rows[0]["count"], 16, "{rec}");
     // The canonical decision line names the package.
-    let lines = g.log_lines("package_not_approved");
+    let line = g
+        .log_line(&["package_not_approved", "proxy decision", "package=\"beta\""])
+        .await;
+    assert!(line.is_some(), "{:?}", g.log_lines("package_not_approved"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, g)) = setup(dir.path()) else {
+        return;
+    };
+    let api = g.api();
+    let turn = api.turn("u", "c", &[]).await;
     assert!(
-        lines
+        !pip(&g, &server, &turn, dir.path(), &["pinned==1.0"])
+            .status
+            .success()
+    );
+
+    // The agent asks for the range it needs; the refusal of the same package adds nothing.
+    let (card, id, secret) = registry::ask_packages(&api, &turn, &["Pinned==1.*"]).await;
+    assert_eq!(
+        card["packages"],
+        serde_json::json!(["pinned==1.*"]),
+        "{card}"
+    );
+    support::approve_card(&api, &id, &secret).await;
+    let rows = api
+        .call(
+            "GET",
+            "/v1/chats/c/approvals",
+            Some(support::RUNTIME),
+            Some("u"),
+            None,
+        )
+        .await
+        .json();
+    assert!(
+        rows["approvals"]
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|l| l.contains("proxy decision") && l.contains("package=\"beta\"")),
-        "{lines:?}"
+            .any(|r| r["kind"] == "package" && r["value"] == "pinned==1.*"),
+        "{rows}"
+    );
+
+    assert!(installed(&pip(
+        &g,
+        &server,
+        &turn,
+        dir.path(),
+        &["pinned==1.0"]
+    )));
+    let out = pip(&g, &server, &turn, dir.path(), &["pinned==2.0"]);
+    assert!(!out.status.success(), "2.0 is outside the approved pin");
+
+    // Revoked by its bare name, the pinned approval goes too.
+    let r = api
+        .call(
+            "DELETE",
+            "/v1/chats/c/approvals/package/Pinned",
+            Some(support::RUNTIME),
+            Some("u"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let next = api.turn("u", "c", &[]).await;
+    assert!(
+        !pip(&g, &server, &next, dir.path(), &["pinned==1.0"])
+            .status
+            .success()
     );
 }

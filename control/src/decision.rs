@@ -4,7 +4,7 @@
 //! cheapest bug in an approval path.
 
 use egressgate_store::db::interrupts::{Decision, Outcome};
-use egressgate_store::{Access, Card, Package};
+use egressgate_store::{Access, Card, PackageSpec};
 use serde_json::Value;
 
 /// The AG-UI resume entry's status, read leniently: a missing, mistyped or unknown status is
@@ -87,7 +87,7 @@ fn narrow(card: &Card, list: &Value) -> Result<Vec<String>, InvalidDecision> {
     let mut keep = Vec::with_capacity(items.len());
     for item in items {
         let name = item.as_str().ok_or_else(not_a_list)?;
-        let canonical = Package::parse(name)
+        let canonical = PackageSpec::parse(name)
             .map(|p| p.as_str().to_owned())
             .unwrap_or_else(|_| name.to_owned());
         let on_card = card

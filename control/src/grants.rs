@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use egressgate_store::db::admin::AdminList;
 use egressgate_store::db::policy::ApprovalKind;
 use egressgate_store::db::turns::Turn;
-use egressgate_store::{Access, Host, Package, SitePattern, Store, StoreError, Timestamp};
+use egressgate_store::{Access, Host, PackageSpec, SitePattern, Store, StoreError, Timestamp};
 
 /// Every grant in force for one turn.
 #[derive(Debug, Clone, Default)]
@@ -78,8 +78,11 @@ impl Grants {
     }
 
     /// Whether the package is granted.
-    pub(crate) fn allows_package(&self, package: &Package) -> bool {
-        self.packages.contains(package.as_str())
+    /// Whether the grants already cover every version `spec` asks for: an unpinned grant of
+    /// its package, or a grant with exactly its pin. Another pin may cover only part of it,
+    /// so the card still asks.
+    pub(crate) fn allows_package(&self, spec: &PackageSpec) -> bool {
+        self.packages.contains(spec.package().as_str()) || self.packages.contains(spec.as_str())
     }
 
     /// Every site pattern in canonical form, sorted and de-duplicated.
@@ -165,7 +168,13 @@ mod tests {
         assert!(g.allows_site(&host("B.org.")));
         assert_eq!(g.site_keys(), ["*.example.com", "b.org"]);
         assert_eq!(g.package_names(), ["numpy", "requests"]);
-        let p = Package::parse("Requests").unwrap_or_else(|e| unreachable!("{e}"));
-        assert!(g.allows_package(&p));
+        let spec = |s: &str| PackageSpec::parse(s).unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(g.allows_package(&spec("Requests")));
+        // An unpinned grant covers every pin; a pinned one only the same pin.
+        assert!(g.allows_package(&spec("numpy==2.1.*")));
+        let pinned = Grants::from_parts([], ["torch==2.*".to_owned()]);
+        assert!(pinned.allows_package(&spec("torch==2.*")));
+        assert!(!pinned.allows_package(&spec("torch")));
+        assert!(!pinned.allows_package(&spec("torch>=3")));
     }
 }

@@ -3,7 +3,7 @@
 //! runtime can never alter it, and the person may only narrow its package list.
 
 use crate::host::Host;
-use crate::package::Package;
+use crate::package::PackageSpec;
 
 /// One approval card. Lists are sorted and de-duplicated so the same request always yields
 /// a byte-identical card.
@@ -13,7 +13,8 @@ pub struct Card {
     pub sites: Vec<String>,
     /// Sanitised URLs the agent named (no credentials, query or fragment).
     pub urls: Vec<String>,
-    /// Canonical package names.
+    /// Canonical package names, each with the pin the agent asked for if any
+    /// (`numpy==2.1.*`, `npm:lodash@^4`): the approval rows grant exactly that.
     pub packages: Vec<String>,
     /// The agent's one-sentence reason.
     pub reason: String,
@@ -32,7 +33,7 @@ impl Card {
     pub fn new(
         sites: Vec<Host>,
         urls: Vec<String>,
-        packages: Vec<Package>,
+        packages: Vec<PackageSpec>,
         reason: String,
     ) -> Self {
         let mut sites: Vec<String> = sites.iter().map(|h| h.as_str().to_owned()).collect();

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use egressgate_store::{Host, Package};
+use egressgate_store::{Host, PackageSpec};
 
 use super::merge::Wanted;
 
@@ -36,10 +36,10 @@ pub(crate) fn fit(wanted: &Wanted, max_sites: usize) -> Fitted {
 /// (`card-max-packages`); the rest wait for a later card.
 pub(crate) fn fit_packages(
     wanted: &Wanted,
-    named: &BTreeSet<Package>,
+    named: &BTreeSet<PackageSpec>,
     max_packages: usize,
-) -> BTreeSet<Package> {
-    let (mut listed, refused): (BTreeSet<Package>, Vec<&Package>) = (
+) -> BTreeSet<PackageSpec> {
+    let (mut listed, refused): (BTreeSet<PackageSpec>, Vec<&PackageSpec>) = (
         wanted.packages.intersection(named).cloned().collect(),
         wanted.packages.difference(named).collect(),
     );
@@ -67,12 +67,12 @@ mod tests {
 
     #[test]
     fn named_packages_always_fit_and_refused_ones_fill_the_rest() {
-        let pkg = |s: &str| Package::parse(s).unwrap_or_else(|e| unreachable!("{e}"));
+        let pkg = |s: &str| PackageSpec::parse(s).unwrap_or_else(|e| unreachable!("{e}"));
         let mut w = wanted(&[], &[]);
         w.packages = ["zeta", "alpha", "beta", "gamma"].map(pkg).into();
-        let named: BTreeSet<Package> = [pkg("zeta")].into();
+        let named: BTreeSet<PackageSpec> = [pkg("zeta")].into();
         let list =
-            |f: BTreeSet<Package>| f.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
+            |f: BTreeSet<PackageSpec>| f.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(list(fit_packages(&w, &named, 2)), ["alpha", "zeta"]);
         assert_eq!(list(fit_packages(&w, &named, 1)), ["zeta"]);
         assert_eq!(fit_packages(&w, &named, 50).len(), 4);

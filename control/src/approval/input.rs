@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use egressgate_store::{Host, Package, PatternError, SanitizedUrl, SitePattern, UrlError};
+use egressgate_store::{Host, PackageSpec, PatternError, SanitizedUrl, SitePattern, UrlError};
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -37,7 +37,7 @@ pub(crate) struct ValidRequest {
     /// The named URLs, sanitised, de-duplicated, in the order given.
     pub(crate) urls: Vec<SanitizedUrl>,
     /// The named packages, canonical, sorted.
-    pub(crate) packages: BTreeSet<Package>,
+    pub(crate) packages: BTreeSet<PackageSpec>,
     /// The agent's tool call id.
     pub(crate) tool_call_id: Option<String>,
 }
@@ -102,12 +102,12 @@ pub(crate) fn validate(
             urls.push(u);
         }
     }
-    let packages: BTreeSet<Package> = body
+    let packages: BTreeSet<PackageSpec> = body
         .packages
         .unwrap_or_default()
         .iter()
         .enumerate()
-        .map(|(i, p)| validate::package(&format!("packages[{i}]"), p))
+        .map(|(i, p)| validate::package_spec(&format!("packages[{i}]"), p))
         .collect::<Result<_, _>>()?;
     if let Some(id) = &body.tool_call_id {
         let n = id.chars().count();

@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use egressgate_store::db::refusals::RefusalRow;
-use egressgate_store::{Card, Host, Package, RefusalReason, SanitizedUrl, SitePattern};
+use egressgate_store::{
+    Card, Host, Package, PackageSpec, RefusalReason, SanitizedUrl, SitePattern,
+};
 
 use super::input::ValidRequest;
 use crate::grants::Grants;
@@ -23,8 +25,9 @@ pub(crate) struct Wanted {
     pub(crate) refused: Vec<Host>,
     /// Named URLs whose host is still wanted.
     pub(crate) urls: Vec<SanitizedUrl>,
-    /// Packages, sorted.
-    pub(crate) packages: BTreeSet<Package>,
+    /// Packages, sorted: the named ones with their pins, then refused ones nobody named
+    /// (unpinned: a card for a refused package opens every version of it).
+    pub(crate) packages: BTreeSet<PackageSpec>,
 }
 
 impl Wanted {
@@ -96,8 +99,15 @@ pub(crate) fn merge(
 ) -> Result<Wanted, Early> {
     let named = req.named_hosts();
     let refused = refused_not_named(refusals, &named, extra_internal);
+    // A package the agent named keeps its pin; a refusal of the same package adds nothing.
     let mut packages = req.packages.clone();
-    packages.extend(refused_packages(refusals));
+    let named_packages: BTreeSet<&Package> =
+        req.packages.iter().map(PackageSpec::package).collect();
+    packages.extend(
+        refused_packages(refusals)
+            .filter(|p| !named_packages.contains(p))
+            .map(PackageSpec::unpinned),
+    );
     if named.is_empty() && refused.is_empty() && packages.is_empty() {
         return Err(Early::NothingToApprove);
     }
@@ -136,7 +146,7 @@ fn refused_packages(refusals: &[RefusalRow]) -> impl Iterator<Item = Package> + 
 fn retain(
     wanted: Wanted,
     keep_site: impl Fn(&Host) -> bool,
-    keep_package: impl Fn(&Package) -> bool,
+    keep_package: impl Fn(&PackageSpec) -> bool,
 ) -> Wanted {
     let named: BTreeSet<Host> = wanted.named.into_iter().filter(|h| keep_site(h)).collect();
     let refused = wanted
@@ -175,7 +185,13 @@ pub(crate) fn drop_granted(wanted: Wanted, grants: &Grants) -> Wanted {
 /// cannot ask again at once; returns what is left and what was dropped (sorted).
 pub(crate) fn drop_declined(wanted: Wanted, card: &Card) -> (Wanted, Vec<String>, Vec<String>) {
     let declined_site = |h: &Host| card.sites.iter().any(|s| s == h.as_str());
-    let declined_package = |p: &Package| card.packages.iter().any(|s| s == p.as_str());
+    // Declined by package, whatever the pin: a turn cannot ask again at once for another
+    // version range of what the person just said no to.
+    let declined_package = |p: &PackageSpec| {
+        card.packages
+            .iter()
+            .any(|s| PackageSpec::parse(s).is_ok_and(|c| c.package() == p.package()))
+    };
     let sites = wanted
         .named
         .iter()
@@ -213,7 +229,7 @@ mod tests {
                 .collect(),
             packages: packages
                 .iter()
-                .map(|p| Package::parse(p).unwrap_or_else(|e| unreachable!("{e}")))
+                .map(|p| PackageSpec::parse(p).unwrap_or_else(|e| unreachable!("{e}")))
                 .collect(),
             tool_call_id: None,
         }
@@ -343,7 +359,7 @@ mod tests {
         assert_eq!(
             left.packages
                 .iter()
-                .map(Package::as_str)
+                .map(PackageSpec::as_str)
                 .collect::<Vec<_>>(),
             ["pandas"]
         );
@@ -379,7 +395,7 @@ mod tests {
         assert_eq!(
             left.packages
                 .iter()
-                .map(Package::as_str)
+                .map(PackageSpec::as_str)
                 .collect::<Vec<_>>(),
             ["pandas"]
         );
@@ -397,11 +413,33 @@ mod tests {
         shadowed.shadow = true;
         let w = merge(&req(&[], &["requests"]), &[pkg, unnamed, shadowed], &[])
             .unwrap_or_else(|e| unreachable!("{e:?}"));
-        let names: Vec<&str> = w.packages.iter().map(Package::as_str).collect();
+        let names: Vec<&str> = w.packages.iter().map(PackageSpec::as_str).collect();
         assert_eq!(names, ["numpy", "requests"]);
         assert!(
             w.refused.is_empty(),
             "a registry host is never asked for as a site"
         );
+    }
+
+    #[test]
+    fn a_named_pin_wins_over_a_refusal_of_the_same_package_and_a_decline_covers_every_pin() {
+        let mut numpy = seen("pypi.test", RefusalReason::PackageNotApproved, 5, 1);
+        numpy.package = Some("numpy".into());
+        let w = merge(&req(&[], &["NumPy==2.1.*"]), &[numpy], &[])
+            .unwrap_or_else(|e| unreachable!("{e:?}"));
+        let names: Vec<&str> = w.packages.iter().map(PackageSpec::as_str).collect();
+        assert_eq!(names, ["numpy==2.1.*"], "one entry, with the agent's pin");
+        let declined = Card::new(
+            Vec::new(),
+            Vec::new(),
+            vec![PackageSpec::parse("numpy>=3").unwrap_or_else(|e| unreachable!("{e}"))],
+            "r".into(),
+        );
+        let (left, _, packages) = drop_declined(w, &declined);
+        assert!(
+            left.packages.is_empty(),
+            "another pin of a declined package"
+        );
+        assert_eq!(packages, ["numpy==2.1.*"]);
     }
 }

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use egressgate_store::db::policy::ApprovalKind;
-use egressgate_store::{ChatId, Host, Package, Timestamp};
+use egressgate_store::{ChatId, Host, PackageSpec, Timestamp};
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
@@ -45,7 +45,9 @@ pub(crate) async fn list_approvals(
 fn canonical(kind: ApprovalKind, value: &str) -> String {
     match kind {
         ApprovalKind::Site => Host::parse(value).map(|h| h.as_str().to_owned()).ok(),
-        ApprovalKind::Package => Package::parse(value).map(|p| p.as_str().to_owned()).ok(),
+        ApprovalKind::Package => PackageSpec::parse(value)
+            .map(|p| p.as_str().to_owned())
+            .ok(),
     }
     .unwrap_or_else(|| value.to_owned())
 }

@@ -5,7 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use axum::http::StatusCode;
-use egressgate_store::{Card, Host, Package, Timestamp, TurnId};
+use egressgate_store::{Card, Host, PackageSpec, Timestamp, TurnId};
 use serde_json::{Value, json};
 
 use crate::support::TestApp;
@@ -57,7 +57,7 @@ pub async fn draft_in_turn(
             .collect(),
         packages
             .iter()
-            .map(|p| Package::parse(p).unwrap())
+            .map(|p| PackageSpec::parse(p).unwrap())
             .collect(),
         "the analysis needs the reference data".into(),
     );

@@ -9,6 +9,7 @@ use super::interrupts::{Decision, Pointer};
 use super::policy::ApprovalKind;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, UserId};
+use crate::package::PackageSpec;
 use crate::time::Timestamp;
 
 /// Writes one approval row per approved site and package for the card's chat, stamped with
@@ -77,19 +78,27 @@ impl Store {
         value: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(
+        // A package revoked by its bare name goes with every pin it was approved under.
+        let value_matches = match (kind, PackageSpec::parse(value)) {
+            (ApprovalKind::Package, Ok(spec)) if !spec.is_pinned() => {
+                super::policy::names_package("value", spec.package(), "$4")
+            }
+            _ => "value = $4".to_owned(),
+        };
+        let sql = format!(
             "DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2 AND kind = $3 \
-             AND value = $4 AND expires_at > $5",
-        )
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .bind(kind.as_str())
-        .bind(value)
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+             AND {value_matches} AND expires_at > $5"
+        );
+        let mut tx = self.begin().await?;
+        let n = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(user.as_str())
+            .bind(chat.as_str())
+            .bind(kind.as_str())
+            .bind(value)
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if n == 0 {
             return Ok(false);
         }

@@ -148,6 +148,19 @@ pub(crate) async fn site_allowed_on(
     Ok(best)
 }
 
+/// SQL that is true when column `col` holds `package`, unpinned or pinned (its canonical
+/// [`PackageSpec`] text), with the package's name bound as `param`. The name is ASCII (both
+/// ecosystems' rules), so its length in bytes is its length in characters; a pin starts with
+/// one of these characters right after the name.
+pub(crate) fn names_package(col: &str, package: &Package, param: &str) -> String {
+    let n = package.as_str().len();
+    format!(
+        "({col} = {param} OR (substr({col}, 1, {n}) = {param} AND \
+         substr({col}, {m}, 1) IN ('=', '<', '>', '!', '~', '@')))",
+        m = n + 1
+    )
+}
+
 /// The grant that allows `version` of `package` for this chat (`None` version: metadata about
 /// the package, allowed by any grant of it): the administrators' list or an unexpired package
 /// approval, whose pin, if any, admits the version (the longest-lived when several do).
@@ -161,16 +174,7 @@ pub(crate) async fn package_allowed_on(
     version: Option<&str>,
     now: Timestamp,
 ) -> Result<Option<Grant>, StoreError> {
-    // The name is ASCII (both ecosystems' rules), so its length in bytes is its length in
-    // characters; a pin starts with one of these characters right after the name.
-    let n = package.as_str().len();
-    let prefixed = |col: &str| {
-        format!(
-            "({col} = $4 OR (substr({col}, 1, {n}) = $4 AND \
-             substr({col}, {m}, 1) IN ('=', '<', '>', '!', '~', '@')))",
-            m = n + 1
-        )
-    };
+    let prefixed = |col: &str| names_package(col, package, "$4");
     let sql = format!(
         "SELECT 'admin', name, '', CAST(0 AS BIGINT) FROM admin_packages WHERE {} \
          UNION ALL SELECT 'approval', value, card_id, expires_at FROM approvals WHERE user_id = $1 \
