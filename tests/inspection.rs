@@ -40,7 +40,7 @@ async fn a_client_trusting_only_the_deployment_ca_reaches_an_inspected_host() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].starts_with("POST /upload?x=1 HTTP/1.1"), "{seen:?}");
     assert!(!seen[0].to_ascii_lowercase().contains("proxy-authorization"));
-    let line = log_line(&s.gate, &["proxy decision", "inspected"]).await;
+    let line = s.gate.log_line(&["proxy decision", "inspected"]).await;
     assert!(
         line.is_some(),
         "the decision line says the request was inspected"
@@ -146,7 +146,7 @@ async fn an_origin_whose_certificate_does_not_verify_is_a_502_and_gets_no_bytes(
         rogue.requests().is_empty(),
         "no request bytes reached the origin"
     );
-    let line = log_line(&s.gate, &["proxy decision", "upstream_tls"]).await;
+    let line = s.gate.log_line(&["proxy decision", "upstream_tls"]).await;
     assert!(line.is_some(), "the failure has its decision line");
 }
 

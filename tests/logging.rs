@@ -17,6 +17,11 @@ async fn json_log_lines_carry_the_decision_fields() {
     let turn = api.turn("alice", "c-json", &[]).await;
     let r = proxy_get(g.proxy(), &turn, "http://files.example.com/data.csv").await;
     assert_eq!(r.status, 403);
+    // The line is written as the refusal is answered; stderr is read on another thread.
+    let found = g
+        .log_line(&["proxy decision", "\"decision\":\"refuse\""])
+        .await;
+    assert!(found.is_some(), "no decision line");
     let lines = g.log.lock().unwrap().clone();
     assert!(!lines.is_empty());
     for line in &lines {

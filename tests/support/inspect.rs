@@ -105,18 +105,3 @@ pub fn request(method: &str, path: &str, body: &str) -> String {
         body.len()
     )
 }
-
-/// Waits (bounded) for a log line containing every needle.
-pub async fn log_line(gate: &Gate, needles: &[&str]) -> Option<String> {
-    for _ in 0..100 {
-        if let Some(l) = gate
-            .log_lines(needles[0])
-            .into_iter()
-            .find(|l| needles.iter().all(|n| l.contains(n)))
-        {
-            return Some(l);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
-}

@@ -145,6 +145,22 @@ impl Gate {
             .cloned()
             .collect()
     }
+
+    /// Waits (bounded, 5 s) for a log line containing every needle: the gate's stderr is read
+    /// by another thread, so a line written just before a response may not be here yet.
+    pub async fn log_line(&self, needles: &[&str]) -> Option<String> {
+        for _ in 0..100 {
+            if let Some(l) = self
+                .log_lines(needles[0])
+                .into_iter()
+                .find(|l| needles.iter().all(|n| l.contains(n)))
+            {
+                return Some(l);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
     /// SIGKILL and keep the data directory.
     pub fn kill(mut self) -> tempfile::TempDir {
         let _ = self.child.kill();
