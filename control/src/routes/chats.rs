@@ -54,7 +54,7 @@ fn canonical(kind: ApprovalKind, value: &str) -> String {
 
 /// `DELETE /v1/chats/{chat_id}/approvals/{kind}/{value}`.
 #[utoipa::path(delete, path = "/v1/chats/{chat_id}/approvals/{kind}/{value}", tag = "chats", security(("runtime" = [])),
-    params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("kind" = String, Path, description = "`site` or `package`."), ("value" = String, Path, description = "The host or package name, any spelling."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
+    params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("kind" = String, Path, description = "`site` or `package`."), ("value" = String, Path, description = "The host or package name, any spelling; a bare package name revokes every pin of it, a pinned one only that row."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
     responses((status = 200, description = "Revoked; effective from the next request at the latest.", body = schemas::Revoked), (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
         (status = 404, description = "`APPROVAL_NOT_FOUND`: no such approval in this chat.", body = schemas::ErrorBody)))]
 pub(crate) async fn revoke(

@@ -226,7 +226,7 @@ pub fn approval_tool_schema() -> Value {
             },
             "packages": {
                 "type": "array",
-                "items": {"type": "string", "description": "A PyPI name (bare or pip:NAME) or npm:NAME."},
+                "items": {"type": "string", "description": "A PyPI name (bare or pip:NAME) or npm:NAME, optionally pinned: numpy==2.1.*, npm:lodash@^4."},
                 "description": "Packages the next step will install."
             }
         },
