@@ -319,6 +319,16 @@ async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_
         serde_json::json!(["pinned==1.*"]),
         "{card}"
     );
+    // An administrator's dry run of the package finds the proxy's refusal of it and the
+    // pinned card that asked for it.
+    let r = api
+        .get("/v1/admin/dry-run?package=pinned&days=1", ADMIN)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let dry = r.json();
+    assert_eq!(dry["hosts"], serde_json::json!([INDEX]), "{dry}");
+    assert_eq!(dry["would_allow"][0]["package"], "pinned", "{dry}");
+    assert_eq!(dry["cards"][0]["interrupt_id"], id.as_str(), "{dry}");
     support::approve_card(&api, &id, &secret).await;
     let rows = api
         .call(

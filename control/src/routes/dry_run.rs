@@ -2,14 +2,15 @@
 //! pre-approved site or package, what would it have allowed in the last N days? A pattern is
 //! validated exactly as saving it would be and matched against recent refusals with the
 //! proxy's own pattern code (never SQL `LIKE`); a package is canonicalised like the list does
-//! and matched against the cards that asked for it (the approval tool drops pre-approved
-//! packages, so those requests would not have needed a person for it).
+//! and matched against the proxy's refusals of it and the cards that asked for it, whatever
+//! version or pin (the approval tool drops pre-approved packages, so those requests would
+//! not have needed a person for it).
 
 use axum::Json;
 use axum::extract::{Query, State};
 use egressgate_store::db::audit::{AuditKind, AuditRecord};
 use egressgate_store::db::refusals::RecentRefusal;
-use egressgate_store::{Host, Timestamp};
+use egressgate_store::{Host, PackageSpec, RefusalReason, Timestamp};
 
 use super::openapi::schemas;
 use crate::AppState;
@@ -54,8 +55,8 @@ pub(crate) struct DryRun {
     package: Option<String>,
     /// Look-back used.
     days: u32,
-    /// Approvable refusals the pattern matches (empty for packages: refusal records do not
-    /// name packages).
+    /// Approvable refusals the pattern matches, or the package's `package_not_approved`
+    /// refusals (any version).
     would_allow: Vec<RecentRefusal>,
     /// Distinct hosts among them.
     hosts: Vec<String>,
@@ -127,10 +128,13 @@ async fn by_pattern(
     }))
 }
 
+/// Whether a registered card listed the package, pinned or not.
 fn asked_for(record: &AuditRecord, package: &str) -> bool {
-    record.detail["packages"]
-        .as_array()
-        .is_some_and(|ps| ps.iter().any(|p| p.as_str() == Some(package)))
+    record.detail["packages"].as_array().is_some_and(|ps| {
+        ps.iter()
+            .filter_map(|p| p.as_str())
+            .any(|p| PackageSpec::parse(p).is_ok_and(|spec| spec.package().as_str() == package))
+    })
 }
 
 async fn by_package(
@@ -157,12 +161,24 @@ async fn by_package(
         })
         .collect();
     cards.reverse();
+    let refusals = state.store.recent_refusals(since, SCAN_LIMIT).await?;
+    let truncated = truncated || refusals.len() as i64 >= SCAN_LIMIT;
+    let would_allow: Vec<RecentRefusal> = refusals
+        .into_iter()
+        .filter(|r| {
+            r.row.reason == RefusalReason::PackageNotApproved
+                && r.row.package.as_deref() == Some(package.as_str())
+        })
+        .collect();
+    let mut hosts: Vec<String> = would_allow.iter().map(|r| r.row.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
     Ok(Json(DryRun {
         pattern: None,
         package: Some(package.as_str().to_owned()),
         days,
-        would_allow: Vec::new(),
-        hosts: Vec::new(),
+        would_allow,
+        hosts,
         cards,
         truncated,
     }))

@@ -182,7 +182,8 @@ impl Store {
     ) -> Result<Vec<RecentRefusal>, StoreError> {
         let rows = sqlx::query(
             "SELECT r.host, r.port, r.reason, r.url, r.count, r.first_seen, r.last_seen, \
-             r.shadow, r.package, r.turn_id, t.user_id, t.chat_id FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
+             r.shadow, r.method, r.package, r.turn_id, t.user_id, t.chat_id \
+             FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
              WHERE r.last_seen >= $1 ORDER BY r.last_seen DESC LIMIT $2",
         )
         .bind(since.millis())
@@ -193,9 +194,9 @@ impl Store {
             .map(|r| {
                 Ok(RecentRefusal {
                     row: refusal_from_row(r)?,
-                    turn_id: r.try_get(9)?,
-                    user_id: r.try_get(10)?,
-                    chat_id: r.try_get(11)?,
+                    turn_id: r.try_get(10)?,
+                    user_id: r.try_get(11)?,
+                    chat_id: r.try_get(12)?,
                 })
             })
             .collect()
