@@ -11,7 +11,7 @@ mod support;
 use std::path::Path;
 
 use support::registry::{self, Server};
-use support::{ADMIN, Api, Gate, Turn, gate, proxy_get, turn_with};
+use support::{Gate, Turn, gate, proxy_get, turn_with};
 
 const REGISTRY: &str = "npm.test";
 
@@ -39,28 +39,6 @@ fn setup(dir: &Path) -> Option<(Server, Gate)> {
     Some((server, g))
 }
 
-async fn admin_package(api: &Api, name: &str) {
-    let r = api
-        .post(
-            "/v1/admin/packages",
-            ADMIN,
-            serde_json::json!({"name": name}),
-        )
-        .await;
-    assert!(r.status == 201 || r.status == 200, "{}", r.text());
-}
-
-fn installed(out: &std::process::Output) -> bool {
-    if !out.status.success() {
-        eprintln!(
-            "npm failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out.status.success()
-}
-
 fn npm(g: &Gate, server: &Server, turn: &Turn, dir: &Path, specs: &[&str]) -> std::process::Output {
     registry::npm_install(g.proxy(), turn, REGISTRY, server.port, dir, specs)
 }
@@ -72,8 +50,8 @@ async fn approved_packages_install_and_nothing_else_does() {
         return;
     };
     let api = g.api();
-    admin_package(&api, "npm:approved-js").await;
-    admin_package(&api, "npm:js-pinned@^1").await;
+    registry::admin_package(&api, "npm:approved-js").await;
+    registry::admin_package(&api, "npm:js-pinned@^1").await;
     // A scoped package on the turn's launch-time list.
     let turn = turn_with(
         &api,
@@ -81,21 +59,21 @@ async fn approved_packages_install_and_nothing_else_does() {
     )
     .await;
 
-    assert!(installed(&npm(
+    assert!(registry::installed(&npm(
         &g,
         &server,
         &turn,
         dir.path(),
         &["approved-js"]
     )));
-    assert!(installed(&npm(
+    assert!(registry::installed(&npm(
         &g,
         &server,
         &turn,
         dir.path(),
         &["@acme/scoped"]
     )));
-    assert!(installed(&npm(
+    assert!(registry::installed(&npm(
         &g,
         &server,
         &turn,
@@ -181,7 +159,7 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
         "{card}"
     );
     support::approve_card(&api, &id, &secret).await;
-    assert!(installed(&npm(
+    assert!(registry::installed(&npm(
         &g,
         &server,
         &turn,

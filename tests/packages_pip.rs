@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 
 use support::registry::{self, Server};
-use support::{ADMIN, Api, Gate, Turn, gate, proxy_get};
+use support::{ADMIN, Gate, Turn, gate, proxy_get};
 
 const INDEX: &str = "pypi.test";
 
@@ -40,28 +40,6 @@ fn setup(dir: &Path) -> Option<(Server, Gate)> {
     Some((server, g))
 }
 
-async fn admin_package(api: &Api, name: &str) {
-    let r = api
-        .post(
-            "/v1/admin/packages",
-            ADMIN,
-            serde_json::json!({"name": name}),
-        )
-        .await;
-    assert!(r.status == 201 || r.status == 200, "{}", r.text());
-}
-
-fn installed(out: &std::process::Output) -> bool {
-    if !out.status.success() {
-        eprintln!(
-            "pip failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out.status.success()
-}
-
 fn pip(g: &Gate, server: &Server, turn: &Turn, dir: &Path, specs: &[&str]) -> std::process::Output {
     registry::pip_install(g.proxy(), turn, INDEX, server.port, dir, specs)
 }
@@ -73,19 +51,19 @@ async fn approved_packages_install_and_nothing_else_does() {
         return;
     };
     let api = g.api();
-    admin_package(&api, "Approved_Pkg").await;
-    admin_package(&api, "pinned==1.*").await;
+    registry::admin_package(&api, "Approved_Pkg").await;
+    registry::admin_package(&api, "pinned==1.*").await;
     // No site approval for the index host: the package approval is enough.
     let turn = api.turn("u", "c", &[]).await;
 
-    assert!(installed(&pip(
+    assert!(registry::installed(&pip(
         &g,
         &server,
         &turn,
         dir.path(),
         &["approved-pkg"]
     )));
-    assert!(installed(&pip(
+    assert!(registry::installed(&pip(
         &g,
         &server,
         &turn,
@@ -175,7 +153,7 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
 
     // The same install, the same turn (the resumed run): one card was enough.
     let out = pip(&g, &server, &turn, dir.path(), &["alpha"]);
-    assert!(installed(&out));
+    assert!(registry::installed(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("alpha-1.0") && text.contains("beta-1.0"),
@@ -184,7 +162,13 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
 
     // Approvals belong to the chat: a later turn installs too, until the person revokes one.
     let next = api.turn("u", "c", &[]).await;
-    assert!(installed(&pip(&g, &server, &next, dir.path(), &["alpha"])));
+    assert!(registry::installed(&pip(
+        &g,
+        &server,
+        &next,
+        dir.path(),
+        &["alpha"]
+    )));
     let r = api
         .call(
             "DELETE",
@@ -219,7 +203,7 @@ async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
         return;
     };
     let api = g.api();
-    admin_package(&api, "approved-pkg").await;
+    registry::admin_package(&api, "approved-pkg").await;
     let turn = api.turn("u", "c", &[]).await;
     let authority = format!("{INDEX}:{}", server.port);
 
@@ -349,7 +333,7 @@ async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_
         "{rows}"
     );
 
-    assert!(installed(&pip(
+    assert!(registry::installed(&pip(
         &g,
         &server,
         &turn,

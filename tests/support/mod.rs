@@ -857,16 +857,29 @@ pub async fn get_over<S: AsyncRead + AsyncWrite + Unpin>(
 /// Runs the approval tool for `urls` (plus what the turn was refused) and registers the
 /// interrupt; returns (interrupt id, resume secret).
 pub async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
+    let body = serde_json::json!({"reason": "the analysis needs the data file", "urls": urls});
+    let (_, id, secret) = ask_with(api, turn, body).await;
+    (id, secret)
+}
+
+/// Runs the approval tool with `body`, expecting a card, and registers the interrupt;
+/// returns (the card, interrupt id, resume secret).
+pub async fn ask_with(
+    api: &Api,
+    turn: &Turn,
+    body: serde_json::Value,
+) -> (serde_json::Value, String, String) {
     let r = api
         .post(
             &format!("/v1/turns/{}/approval-requests", turn.id),
             RUNTIME,
-            serde_json::json!({"reason": "the analysis needs the data file", "urls": urls}),
+            body,
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(v["outcome"], "ask", "{v}");
+    let card = v["card"].clone();
     let r = api
         .post(
             "/v1/interrupts",
@@ -877,6 +890,7 @@ pub async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
     (
+        card,
         v["interrupt"]["id"].as_str().unwrap().to_owned(),
         v["resume_secret"].as_str().unwrap().to_owned(),
     )

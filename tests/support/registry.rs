@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use super::{Api, RUNTIME, Turn};
+use super::{ADMIN, Api, Turn};
 
 /// How the installers reach the registries through the proxy.
 pub const SCHEME: &str = "http";
@@ -203,31 +203,33 @@ pub async fn ask_packages(
     turn: &Turn,
     packages: &[&str],
 ) -> (serde_json::Value, String, String) {
+    let body =
+        serde_json::json!({"reason": "the script installs what it needs", "packages": packages});
+    super::ask_with(api, turn, body).await
+}
+
+/// Puts `name` (a package, maybe pinned) on the administrators' list.
+pub async fn admin_package(api: &Api, name: &str) {
     let r = api
         .post(
-            &format!("/v1/turns/{}/approval-requests", turn.id),
-            RUNTIME,
-            serde_json::json!({"reason": "the script installs what it needs", "packages": packages}),
+            "/v1/admin/packages",
+            ADMIN,
+            serde_json::json!({"name": name}),
         )
         .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let v = r.json();
-    assert_eq!(v["outcome"], "ask", "{v}");
-    let card = v["card"].clone();
-    let r = api
-        .post(
-            "/v1/interrupts",
-            RUNTIME,
-            serde_json::json!({"draft_id": v["draft_id"]}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let v = r.json();
-    (
-        card,
-        v["interrupt"]["id"].as_str().unwrap().to_owned(),
-        v["resume_secret"].as_str().unwrap().to_owned(),
-    )
+    assert!(r.status == 201 || r.status == 200, "{}", r.text());
+}
+
+/// Whether an installer's run succeeded; prints its output when it did not.
+pub fn installed(out: &Output) -> bool {
+    if !out.status.success() {
+        eprintln!(
+            "the installer failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out.status.success()
 }
 
 /// The refusal rows of `reason` that name a package, as (package, approvable).
