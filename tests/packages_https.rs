@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use support::registry::{self, Server};
 use support::tls_front::{TlsFront, tls_front};
-use support::{Gate, Turn, gate};
+use support::{Gate, Turn};
 
 const INDEX: &str = "pypi.test";
 
@@ -38,11 +38,7 @@ async fn setup(dir: &Path) -> Option<Setup> {
     registry::write_wheel(&wheels, "secret-thing", "1.0", &[]);
     let server = registry::pypiserver(&wheels);
     let front = tls_front(&[INDEX], server.port, dir);
-    let gate = gate()
-        .resolve(INDEX, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
-        .arg(&front.port.to_string())
-        .args(&["--registry-mirror", &format!("pypi={INDEX}")])
+    let gate = registry::mirror_gate("pypi", INDEX, front.port)
         .args(&["--upstream-ca", front.ca_file.to_str().unwrap()])
         .start();
     let r = gate.api().call("GET", "/v1/ca.pem", None, None, None).await;

@@ -11,7 +11,7 @@ mod support;
 use std::path::Path;
 
 use support::registry::{self, Server};
-use support::{Gate, Turn, gate, proxy_get, turn_with};
+use support::{Gate, Turn, proxy_get, turn_with};
 
 const REGISTRY: &str = "npm.test";
 
@@ -30,12 +30,7 @@ fn setup(dir: &Path) -> Option<(Server, Gate)> {
     publish("js-pinned", "1.0.0", &[]);
     publish("js-pinned", "2.0.0", &[]);
     publish("@acme/scoped", "1.0.0", &[]);
-    let g = gate()
-        .resolve(REGISTRY, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
-        .arg(&server.port.to_string())
-        .args(&["--registry-mirror", &format!("npm={REGISTRY}")])
-        .start();
+    let g = registry::mirror_gate("npm", REGISTRY, server.port).start();
     Some((server, g))
 }
 

@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 
 use support::registry::{self, Server};
-use support::{ADMIN, Gate, Turn, gate, proxy_get};
+use support::{ADMIN, Gate, Turn, proxy_get};
 
 const INDEX: &str = "pypi.test";
 
@@ -31,12 +31,7 @@ fn setup(dir: &Path) -> Option<(Server, Gate)> {
     registry::write_wheel(&wheels, "pinned", "2.0", &[]);
     registry::write_wheel(&wheels, "secret-thing", "1.0", &[]);
     let server = registry::pypiserver(&wheels);
-    let g = gate()
-        .resolve(INDEX, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
-        .arg(&server.port.to_string())
-        .args(&["--registry-mirror", &format!("pypi={INDEX}")])
-        .start();
+    let g = registry::mirror_gate("pypi", INDEX, server.port).start();
     Some((server, g))
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use super::{ADMIN, Api, Turn};
+use super::{ADMIN, Api, GateBuilder, Turn, gate};
 
 /// How the installers reach the registries through the proxy.
 pub const SCHEME: &str = "http";
@@ -194,6 +194,16 @@ pub fn pip_install_from(
         .env("PIP_CONFIG_FILE", "/dev/null")
         .output()
         .expect("pip")
+}
+
+/// A gate that knows `host` (resolved to loopback, `port` allowed) as a private mirror of
+/// `ecosystem` (`pypi` or `npm`), not yet started.
+pub fn mirror_gate(ecosystem: &str, host: &str, port: u16) -> GateBuilder {
+    gate()
+        .resolve(host, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
+        .arg(&port.to_string())
+        .args(&["--registry-mirror", &format!("{ecosystem}={host}")])
 }
 
 /// Runs the approval tool naming `packages` (plus what the turn was refused), registers the
