@@ -309,16 +309,7 @@ async fn approving_a_method_not_allowed_refusal_grants_full_access() {
         .json();
     assert_eq!(card["card"]["sites"], serde_json::json!([HOST]), "{card}");
     approve_card(&api, &id, &secret).await;
-    let approvals = api
-        .call(
-            "GET",
-            "/v1/chats/c/approvals",
-            Some(RUNTIME),
-            Some("u"),
-            None,
-        )
-        .await
-        .json();
+    let approvals = api.chat_approvals("u", "c").await;
     assert_eq!(approvals["approvals"][0]["access"], "full", "{approvals}");
     let r = over_tls(&s, &turn, client, HOST, &request("PUT", "/f", "x"))
         .await
@@ -457,16 +448,7 @@ async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it
     .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["decision"]["access"], "read", "{}", r.text());
-    let approvals = api
-        .call(
-            "GET",
-            "/v1/chats/c/approvals",
-            Some(RUNTIME),
-            Some("u"),
-            None,
-        )
-        .await
-        .json();
+    let approvals = api.chat_approvals("u", "c").await;
     assert_eq!(approvals["approvals"][0]["access"], "read", "{approvals}");
     let r = over_tls(&s, &turn, client.clone(), HOST, &request("GET", "/", ""))
         .await
@@ -494,16 +476,7 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     .await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert!(r.text().contains("does not inspect"), "{}", r.text());
-    let approvals = api
-        .call(
-            "GET",
-            "/v1/chats/c/approvals",
-            Some(RUNTIME),
-            Some("u"),
-            None,
-        )
-        .await
-        .json();
+    let approvals = api.chat_approvals("u", "c").await;
     assert_eq!(
         approvals["approvals"],
         serde_json::json!([]),

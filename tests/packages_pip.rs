@@ -309,16 +309,7 @@ async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_
     assert_eq!(dry["would_allow"][0]["package"], "pinned", "{dry}");
     assert_eq!(dry["cards"][0]["interrupt_id"], id.as_str(), "{dry}");
     support::approve_card(&api, &id, &secret).await;
-    let rows = api
-        .call(
-            "GET",
-            "/v1/chats/c/approvals",
-            Some(support::RUNTIME),
-            Some("u"),
-            None,
-        )
-        .await
-        .json();
+    let rows = api.chat_approvals("u", "c").await;
     assert!(
         rows["approvals"]
             .as_array()

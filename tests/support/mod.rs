@@ -293,6 +293,16 @@ impl Api {
         assert_eq!(r.status, 200, "{}", r.text());
         r.json()
     }
+
+    /// `GET /v1/chats/{chat}/approvals` for `user`, as the runtime sees it.
+    pub async fn chat_approvals(&self, user: &str, chat: &str) -> serde_json::Value {
+        let path = format!("/v1/chats/{chat}/approvals");
+        let r = self
+            .call("GET", &path, Some(RUNTIME), Some(user), None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
 }
 
 /// A turn's id and proxy credential.
