@@ -3,7 +3,6 @@
 //! recorder, in the transaction that would record the refusal), so a fresh approval works on
 //! the very next request.
 
-use egressgate_store::db::refusals::Subject;
 use egressgate_store::{Grant, Host, RefusalReason, Timestamp};
 
 use crate::identify::TurnEntry;
@@ -80,12 +79,7 @@ pub fn decide(
     let cache_ttl = settings.allow_cache_ttl;
     let host = &target.host;
     match turn
-        .allowed_recently(
-            &Subject::Site(host.clone()),
-            cache_ttl,
-            epoch,
-            Timestamp::now(),
-        )
+        .site_allowed_recently(host, cache_ttl, epoch, Timestamp::now())
         .or_else(|| turn.launch_grant(host))
     {
         Some(grant) => Decision::Allow(grant),

@@ -37,12 +37,42 @@ struct CachedAllow {
     grant: Grant,
 }
 
+/// The allows remembered for one turn, keyed so that a lookup borrows what the request
+/// already holds: the hot path asks by `&Host` and builds no key.
+#[derive(Default)]
+struct AllowCache {
+    sites: HashMap<Host, CachedAllow>,
+    /// Per package, per version asked for (`None`: metadata about the package).
+    packages: HashMap<Package, HashMap<Option<String>, CachedAllow>>,
+}
+
+impl AllowCache {
+    fn get(&self, subject: &Subject) -> Option<&CachedAllow> {
+        match subject {
+            Subject::Site(host) => self.sites.get(host),
+            Subject::Package { package, version } => self.packages.get(package)?.get(version),
+        }
+    }
+
+    fn insert(&mut self, subject: &Subject, allow: CachedAllow) {
+        match subject {
+            Subject::Site(host) => {
+                self.sites.insert(host.clone(), allow);
+            }
+            Subject::Package { package, version } => {
+                let versions = self.packages.entry(package.clone()).or_default();
+                versions.insert(version.clone(), allow);
+            }
+        }
+    }
+}
+
 /// A live turn as the proxy keeps it.
 pub struct TurnEntry {
     /// The stored turn (credential hash, chat, launch lists, expiry at load time).
     pub turn: Turn,
     /// Hosts and packages (with the version asked for) already allowed in this turn.
-    allowed: RwLock<HashMap<Subject, CachedAllow>>,
+    allowed: RwLock<AllowCache>,
     /// Open connections of this turn (for the per-turn limit). Shared with the entry that
     /// replaces this one when a claim extends the turn, so the count survives the reload.
     pub active: Arc<AtomicUsize>,
@@ -56,7 +86,7 @@ impl TurnEntry {
     fn new(turn: Turn, loaded_epoch: Option<i64>) -> Self {
         Self {
             turn,
-            allowed: RwLock::new(HashMap::new()),
+            allowed: RwLock::default(),
             active: Arc::default(),
             loaded_epoch,
         }
@@ -77,9 +107,33 @@ impl TurnEntry {
         epoch: Option<i64>,
         now: Timestamp,
     ) -> Option<Grant> {
+        self.fresh(|cache| cache.get(subject), ttl, epoch, now)
+    }
+
+    /// [`TurnEntry::allowed_recently`] for a host, without building a [`Subject`] for it:
+    /// this is every request's first question.
+    pub fn site_allowed_recently(
+        &self,
+        host: &Host,
+        ttl: Duration,
+        epoch: Option<i64>,
+        now: Timestamp,
+    ) -> Option<Grant> {
+        self.fresh(|cache| cache.sites.get(host), ttl, epoch, now)
+    }
+
+    /// The remembered grant `lookup` finds, if it was decided under `epoch` within `ttl` and
+    /// is still live at `now`.
+    fn fresh(
+        &self,
+        lookup: impl FnOnce(&AllowCache) -> Option<&CachedAllow>,
+        ttl: Duration,
+        epoch: Option<i64>,
+        now: Timestamp,
+    ) -> Option<Grant> {
         let epoch = epoch?;
-        let map = self.allowed.read().ok()?;
-        let c = map.get(subject)?;
+        let cache = self.allowed.read().ok()?;
+        let c = lookup(&cache)?;
         (c.epoch == epoch && c.at.elapsed() < ttl && c.grant.is_live(now)).then(|| c.grant.clone())
     }
 
@@ -88,9 +142,9 @@ impl TurnEntry {
     /// that made it.
     pub fn remember_allowed(&self, subject: &Subject, epoch: Option<i64>, grant: Grant) {
         let Some(epoch) = epoch else { return };
-        if let Ok(mut m) = self.allowed.write() {
+        if let Ok(mut cache) = self.allowed.write() {
             let at = Instant::now();
-            m.insert(subject.clone(), CachedAllow { epoch, at, grant });
+            cache.insert(subject, CachedAllow { epoch, at, grant });
         }
     }
 
