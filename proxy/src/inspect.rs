@@ -10,7 +10,7 @@ mod upstream;
 use std::sync::{Arc, RwLock};
 
 use egressgate_store::ca::{CaError, DeploymentCa};
-use egressgate_store::{Grant, Host, SitePattern};
+use egressgate_store::{Grant, GrantKind, Host, SitePattern};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -90,16 +90,14 @@ impl Inspection {
         Ok(true)
     }
 
-    /// Whether a CA is at hand, so TLS can be ended at all (a package registry's hosts are
-    /// inspected whenever it is).
-    pub(crate) fn available(&self) -> bool {
-        self.current().is_some()
-    }
-
-    /// Whether requests to `host`, allowed by `grant`, are inspected: an administrators' entry
-    /// marked `inspect`, or a deployment-wide `--inspect` pattern, and a CA to mint with.
+    /// Whether requests to `host`, allowed by `grant`, are inspected: a package registry's
+    /// host (its requests are judged package by package), an administrators' entry marked
+    /// `inspect`, or a deployment-wide `--inspect` pattern; and a CA to mint with.
     pub(crate) fn wants(&self, host: &Host, grant: &Grant) -> bool {
-        (grant.inspect || self.patterns.iter().any(|p| p.matches(host))) && self.current().is_some()
+        let chosen = grant.kind == GrantKind::Registry
+            || grant.inspect
+            || self.patterns.iter().any(|p| p.matches(host));
+        chosen && self.current().is_some()
     }
 
     /// Ends the client's TLS (whose ClientHello already named `host`) with `host`'s leaf.

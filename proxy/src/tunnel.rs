@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::EgressEvent;
-use egressgate_store::{Access, RefusalReason, Timestamp};
+use egressgate_store::{Access, GrantKind, RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -235,22 +235,14 @@ impl Tunnel<'_> {
         match verdict {
             judge::Verdict::Relay => {
                 let tls = first.first() == Some(&0x16);
-                // A package registry's hosts are always inspected (when there is a CA): its
-                // requests are judged package by package, never by a site grant.
-                let registry = settings.registries.ecosystem(&self.target.host).is_some();
-                let inspection = &self.shared.inspection;
-                let inspect = if registry {
-                    inspection.available()
-                } else {
-                    inspection.wants(&self.target.host, &self.allowed.grant)
-                };
-                if tls && inspect {
+                let grant = &self.allowed.grant;
+                if tls && self.shared.inspection.wants(&self.target.host, grant) {
                     let via = Via::Tls;
                     return Some(Opened::Http { client, first, via });
                 }
                 // Opaque bytes to a package registry name no package: only requests the proxy
                 // can read (plain HTTP here, inspected TLS) are judged package by package.
-                if registry {
+                if grant.kind == GrantKind::Registry {
                     return self.refuse(RefusalReason::PackageNotApproved).await;
                 }
                 // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on
