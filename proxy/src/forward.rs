@@ -43,14 +43,24 @@ pub(crate) fn host_header_mismatch(
     target: &Target,
     default_port: u16,
 ) -> Option<RefusalReason> {
-    let mut values = req.headers().get_all(header::HOST).iter();
+    let values = req.headers().get_all(header::HOST).iter();
+    host_values_mismatch(values.map(HeaderValue::as_bytes), target, default_port)
+}
+
+/// [`host_header_mismatch`] over raw `Host` values (from a head the proxy parsed itself): more
+/// than one, one that is not visible ASCII, or one naming another host or port.
+pub(crate) fn host_values_mismatch<'v>(
+    mut values: impl Iterator<Item = &'v [u8]>,
+    target: &Target,
+    default_port: u16,
+) -> Option<RefusalReason> {
     let first = values.next()?;
     if values.next().is_some() {
         return Some(RefusalReason::HostMismatch);
     }
-    let parsed = first
-        .to_str()
+    let parsed = std::str::from_utf8(first)
         .ok()
+        .filter(|v| v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)))
         .and_then(|v| target::parse_host_header(v, default_port).ok());
     match parsed {
         Some(t) if t == *target => None,

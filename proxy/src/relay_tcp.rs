@@ -192,7 +192,7 @@ impl Pump {
 /// straight to the reactor instead of first costing a read that can only say "would block"
 /// (before this, a third of a small-message tunnel's system calls were such reads). Data that
 /// arrives meanwhile raises a new readiness event, which clearing does not lose.
-fn read_drained(src: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+pub(crate) fn read_drained(src: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     let spare = buf.capacity() - buf.len();
     let mut got = 0;
     let r = src.try_io(Interest::READABLE, || {

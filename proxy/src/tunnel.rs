@@ -5,6 +5,7 @@
 //! served like plain HTTP, request by request. The origin is only dialled after the check
 //! passed, except for a server-first protocol, whose client bytes are judged when they come.
 
+mod http_relay;
 mod judge;
 mod plain_http;
 
@@ -161,7 +162,7 @@ impl Tunnel<'_> {
     /// 2.4 KiB with the relay inline against 1 KiB for the relay alone).
     async fn run<C, R, F>(&self, client: C, first: Vec<u8>, relay: R)
     where
-        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        C: HttpClient,
         R: FnOnce(C, TcpStream) -> F,
         F: std::future::Future<Output = relay::Totals>,
     {
@@ -178,15 +179,19 @@ impl Tunnel<'_> {
                 self.finish(totals, addr);
             }
             Some(Opened::Http { client, first, via }) => {
-                let totals = Box::pin(plain_http::serve(self, client, first, via)).await;
-                // Its requests had their own lines (with the addresses dialled); this one
-                // closes the tunnel's account.
-                self.shared.log.allowed(&Line {
-                    end: Some(self.end_of(totals.end)),
-                    ..self
-                        .allowed
-                        .line(200, None, Some(totals.up), Some(totals.down))
-                });
+                match client.serve_http(self, first, via).await {
+                    Served::PerRequest(totals) => {
+                        // Its requests had their own lines (with the addresses dialled) and
+                        // egress; this one closes the tunnel's account.
+                        self.shared.log.allowed(&Line {
+                            end: Some(self.end_of(totals.end)),
+                            ..self
+                                .allowed
+                                .line(200, None, Some(totals.up), Some(totals.down))
+                        });
+                    }
+                    Served::Relayed(totals, addr) => self.finish(totals, addr),
+                }
             }
             None => {}
         }
@@ -313,6 +318,43 @@ impl Tunnel<'_> {
             })
             .await;
         None
+    }
+}
+
+/// How a tunnel's HTTP was carried.
+enum Served {
+    /// Served request by request, each metered on its own.
+    PerRequest(relay::Totals),
+    /// Relayed over one origin connection (at `addr`): the tunnel is metered as a whole.
+    Relayed(relay::Totals, Option<SocketAddr>),
+}
+
+/// A tunnel client whose HTTP the proxy can carry: a plain TCP client may take the relay
+/// ([`http_relay`]); any other (the proxy's own TLS listener) is served request by request.
+trait HttpClient: AsyncRead + AsyncWrite + Unpin + Send + Sized + 'static {
+    /// Carries the client's HTTP (`first`: its bytes read so far) until the tunnel ends.
+    fn serve_http<'a>(
+        self,
+        tunnel: &'a Tunnel<'a>,
+        first: Vec<u8>,
+        via: Via,
+    ) -> impl std::future::Future<Output = Served> + Send + 'a;
+}
+
+impl HttpClient for TcpStream {
+    async fn serve_http<'a>(self, tunnel: &'a Tunnel<'a>, first: Vec<u8>, via: Via) -> Served {
+        if via == Via::Plain && http_relay::eligible(tunnel) {
+            tunnel.shared.metrics.active_tunnels.inc();
+            let (totals, addr) = Box::pin(http_relay::relay(tunnel, self, first)).await;
+            return Served::Relayed(totals, addr);
+        }
+        Served::PerRequest(Box::pin(plain_http::serve(tunnel, self, first, via)).await)
+    }
+}
+
+impl HttpClient for TokioIo<hyper::upgrade::Upgraded> {
+    async fn serve_http<'a>(self, tunnel: &'a Tunnel<'a>, first: Vec<u8>, via: Via) -> Served {
+        Served::PerRequest(Box::pin(plain_http::serve(tunnel, self, first, via)).await)
     }
 }
 

@@ -94,12 +94,33 @@ impl<C: AsyncWrite + Unpin> AsyncWrite for Prefixed<C> {
 /// nested `CONNECT`, an absolute URI (HTTP/2's `:scheme` and `:authority`) for another scheme,
 /// host or port, or a `Host` naming another host or port.
 fn mismatch(req: &Request<Incoming>, target: &Target, via: Via) -> Option<RefusalReason> {
-    if req.method() == Method::CONNECT {
+    let hosts = req.headers().get_all(header::HOST).iter();
+    let connect = req.method() == Method::CONNECT;
+    names_other(
+        connect,
+        Some(req.uri()),
+        hosts.map(HeaderValue::as_bytes),
+        target,
+        via,
+    )
+}
+
+/// The judge of a request inside a tunnel, for the served path and the relayed one alike:
+/// `connect` (a nested `CONNECT`), its request target `uri` and its `Host` values.
+pub(super) fn names_other<'h>(
+    connect: bool,
+    uri: Option<&http::Uri>,
+    hosts: impl Iterator<Item = &'h [u8]>,
+    target: &Target,
+    via: Via,
+) -> Option<RefusalReason> {
+    if connect {
         return Some(RefusalReason::HostMismatch);
     }
-    if let Some(authority) = req.uri().authority() {
-        let scheme_ok = req
-            .uri()
+    if let Some(uri) = uri
+        && let Some(authority) = uri.authority()
+    {
+        let scheme_ok = uri
             .scheme_str()
             .is_some_and(|s| s.eq_ignore_ascii_case(via.scheme()));
         let named = (!authority.as_str().contains('@'))
@@ -111,10 +132,42 @@ fn mismatch(req: &Request<Incoming>, target: &Target, via: Via) -> Option<Refusa
     }
     // A `Host` without a port names the tunnel's port (clients often omit it); one with a
     // port must name the tunnel's. HTTP/2 requests usually carry none (`:authority` instead).
-    if req.headers().contains_key(header::HOST) || via == Via::Plain {
-        return forward::host_header_mismatch(req, target, target.port);
+    let mut hosts = hosts.peekable();
+    if hosts.peek().is_some() || via == Via::Plain {
+        return forward::host_values_mismatch(hosts, target, target.port);
     }
     None
+}
+
+/// Records a refusal of a request inside the tunnel and builds its answer: `403`, or `503`
+/// when it could not be recorded (nothing is let through unrecorded).
+pub(super) async fn refusal_answer(
+    shared: &Shared,
+    turn: &TurnEntry,
+    target: &Target,
+    reason: RefusalReason,
+    method: String,
+) -> Response<ProxyBody> {
+    let recorded = shared
+        .record_refusal(Refusal {
+            turn,
+            host: target.host.as_str(),
+            port: target.port,
+            reason,
+            url: None,
+            package: None,
+            shadow: false,
+            method: Some(method),
+        })
+        .await;
+    if recorded {
+        respond::refused(target.host.as_str(), target.port, reason, None)
+    } else {
+        respond::status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "refusal could not be recorded; refusing",
+        )
+    }
 }
 
 /// One request of the tunnel: judged, then forwarded to the vetted addresses.
@@ -128,26 +181,8 @@ async fn one(
     via: Via,
 ) -> Response<ProxyBody> {
     if let Some(reason) = mismatch(&req, &target, via) {
-        let recorded = shared
-            .record_refusal(Refusal {
-                turn: &turn,
-                host: target.host.as_str(),
-                port: target.port,
-                reason,
-                url: None,
-                package: None,
-                shadow: false,
-                method: Some(req.method().to_string()),
-            })
-            .await;
-        let mut resp = if recorded {
-            respond::refused(target.host.as_str(), target.port, reason, None)
-        } else {
-            respond::status(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "refusal could not be recorded; refusing",
-            )
-        };
+        let method = req.method().to_string();
+        let mut resp = refusal_answer(&shared, &turn, &target, reason, method).await;
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return resp;

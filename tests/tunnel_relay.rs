@@ -1,0 +1,260 @@
+//! Plain HTTP inside a tunnel on a `full` grant is relayed as bytes, with every request head
+//! still found and judged: pipelined requests, bodies that look like requests, ambiguous
+//! framing, proxy credentials and protocol switches, each tried against the real binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::*;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+const FILES: &str = "files.example.com";
+const OTHER: &str = "unapproved.example.com";
+
+/// `files.example.com` approved, `unapproved.example.com` not, both on loopback.
+async fn relay_gate(port: u16) -> (Gate, Api, Turn) {
+    let g = gate()
+        .resolve(FILES, "127.0.0.1")
+        .resolve(OTHER, "127.0.0.1")
+        .args(&[
+            "--allow-cidr",
+            "127.0.0.0/8",
+            "--allow-port",
+            &port.to_string(),
+        ])
+        .start();
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("rita", "c1", &[]).await;
+    (g, api, turn)
+}
+
+/// A raw origin: keeps every byte its connections send; once they contain `until`, it writes
+/// `reply` once (and keeps the connection open).
+async fn raw_origin(
+    until: &'static [u8],
+    reply: &'static [u8],
+) -> (SocketAddr, Arc<Mutex<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let seen = kept.clone();
+            tokio::spawn(async move {
+                let mut replied = false;
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf).await {
+                    let all = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.extend_from_slice(&buf[..n]);
+                        seen.clone()
+                    };
+                    if !replied && all.windows(until.len()).any(|w| w == until) {
+                        replied = true;
+                        if s.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+async fn open(g: &Gate, turn: &Turn, port: u16) -> TcpStream {
+    let (r, s) = connect(g.proxy(), turn, &format!("{FILES}:{port}")).await;
+    assert_eq!(r.status, 200);
+    s
+}
+
+async fn answer(s: &mut TcpStream) -> Resp {
+    tokio::time::timeout(Duration::from_secs(5), read_response(s))
+        .await
+        .expect("an answer in time")
+        .expect("an answer")
+}
+
+fn text(seen: &Arc<Mutex<Vec<u8>>>) -> String {
+    String::from_utf8_lossy(&seen.lock().unwrap()).into_owned()
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order_and_a_foreign_one_refused() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let (g, api, turn) = relay_gate(port).await;
+    let mut s = open(&g, &turn, port).await;
+    // Both requests in one write: the first is served, the second names another host.
+    let raw = format!(
+        "GET /a HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\nGET /b HTTP/1.1\r\nhost: {OTHER}:{port}\r\n\r\n"
+    );
+    s.write_all(raw.as_bytes()).await.unwrap();
+    let first = answer(&mut s).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.text(), "origin says hi");
+    let second = answer(&mut s).await;
+    assert_eq!(second.status, 403, "{}", second.text());
+    assert_eq!(second.header("x-egress-refused"), Some("host_mismatch"));
+    assert!(
+        wait_closed(&mut s, 5).await.is_ok(),
+        "the tunnel must close"
+    );
+    assert!(
+        wait_for_refusal(&api, &turn, "host_mismatch", 5)
+            .await
+            .is_some()
+    );
+    let seen = o.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("GET /a HTTP/1.1\r\n"), "{seen:?}");
+    // Each request has its own decision line; the tunnel's closes its account.
+    let line = g.log_line(&["kind=\"tunnel_http\"", "bytes_down=14"]).await;
+    let line = line.expect("a tunnel_http line for the first request");
+    assert!(line.contains(&format!("addr=127.0.0.1:{port}")), "{line}");
+    assert!(line.contains("status=200"), "{line}");
+}
+
+#[tokio::test]
+async fn a_request_inside_a_chunked_body_is_body_and_the_next_head_is_judged_and_cleaned() {
+    let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nokay";
+    let (addr, seen) = raw_origin(b"GET /after", reply).await;
+    let port = addr.port();
+    let (g, api, turn) = relay_gate(port).await;
+    let mut s = open(&g, &turn, port).await;
+    let hidden = format!("GET /evil HTTP/1.1\r\nhost: {OTHER}\r\n\r\n");
+    let body = format!("{:x}\r\n{hidden}\r\n0\r\n\r\n", hidden.len());
+    let raw = format!(
+        "POST /up HTTP/1.1\r\nHost: FILES.example.com.:{port}\r\ntransfer-encoding: chunked\r\n\r\n{body}\
+         GET /after HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: Basic c2VjcmV0\r\n\
+         upgrade: h2c\r\nconnection: keep-alive\r\n\r\n"
+    );
+    // Split mid-way through the hidden request, so the body crosses reads.
+    let (a, b) = raw
+        .as_bytes()
+        .split_at(raw.find("host: unapproved").unwrap() + 4);
+    s.write_all(a).await.unwrap();
+    s.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.write_all(b).await.unwrap();
+    assert_eq!(answer(&mut s).await.text(), "ok");
+    assert_eq!(answer(&mut s).await.text(), "okay");
+    let got = text(&seen);
+    // The body travelled byte for byte; the heads were rewritten only where they must be.
+    assert!(
+        got.starts_with(&format!(
+            "POST /up HTTP/1.1\r\nhost: {FILES}:{port}\r\ntransfer-encoding: chunked\r\n\r\n{body}GET /after HTTP/1.1\r\nhost: {FILES}:{port}\r\n"
+        )),
+        "{got}"
+    );
+    let lower = got.to_ascii_lowercase();
+    assert!(!lower.contains("proxy-authorization"), "{got}");
+    assert!(!lower.contains("upgrade:"), "{got}");
+    assert!(lower.contains("connection: keep-alive"), "{got}");
+    let refusals = api.refusals(&turn).await;
+    assert_eq!(
+        refusals["refusals"].as_array().map(Vec::len),
+        Some(0),
+        "{refusals}"
+    );
+}
+
+#[tokio::test]
+async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let (g, api, turn) = relay_gate(port).await;
+    let host = format!("host: {FILES}:{port}\r\n");
+    for framing in [
+        "content-length: 5\r\ntransfer-encoding: chunked\r\n",
+        "transfer-encoding: chunked\r\ncontent-length: 5\r\n",
+        "content-length: 5\r\ncontent-length: 6\r\n",
+        "content-length: 5, 6\r\n",
+        "content-length: -5\r\n",
+        "transfer-encoding: gzip\r\n",
+        "transfer-encoding: chunked, chunked\r\n",
+        "transfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n",
+    ] {
+        let mut s = open(&g, &turn, port).await;
+        let raw = format!("POST / HTTP/1.1\r\n{host}{framing}\r\nhello");
+        s.write_all(raw.as_bytes()).await.unwrap();
+        let r = answer(&mut s).await;
+        assert_eq!(r.status, 400, "{framing:?}: {}", r.text());
+        assert!(
+            r.text().contains("ambiguous request body framing"),
+            "{}",
+            r.text()
+        );
+        assert!(
+            wait_closed(&mut s, 5).await.is_ok(),
+            "{framing:?}: must close"
+        );
+    }
+    // Junk where a head should be, and a head past the size limit.
+    for raw in [
+        "GET / HTTP/1.1\r\nbad header\r\n\r\n".to_owned(),
+        format!(
+            "GET / HTTP/1.1\r\n{host}x-big: {}\r\n\r\n",
+            "a".repeat(70 * 1024)
+        ),
+    ] {
+        let mut s = open(&g, &turn, port).await;
+        s.write_all(raw.as_bytes()).await.unwrap();
+        let r = answer(&mut s).await;
+        assert!([400, 431].contains(&r.status), "{}", r.text());
+        assert!(wait_closed(&mut s, 5).await.is_ok());
+    }
+    assert_eq!(o.connection_count(), 0, "the origin must never be dialled");
+    let refusals = api.refusals(&turn).await;
+    assert_eq!(
+        refusals["refusals"].as_array().map(Vec::len),
+        Some(0),
+        "{refusals}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_after_a_good_head_closes_the_tunnel() {
+    let (addr, seen) = raw_origin(b"never", b"").await;
+    let port = addr.port();
+    let (g, _api, turn) = relay_gate(port).await;
+    let mut s = open(&g, &turn, port).await;
+    let raw = format!(
+        "POST / HTTP/1.1\r\nhost: {FILES}:{port}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\nGET /x HTTP/1.1\r\nhost: {OTHER}\r\n\r\n"
+    );
+    s.write_all(raw.as_bytes()).await.unwrap();
+    // Its request is still unanswered, so the tunnel closes without an answer of its own.
+    assert!(wait_closed(&mut s, 5).await.is_ok());
+    let mut got = text(&seen);
+    for _ in 0..100 {
+        if got.contains("chunked\r\n\r\n") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        got = text(&seen);
+    }
+    assert!(got.starts_with("POST / HTTP/1.1\r\n"), "{got}");
+    assert!(!got.contains("zz") && !got.contains(OTHER), "{got}");
+}
+
+#[tokio::test]
+async fn an_origin_that_switches_protocols_is_cut_off() {
+    let reply =
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\nRAW BYTES";
+    let (addr, _seen) = raw_origin(b"\r\n\r\n", reply).await;
+    let port = addr.port();
+    let (g, _api, turn) = relay_gate(port).await;
+    let mut s = open(&g, &turn, port).await;
+    let raw = format!("GET / HTTP/1.1\r\nhost: {FILES}:{port}\r\nupgrade: h2c\r\n\r\n");
+    s.write_all(raw.as_bytes()).await.unwrap();
+    // The switch is never relayed: the tunnel closes without a byte of it.
+    assert_eq!(wait_closed(&mut s, 5).await.map(|_| ()), Ok(()));
+}
