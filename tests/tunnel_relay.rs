@@ -71,9 +71,7 @@ async fn raw_origin(
 }
 
 async fn open(g: &Gate, turn: &Turn, port: u16) -> TcpStream {
-    let (r, s) = connect(g.proxy(), turn, &format!("{FILES}:{port}")).await;
-    assert_eq!(r.status, 200);
-    s
+    open_at(g.proxy(), turn, &format!("{FILES}:{port}")).await
 }
 
 async fn answer(s: &mut TcpStream) -> Resp {
@@ -257,4 +255,54 @@ async fn an_origin_that_switches_protocols_is_cut_off() {
     s.write_all(raw.as_bytes()).await.unwrap();
     // The switch is never relayed: the tunnel closes without a byte of it.
     assert_eq!(wait_closed(&mut s, 5).await.map(|_| ()), Ok(()));
+}
+
+#[tokio::test]
+async fn a_clean_origin_connection_serves_the_turns_next_tunnel_only() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let (g, api, turn) = relay_gate(port).await;
+    let authority = format!("{FILES}:{port}");
+    // One tunnel, to its end (its line is written after its connection was kept).
+    let get_once = async |turn: Turn, nth: usize| {
+        let mut s = open_at(g.proxy(), &turn, &authority).await;
+        assert_eq!(get_over(&mut s, &authority).await.unwrap().status, 200);
+        drop(s);
+        tunnels_ended(&g, nth).await;
+    };
+    // Two tunnels of one turn, one after the other: one origin connection.
+    get_once(turn.clone(), 1).await;
+    get_once(turn.clone(), 2).await;
+    assert_eq!(o.connection_count(), 1);
+    // Another turn never gets it.
+    let other = api.turn("sam", "c2", &[]).await;
+    get_once(other, 3).await;
+    assert_eq!(o.connection_count(), 2);
+    // A request with a body leaves a connection nobody can vouch for: not kept.
+    let mut s = open_at(g.proxy(), &turn, &authority).await;
+    let post = format!("POST / HTTP/1.1\r\nhost: {authority}\r\ncontent-length: 2\r\n\r\nhi");
+    s.write_all(post.as_bytes()).await.unwrap();
+    assert_eq!(answer(&mut s).await.status, 200);
+    drop(s);
+    tunnels_ended(&g, 4).await;
+    get_once(turn.clone(), 5).await;
+    assert_eq!(o.requests().len(), 5);
+    assert_eq!(o.connection_count(), 3, "{:?}", o.requests());
+}
+
+async fn open_at(proxy: SocketAddr, turn: &Turn, authority: &str) -> TcpStream {
+    let (r, s) = connect(proxy, turn, authority).await;
+    assert_eq!(r.status, 200);
+    s
+}
+
+/// Waits (bounded) until `n` tunnels have written their closing line.
+async fn tunnels_ended(g: &Gate, n: usize) {
+    for _ in 0..250 {
+        if g.log_lines("end=\"closed\"").len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{:?}", g.log_lines("kind=\"connect\""));
 }

@@ -82,41 +82,103 @@ impl Reuse {
     }
 }
 
-struct Idle {
-    addr: SocketAddr,
-    sender: SendRequest<Incoming>,
-    since: Instant,
+/// An upstream connection the pool can keep: it says whether it can carry a request now.
+pub trait Reusable: Send + 'static {
+    /// Still open, with nothing unread from the origin, and ready for a request.
+    fn usable(&self) -> bool;
 }
 
-impl Idle {
+impl Reusable for SendRequest<Incoming> {
     fn usable(&self) -> bool {
-        self.since.elapsed() < IDLE_TTL && !self.sender.is_closed()
+        !self.is_closed() && self.is_ready()
     }
 }
 
-/// The pool; cheap to share.
-#[derive(Default)]
-pub struct Pool {
-    idle: Mutex<HashMap<Key, Vec<Idle>>>,
+impl Reusable for tokio::net::TcpStream {
+    /// A kept tunnel connection: any byte waiting (an origin talking out of turn) or the
+    /// origin's close makes it unusable; only "would block" says it is clean.
+    fn usable(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+struct Idle<C> {
+    addr: SocketAddr,
+    conn: C,
+    since: Instant,
+}
+
+impl<C: Reusable> Idle<C> {
+    fn fresh(&self) -> bool {
+        self.since.elapsed() < IDLE_TTL
+    }
+}
+
+/// The pool of idle connections of one kind (hyper's HTTP/1.1 client halves for forwarded
+/// requests; raw TCP streams for relayed tunnels); cheap to share.
+pub struct Pool<C = SendRequest<Incoming>> {
+    idle: Mutex<HashMap<Key, Vec<Idle<C>>>>,
+}
+
+impl<C> Default for Pool<C> {
+    fn default() -> Self {
+        Self {
+            idle: Mutex::default(),
+        }
+    }
+}
+
+impl<C: Reusable> Pool<C> {
+    /// Takes a usable idle connection of `key` whose address is among `vetted`.
+    pub fn take_conn(&self, key: &Key, vetted: &[SocketAddr]) -> Option<(SocketAddr, C)> {
+        let mut map = self.idle.lock().ok()?;
+        let list = map.get_mut(key)?;
+        while let Some(c) = list.pop() {
+            if c.fresh() && c.conn.usable() && vetted.contains(&c.addr) {
+                return Some((c.addr, c.conn));
+            }
+        }
+        None
+    }
+
+    /// Keeps `conn` (to `addr`, opened for `key`) for reuse; the caller vouches that its
+    /// last response was read to the end and that no request body could have been misread.
+    pub fn put_conn(&self, key: Key, addr: SocketAddr, conn: C) {
+        if let Ok(mut map) = self.idle.lock() {
+            if map.len() >= SWEEP_AT_KEYS && !map.contains_key(&key) {
+                map.retain(|_, list| {
+                    list.retain(Idle::fresh);
+                    !list.is_empty()
+                });
+                if map.len() >= SWEEP_AT_KEYS {
+                    return;
+                }
+            }
+            let list = map.entry(key).or_default();
+            list.retain(Idle::fresh);
+            if list.len() < MAX_IDLE_PER_KEY {
+                list.push(Idle {
+                    addr,
+                    conn,
+                    since: Instant::now(),
+                });
+            }
+        }
+    }
 }
 
 impl Pool {
     /// Takes a ready idle connection of `key` whose address is among `vetted`.
     pub fn take(self: &Arc<Self>, key: &Key, vetted: &[SocketAddr]) -> Option<Lease> {
-        let mut map = self.idle.lock().ok()?;
-        let list = map.get_mut(key)?;
-        while let Some(c) = list.pop() {
-            if c.usable() && c.sender.is_ready() && vetted.contains(&c.addr) {
-                return Some(Lease {
-                    pool: self.clone(),
-                    key: key.clone(),
-                    addr: c.addr,
-                    sender: c.sender,
-                    reuse: Reuse::Vouched,
-                });
-            }
-        }
-        None
+        let (addr, sender) = self.take_conn(key, vetted)?;
+        Some(Lease {
+            pool: self.clone(),
+            key: key.clone(),
+            addr,
+            sender,
+            reuse: Reuse::Vouched,
+        })
     }
 
     /// Returns a connection whose last response was fully read, if its request allows it.
@@ -124,26 +186,7 @@ impl Pool {
         if lease.reuse != Reuse::Vouched || lease.sender.is_closed() {
             return;
         }
-        if let Ok(mut map) = self.idle.lock() {
-            if map.len() >= SWEEP_AT_KEYS && !map.contains_key(&lease.key) {
-                map.retain(|_, list| {
-                    list.retain(Idle::usable);
-                    !list.is_empty()
-                });
-                if map.len() >= SWEEP_AT_KEYS {
-                    return;
-                }
-            }
-            let list = map.entry(lease.key).or_default();
-            list.retain(Idle::usable);
-            if list.len() < MAX_IDLE_PER_KEY {
-                list.push(Idle {
-                    addr: lease.addr,
-                    sender: lease.sender,
-                    since: Instant::now(),
-                });
-            }
-        }
+        self.put_conn(lease.key, lease.addr, lease.sender);
     }
 }
 

@@ -55,6 +55,7 @@ impl Proxy {
             turns: TurnCache::new(store.clone()),
             metrics: Metrics::new(registry),
             pool: Arc::default(),
+            tunnel_pool: crate::pool::Pool::default(),
             epoch: Default::default(),
             registry: Arc::default(),
             log: Arc::new(crate::decision_log::DecisionLog::new(settings.log_allowed)),

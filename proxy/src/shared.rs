@@ -35,6 +35,9 @@ pub(crate) struct Shared {
     pub active: Arc<Active>,
     /// Idle upstream connections for forwarded requests.
     pub pool: Arc<crate::pool::Pool>,
+    /// Idle origin connections of relayed plain-HTTP tunnels, for the same turn's next
+    /// tunnel to the same host (the same reuse rules as `pool`).
+    pub tunnel_pool: crate::pool::Pool<tokio::net::TcpStream>,
     /// Flips to true when the process starts draining.
     pub draining: watch::Receiver<bool>,
     /// Open tunnels and keep-alive connections with the grant behind each, so a revocation

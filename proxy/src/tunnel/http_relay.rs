@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use crate::decision_log::Line;
 use crate::forward::Via;
 use crate::framing::{self, Body, BodyLen, MAX_HEADERS};
+use crate::pool::Key;
 use crate::relay::{self, Activity, End, Totals};
 use crate::relay_tcp::read_drained;
 use crate::respond::{self, ProxyBody};
@@ -137,11 +138,22 @@ struct Flow {
     untracked: AtomicBool,
     /// The origin side has finished.
     origin_done: AtomicBool,
+    /// The origin said it will close (`Connection: close`, or HTTP/1.0).
+    closing: AtomicBool,
     /// Rung after every delivered response and when the origin side finishes.
     answered: Notify,
 }
 
 impl Flow {
+    /// Every answer delivered and the origin still expecting requests: the connection is at
+    /// a clean boundary.
+    fn reusable(&self) -> bool {
+        !self.untracked.load(Ordering::Acquire)
+            && !self.origin_done.load(Ordering::Acquire)
+            && !self.closing.load(Ordering::Acquire)
+            && self.pending.lock().is_ok_and(|p| p.is_empty())
+    }
+
     fn settled(&self) -> bool {
         self.untracked.load(Ordering::Acquire)
             || self.origin_done.load(Ordering::Acquire)
@@ -181,6 +193,9 @@ struct Requests {
     carry: Vec<u8>,
     /// When the unfinished head's first bytes came (for the header read timeout).
     head_since: Option<Instant>,
+    /// A request carried a body (or may have): the origin connection cannot be vouched for
+    /// afterwards, so it is not kept for reuse.
+    bodies: bool,
 }
 
 impl Requests {
@@ -226,6 +241,7 @@ impl Requests {
                         return Err(too_large());
                     }
                     self.body = Body::new(pass(ctx, &req, out)?);
+                    self.bodies |= self.body.is_some();
                     self.head_since = None;
                     at += n;
                 }
@@ -382,6 +398,9 @@ impl Responses {
             if status == 101 {
                 return Err(());
             }
+            if resp.version == Some(0) || says_close(resp.headers) {
+                flow.closing.store(true, Ordering::Release);
+            }
             at += n;
             if (100..200).contains(&status) {
                 continue;
@@ -434,6 +453,15 @@ impl Responses {
             self.done.push((self.status, self.payload));
         }
     }
+}
+
+/// Whether a `Connection` header carries the `close` option.
+fn says_close(headers: &[httparse::Header<'_>]) -> bool {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .flat_map(|h| h.value.split(|b| *b == b','))
+        .any(|o| o.trim_ascii().eq_ignore_ascii_case(b"close"))
 }
 
 /// Gives up telling responses apart; the bytes still flow (so it is never an error).
@@ -506,20 +534,33 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
             }
         }
     };
-    let Some(origin) = ctx.tunnel.dial().await else {
-        give_buf(out);
-        let answer = respond::status(StatusCode::BAD_GATEWAY, "cannot reach the origin");
-        let _ = write_all(&client, &wire(answer).await).await;
-        return End::Error;
-    };
-    ctx.addr = origin.peer_addr().ok();
-    let ctx = &*ctx;
     let tunnel = ctx.tunnel;
+    let (target, turn) = (tunnel.target, &tunnel.turn.turn);
+    let key = Key::new(&turn.id, &target.host, target.port, false);
+    let kept = tunnel.shared.tunnel_pool.take_conn(&key, tunnel.addrs);
+    let origin = match kept {
+        Some((addr, origin)) => {
+            ctx.addr = Some(addr);
+            origin
+        }
+        None => {
+            let Some(origin) = tunnel.dial().await else {
+                give_buf(out);
+                let answer = respond::status(StatusCode::BAD_GATEWAY, "cannot reach the origin");
+                let _ = write_all(&client, &wire(answer).await).await;
+                return End::Error;
+            };
+            ctx.addr = origin.peer_addr().ok();
+            origin
+        }
+    };
+    let ctx = &*ctx;
     let settings = &tunnel.shared.settings;
+    // Ends with whether the origin connection is clean enough to keep.
     let both = async {
         if write_all(&origin, &out).await.is_err() {
             give_buf(out);
-            return End::Error;
+            return (End::Error, false);
         }
         give_buf(out);
         let up = upstream(ctx, &client, &origin, requests, refused);
@@ -529,32 +570,41 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
         loop {
             tokio::select! {
                 r = &mut up, if !up_done => match r {
-                    Ok(()) => {
+                    // The client is done with every answer read: the connection can serve
+                    // the turn's next tunnel to this host.
+                    Ok(bodies) if !down_done && !bodies && ctx.flow.reusable() => {
+                        return (End::Closed, true);
+                    }
+                    Ok(_) => {
                         up_done = true;
                         shutdown_write(&origin);
                     }
-                    Err(end) => return end,
+                    Err(end) => return (end, false),
                 },
                 r = &mut down, if !down_done => match r {
                     Ok(()) => {
                         down_done = true;
                         shutdown_write(&client);
                     }
-                    Err(()) => return End::Error,
+                    Err(()) => return (End::Error, false),
                 },
             }
             if up_done && down_done {
-                return End::Closed;
+                return (End::Closed, false);
             }
         }
     };
     let ends = deadline_at(tunnel.ends_at);
     let stop = stopped(tunnel.shared, tunnel.stop);
-    tokio::select! {
-        end = both => end,
-        end = relay::deadline(ctx.start, &ctx.up, &ctx.down, settings.idle_timeout, ends) => end,
-        () = stop => End::Shutdown,
+    let (end, keep) = tokio::select! {
+        done = both => done,
+        end = relay::deadline(ctx.start, &ctx.up, &ctx.down, settings.idle_timeout, ends) => (end, false),
+        () = stop => (End::Shutdown, false),
+    };
+    if keep && let Some(addr) = ctx.addr {
+        tunnel.shared.tunnel_pool.put_conn(key, addr, origin);
     }
+    end
 }
 
 /// Reads more of the client's bytes, bounding an unfinished head by the header read timeout.
@@ -575,14 +625,15 @@ async fn read_head(
     }
 }
 
-/// Client → origin until the client's end of file (`Ok`), or the tunnel's end (`Err`).
+/// Client → origin until the client's end of file (`Ok`, saying whether any request carried
+/// a body), or the tunnel's end (`Err`).
 async fn upstream(
     ctx: &Ctx<'_, '_>,
     client: &TcpStream,
     origin: &TcpStream,
     mut requests: Requests,
     mut refused: Option<Stop>,
-) -> Result<(), End> {
+) -> Result<bool, End> {
     loop {
         if let Some(stop) = refused.take() {
             // Input the proxy cannot read mid-way through a request leaves nothing to answer
@@ -598,7 +649,7 @@ async fn upstream(
         }
         let bytes = match read_head(ctx, client, &requests).await {
             Ok(Some(b)) => b,
-            Ok(None) => return Ok(()),
+            Ok(None) => return Ok(requests.bodies),
             Err(_) => return Err(End::Error),
         };
         let mut out = take_buf();
