@@ -4,6 +4,7 @@
 mod admin_tokens;
 mod cli;
 mod config;
+mod logwriter;
 mod run;
 mod selfaddr;
 mod tls;
@@ -52,6 +53,8 @@ fn main() -> ExitCode {
     unblock_shutdown_signals();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(logwriter::on_park)
+        .on_thread_stop(logwriter::on_stop)
         .build()
     {
         Ok(r) => r,

@@ -49,37 +49,25 @@ fn load(raw: RawConfig) -> Result<Config> {
     config::validate(&config::merge(raw)?)
 }
 
-/// Installs the log subscriber. Lines are formatted on the thread that logs them but written
-/// by one writer thread, through a buffer flushed whenever it has nothing queued: under load
-/// many decision lines share one `write(2)` instead of costing one each on the proxy's
-/// workers, and a quiet process still writes every line at once. Nothing is dropped (a
-/// writer that falls behind slows the loggers instead); the returned guard flushes what is
-/// queued when it goes, so hold it until the process ends.
-#[must_use = "dropping the guard stops the log writer"]
-fn init_logging(format: config::LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// Installs the log subscriber, writing through [`crate::logwriter`] (a worker's lines are
+/// written together when it goes idle).
+fn init_logging(format: config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("EGRESSGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
     use std::io::IsTerminal as _;
-    let ansi = std::io::stderr().is_terminal();
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("egressgate-log")
-        .finish(std::io::BufWriter::with_capacity(
-            64 * 1024,
-            std::io::stderr(),
-        ));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer);
+        .with_writer(crate::logwriter::Stderr);
     let _ = match format {
-        config::LogFormat::Text => builder.with_ansi(ansi).try_init(),
+        config::LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
         config::LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .try_init(),
     };
-    guard
 }
 
 /// Whether opening the embedded database may create it: only `serve`, `proxy`, `control` and
@@ -155,7 +143,7 @@ async fn bind(what: &str, addr: SocketAddr) -> Result<TcpListener> {
 
 async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<()> {
     let mut cfg = load(raw)?;
-    let _log = init_logging(cfg.log_format);
+    init_logging(cfg.log_format);
     if with_control && !with_proxy && !cfg.proxy_public_url_given {
         bail!("`egressgate control` needs --proxy-public-url (the proxy address turns should use)");
     }
@@ -555,7 +543,7 @@ fn random_key() -> Vec<u8> {
 
 /// `egressgate mcp`: the stdio MCP server for one turn.
 async fn mcp(args: crate::cli::McpArgs) -> Result<()> {
-    let _log = init_logging(config::LogFormat::Text);
+    init_logging(config::LogFormat::Text);
     let token = std::env::var("EGRESSGATE_RUNTIME_TOKEN")
         .ok()
         .filter(|t| !t.is_empty())

@@ -156,7 +156,8 @@ async fn a_request_inside_a_chunked_body_is_body_and_the_next_head_is_judged_and
     let lower = got.to_ascii_lowercase();
     assert!(!lower.contains("proxy-authorization"), "{got}");
     assert!(!lower.contains("upgrade:"), "{got}");
-    assert!(lower.contains("connection: keep-alive"), "{got}");
+    // Connection options are the client's hop's, never the origin's.
+    assert!(!lower.contains("connection:"), "{got}");
     let refusals = api.refusals(&turn).await;
     assert_eq!(
         refusals["refusals"].as_array().map(Vec::len),
@@ -288,6 +289,24 @@ async fn a_clean_origin_connection_serves_the_turns_next_tunnel_only() {
     get_once(turn.clone(), 5).await;
     assert_eq!(o.requests().len(), 5);
     assert_eq!(o.connection_count(), 3, "{:?}", o.requests());
+    // A client that asks to close gets its answer and the tunnel closes; the origin never
+    // hears of it, so its connection serves the next tunnel.
+    let mut s = open_at(g.proxy(), &turn, &authority).await;
+    let last = format!("GET /last HTTP/1.1\r\nhost: {authority}\r\nConnection: close\r\n\r\n");
+    s.write_all(last.as_bytes()).await.unwrap();
+    assert_eq!(answer(&mut s).await.status, 200);
+    assert!(
+        wait_closed(&mut s, 5).await.is_ok(),
+        "the proxy closes the tunnel"
+    );
+    tunnels_ended(&g, 6).await;
+    get_once(turn.clone(), 7).await;
+    let seen = o.requests();
+    assert!(
+        !seen[5].to_ascii_lowercase().contains("connection"),
+        "{seen:?}"
+    );
+    assert_eq!(o.connection_count(), 3, "{seen:?}");
 }
 
 async fn open_at(proxy: SocketAddr, turn: &Turn, authority: &str) -> TcpStream {

@@ -126,6 +126,9 @@ struct Sent {
     declared: Option<u64>,
     /// When its head was judged.
     started: std::time::Instant,
+    /// The client asked to close after its answer (`Connection: close`, or HTTP/1.0
+    /// without keep-alive).
+    close: bool,
 }
 
 /// What the two directions share.
@@ -140,6 +143,11 @@ struct Flow {
     origin_done: AtomicBool,
     /// The origin said it will close (`Connection: close`, or HTTP/1.0).
     closing: AtomicBool,
+    /// A request carried a body (or may have): the origin connection cannot be vouched for
+    /// afterwards, so it is not kept for reuse.
+    bodies: AtomicBool,
+    /// The answer to a request that asked to close was delivered: the tunnel is done.
+    client_closed: AtomicBool,
     /// Rung after every delivered response and when the origin side finishes.
     answered: Notify,
 }
@@ -149,6 +157,7 @@ impl Flow {
     /// a clean boundary.
     fn reusable(&self) -> bool {
         !self.untracked.load(Ordering::Acquire)
+            && !self.bodies.load(Ordering::Acquire)
             && !self.origin_done.load(Ordering::Acquire)
             && !self.closing.load(Ordering::Acquire)
             && self.pending.lock().is_ok_and(|p| p.is_empty())
@@ -193,9 +202,6 @@ struct Requests {
     carry: Vec<u8>,
     /// When the unfinished head's first bytes came (for the header read timeout).
     head_since: Option<Instant>,
-    /// A request carried a body (or may have): the origin connection cannot be vouched for
-    /// afterwards, so it is not kept for reuse.
-    bodies: bool,
 }
 
 impl Requests {
@@ -241,7 +247,9 @@ impl Requests {
                         return Err(too_large());
                     }
                     self.body = Body::new(pass(ctx, &req, out)?);
-                    self.bodies |= self.body.is_some();
+                    if self.body.is_some() {
+                        ctx.flow.bodies.store(true, Ordering::Release);
+                    }
                     self.head_since = None;
                     at += n;
                 }
@@ -317,10 +325,33 @@ fn pass(
     });
     out.extend_from_slice(ctx.authority.as_bytes());
     out.extend_from_slice(b"\r\n");
+    // HTTP/1.1: the connection options are this hop's (client to proxy), as for any proxy:
+    // the origin connection stays open for the turn's next tunnel, and the proxy itself
+    // closes the tunnel after an answer the client asked to be the last. HTTP/1.0 options
+    // travel as they are (its keep-alive is opt-in, and the origin must see the version).
+    let http10 = req.version == Some(0);
+    let options = || {
+        req.headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+            .flat_map(|h| h.value.split(|b| *b == b','))
+            .map(<[u8]>::trim_ascii)
+    };
+    let close = if http10 {
+        !options().any(|o| o.eq_ignore_ascii_case(b"keep-alive"))
+    } else {
+        options().any(|o| o.eq_ignore_ascii_case(b"close"))
+    };
     for h in req.headers.iter() {
+        let name = h.name.as_bytes();
         let hop = ["host", "proxy-authorization", "proxy-connection", "upgrade"]
             .iter()
-            .any(|n| h.name.eq_ignore_ascii_case(n));
+            .any(|n| h.name.eq_ignore_ascii_case(n))
+            || (!http10
+                && (["connection", "keep-alive", "te"]
+                    .iter()
+                    .any(|n| h.name.eq_ignore_ascii_case(n))
+                    || options().any(|o| o.eq_ignore_ascii_case(name))));
         if !hop {
             out.extend_from_slice(h.name.as_bytes());
             out.extend_from_slice(b": ");
@@ -339,6 +370,7 @@ fn pass(
             to_head: method == "HEAD",
             declared,
             started: std::time::Instant::now(),
+            close,
         });
     }
     Ok(len)
@@ -435,6 +467,9 @@ impl Responses {
         for (status, payload) in self.done.drain(..) {
             let sent = ctx.flow.pending.lock().ok().and_then(|mut p| p.pop_front());
             let Some(sent) = sent else { break };
+            if sent.close {
+                ctx.flow.client_closed.store(true, Ordering::Release);
+            }
             tunnel.shared.log.allowed(&Line {
                 kind: "tunnel_http",
                 duration: sent.started.elapsed(),
@@ -572,9 +607,7 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
                 r = &mut up, if !up_done => match r {
                     // The client is done with every answer read: the connection can serve
                     // the turn's next tunnel to this host.
-                    Ok(bodies) if !down_done && !bodies && ctx.flow.reusable() => {
-                        return (End::Closed, true);
-                    }
+                    Ok(()) if !down_done && ctx.flow.reusable() => return (End::Closed, true),
                     Ok(_) => {
                         up_done = true;
                         shutdown_write(&origin);
@@ -582,6 +615,12 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
                     Err(end) => return (end, false),
                 },
                 r = &mut down, if !down_done => match r {
+                    // The client's last answer is delivered: it closes here, the origin
+                    // connection may be kept.
+                    Ok(()) if ctx.flow.client_closed.load(Ordering::Acquire) => {
+                        shutdown_write(&client);
+                        return (End::Closed, ctx.flow.reusable());
+                    }
                     Ok(()) => {
                         down_done = true;
                         shutdown_write(&client);
@@ -625,15 +664,14 @@ async fn read_head(
     }
 }
 
-/// Client → origin until the client's end of file (`Ok`, saying whether any request carried
-/// a body), or the tunnel's end (`Err`).
+/// Client → origin until the client's end of file (`Ok`), or the tunnel's end (`Err`).
 async fn upstream(
     ctx: &Ctx<'_, '_>,
     client: &TcpStream,
     origin: &TcpStream,
     mut requests: Requests,
     mut refused: Option<Stop>,
-) -> Result<bool, End> {
+) -> Result<(), End> {
     loop {
         if let Some(stop) = refused.take() {
             // Input the proxy cannot read mid-way through a request leaves nothing to answer
@@ -649,7 +687,7 @@ async fn upstream(
         }
         let bytes = match read_head(ctx, client, &requests).await {
             Ok(Some(b)) => b,
-            Ok(None) => return Ok(requests.bodies),
+            Ok(None) => return Ok(()),
             Err(_) => return Err(End::Error),
         };
         let mut out = take_buf();
@@ -663,7 +701,8 @@ async fn upstream(
     }
 }
 
-/// Origin → client, untouched, until the origin's end of file (`Ok`) or an error.
+/// Origin → client, untouched, until the origin's end of file or the delivery of the answer
+/// the client asked to be its last (`Ok`), or an error.
 async fn downstream(ctx: &Ctx<'_, '_>, origin: &TcpStream, client: &TcpStream) -> Result<(), ()> {
     let mut responses = Responses::default();
     let r = async {
@@ -684,10 +723,15 @@ async fn downstream(ctx: &Ctx<'_, '_>, origin: &TcpStream, client: &TcpStream) -
             give_buf(bytes);
             sent?;
             responses.delivered(ctx);
+            if ctx.flow.client_closed.load(Ordering::Acquire) {
+                return Ok(());
+            }
         }
     }
     .await;
-    ctx.flow.origin_done.store(true, Ordering::Release);
+    if !ctx.flow.client_closed.load(Ordering::Acquire) {
+        ctx.flow.origin_done.store(true, Ordering::Release);
+    }
     ctx.flow.answered.notify_one();
     r
 }
@@ -754,6 +798,7 @@ mod tests {
             to_head,
             declared: Some(0),
             started: std::time::Instant::now(),
+            close: false,
         }
     }
 
