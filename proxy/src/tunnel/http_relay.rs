@@ -546,6 +546,10 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
     // The origin is dialled once the first request may pass (a refused first request
     // never reaches it).
     let mut input = first;
+    let tunnel = ctx.tunnel;
+    let ends = deadline_at(tunnel.ends_at);
+    let stop = stopped(tunnel.shared, tunnel.stop);
+    tokio::pin!(stop);
     let refused = loop {
         let fed = requests.feed(ctx, &input, &mut out);
         give_buf(std::mem::take(&mut input));
@@ -560,7 +564,19 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
             Ok(()) if !out.is_empty() => break None,
             Ok(()) => {}
         }
-        let next = read_head(ctx, &client, &requests).await;
+        // Waiting for the rest of the first head: bounded by the header read timeout, and by
+        // the tunnel's end like the rest of its life.
+        let next = tokio::select! {
+            r = read_head(ctx, &client, &requests) => r,
+            () = tokio::time::sleep_until(ends) => {
+                give_buf(out);
+                return End::TurnExpired;
+            }
+            () = &mut stop => {
+                give_buf(out);
+                return End::Shutdown;
+            }
+        };
         match next {
             Ok(Some(bytes)) => input = bytes,
             Ok(None) | Err(_) => {
@@ -569,7 +585,6 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
             }
         }
     };
-    let tunnel = ctx.tunnel;
     let (target, turn) = (tunnel.target, &tunnel.turn.turn);
     let key = Key::new(&turn.id, &target.host, target.port, false);
     let kept = tunnel.shared.tunnel_pool.take_conn(&key, tunnel.addrs);
@@ -633,12 +648,10 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
             }
         }
     };
-    let ends = deadline_at(tunnel.ends_at);
-    let stop = stopped(tunnel.shared, tunnel.stop);
     let (end, keep) = tokio::select! {
         done = both => done,
         end = relay::deadline(ctx.start, &ctx.up, &ctx.down, settings.idle_timeout, ends) => (end, false),
-        () = stop => (End::Shutdown, false),
+        () = &mut stop => (End::Shutdown, false),
     };
     if keep && let Some(addr) = ctx.addr {
         tunnel.shared.tunnel_pool.put_conn(key, addr, origin);
