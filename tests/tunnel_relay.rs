@@ -325,3 +325,38 @@ async fn tunnels_ended(g: &Gate, n: usize) {
     }
     panic!("{:?}", g.log_lines("kind=\"connect\""));
 }
+
+#[tokio::test]
+async fn a_long_body_moves_whole_and_the_next_answer_still_follows_it() {
+    // 3 MiB and a bit, in a pattern that shows any lost or repeated byte.
+    const N: usize = 3 * 1024 * 1024 + 7;
+    let mut reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {N}\r\n\r\n").into_bytes();
+    reply.extend((0..N).map(|i| (i % 251) as u8));
+    reply.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nnext");
+    let (addr, _seen) = raw_origin(b"GET /second", Box::leak(reply.into_boxed_slice())).await;
+    let port = addr.port();
+    let (g, _api, turn) = relay_gate(port).await;
+    let mut s = open(&g, &turn, port).await;
+    let raw = format!(
+        "GET /big HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\nGET /second HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\n"
+    );
+    s.write_all(raw.as_bytes()).await.unwrap();
+    let big = answer(&mut s).await;
+    assert_eq!(big.status, 200);
+    assert_eq!(big.body.len(), N);
+    assert!(
+        big.body
+            .iter()
+            .enumerate()
+            .all(|(i, b)| *b == (i % 251) as u8),
+        "the body arrived altered"
+    );
+    assert_eq!(answer(&mut s).await.text(), "next");
+    let line = g
+        .log_line(&["kind=\"tunnel_http\"", &format!("bytes_down={N}")])
+        .await;
+    assert!(
+        line.is_some(),
+        "the long answer's line counts all of its body"
+    );
+}

@@ -185,6 +185,26 @@ impl Body {
         Some(Self { kind })
     }
 
+    /// Bytes left of a body of known length (`None` for chunked or to-the-close bodies).
+    pub fn length_left(&self) -> Option<u64> {
+        match self.kind {
+            BodyKind::Length(left) => Some(left),
+            _ => None,
+        }
+    }
+
+    /// Counts `n` bytes of a body of known length that passed unscanned (moved inside the
+    /// kernel); whether the body ended with them. Other bodies are left as they are.
+    pub fn passed(&mut self, n: u64) -> bool {
+        match &mut self.kind {
+            BodyKind::Length(left) => {
+                *left = left.saturating_sub(n);
+                *left == 0
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the body runs to the connection's close.
     pub fn until_close(&self) -> bool {
         self.kind == BodyKind::UntilClose
@@ -454,6 +474,14 @@ mod tests {
                 done: true
             })
         );
+        let mut spliced = Body::new(BodyLen::Length(100)).unwrap_or_else(|| unreachable!());
+        assert_eq!(spliced.length_left(), Some(100));
+        assert!(!spliced.passed(60));
+        assert_eq!(spliced.length_left(), Some(40));
+        assert!(spliced.passed(40));
+        let mut chunked = Body::new(BodyLen::Chunked).unwrap_or_else(|| unreachable!());
+        assert_eq!(chunked.length_left(), None);
+        assert!(!chunked.passed(10), "only a known length can pass unscanned");
         assert_eq!(Body::new(BodyLen::Length(0)), None);
         assert_eq!(Body::new(BodyLen::Empty), None);
     }

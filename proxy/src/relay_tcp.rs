@@ -210,7 +210,7 @@ pub(crate) fn read_drained(src: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usi
 }
 
 #[cfg(target_os = "linux")]
-mod splice {
+pub(crate) mod splice {
     //! The zero-copy path: a pipe per direction, created when the stream turns bulk.
 
     use std::io;
@@ -237,7 +237,7 @@ mod splice {
     }
 
     /// A pipe and how many bytes sit in it.
-    pub(super) struct Pipe {
+    pub(crate) struct Pipe {
         rd: OwnedFd,
         wr: OwnedFd,
         queued: usize,
@@ -248,10 +248,62 @@ mod splice {
     }
 
     impl Pipe {
-        pub(super) fn new() -> io::Result<Self> {
+        pub(crate) fn new() -> io::Result<Self> {
             let (rd, wr) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)
                 .map_err(io::Error::from)?;
             Ok(Self { rd, wr, queued: 0 })
+        }
+
+        /// Moves up to `max` bytes from `src` to `dst` inside the kernel (a body whose length
+        /// the caller knows): `Ok(0)` at the source's end of file, `Ok(None)` when this
+        /// socket pair cannot splice (nothing was moved).
+        pub(crate) async fn move_up_to(
+            &mut self,
+            src: &TcpStream,
+            dst: &TcpStream,
+            max: usize,
+        ) -> io::Result<Option<usize>> {
+            let n = loop {
+                src.readable().await?;
+                let moved = src.try_io(Interest::READABLE, || {
+                    splice(
+                        src.as_fd(),
+                        None,
+                        self.wr.as_fd(),
+                        None,
+                        max.min(CHUNK),
+                        flags(),
+                    )
+                    .map_err(io::Error::from)
+                });
+                match moved {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.raw_os_error() == Some(Errno::EINVAL as i32) => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            };
+            self.queued = n;
+            while self.queued > 0 {
+                dst.writable().await?;
+                let out = dst.try_io(Interest::WRITABLE, || {
+                    splice(
+                        self.rd.as_fd(),
+                        None,
+                        dst.as_fd(),
+                        None,
+                        self.queued,
+                        flags(),
+                    )
+                    .map_err(io::Error::from)
+                });
+                match out {
+                    Ok(m) => self.queued -= m,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Some(n))
         }
 
         pub(super) fn poll(

@@ -481,6 +481,27 @@ impl Responses {
         ctx.flow.answered.notify_one();
     }
 
+    /// Bytes left of the response body being relayed, when it is long enough to move inside
+    /// the kernel: its length is known and nothing after it needs reading yet.
+    fn bulk_left(&self, flow: &Flow) -> Option<u64> {
+        if flow.untracked.load(Ordering::Acquire) {
+            return None;
+        }
+        self.body
+            .as_ref()?
+            .length_left()
+            .filter(|left| *left >= BUF as u64)
+    }
+
+    /// `n` bytes of the body went past unscanned.
+    fn spliced(&mut self, n: u64) {
+        self.payload += n;
+        if self.body.as_mut().is_some_and(|b| b.passed(n)) {
+            self.body = None;
+            self.done.push((self.status, self.payload));
+        }
+    }
+
     /// The origin closed: a response running to the close is complete.
     fn closed(&mut self) {
         if self.body.as_ref().is_some_and(Body::until_close) {
@@ -718,8 +739,43 @@ async fn upstream(
 /// the client asked to be its last (`Ok`), or an error.
 async fn downstream(ctx: &Ctx<'_, '_>, origin: &TcpStream, client: &TcpStream) -> Result<(), ()> {
     let mut responses = Responses::default();
+    // Long bodies of known length move inside the kernel (splice(2) through a pipe made
+    // for the first one), the rest through user space.
+    #[cfg(target_os = "linux")]
+    let mut pipe: Option<crate::relay_tcp::splice::Pipe> = None;
+    #[cfg(target_os = "linux")]
+    let mut no_splice = false;
     let r = async {
         loop {
+            #[cfg(target_os = "linux")]
+            if let Some(left) = responses.bulk_left(&ctx.flow)
+                && !no_splice
+            {
+                if pipe.is_none() {
+                    pipe = crate::relay_tcp::splice::Pipe::new().ok();
+                }
+                let max = usize::try_from(left).unwrap_or(usize::MAX);
+                let moved = match pipe.as_mut() {
+                    Some(p) => p.move_up_to(origin, client, max).await.map_err(|_| ())?,
+                    None => None,
+                };
+                match moved {
+                    Some(0) => {
+                        responses.delivered(ctx);
+                        return Ok(());
+                    }
+                    Some(n) => {
+                        ctx.down.note(n, ctx.start);
+                        responses.spliced(n as u64);
+                        responses.delivered(ctx);
+                        if ctx.flow.client_closed.load(Ordering::Acquire) {
+                            return Ok(());
+                        }
+                    }
+                    None => no_splice = true,
+                }
+                continue;
+            }
             let Some(bytes) = read_once(origin, &ctx.down, ctx.start)
                 .await
                 .map_err(|_| ())?
