@@ -481,7 +481,10 @@ mod tests {
         assert!(spliced.passed(40));
         let mut chunked = Body::new(BodyLen::Chunked).unwrap_or_else(|| unreachable!());
         assert_eq!(chunked.length_left(), None);
-        assert!(!chunked.passed(10), "only a known length can pass unscanned");
+        assert!(
+            !chunked.passed(10),
+            "only a known length can pass unscanned"
+        );
         assert_eq!(Body::new(BodyLen::Length(0)), None);
         assert_eq!(Body::new(BodyLen::Empty), None);
     }

@@ -3,6 +3,7 @@
 //! refusal path stays correct under load without one database round trip per request.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent};
 use egressgate_store::{Grant, Host, Store, Timestamp, TurnId};
@@ -16,13 +17,18 @@ enum Job {
     /// A refusal that stands only if the database does not allow the host after all; the
     /// answer is `Some(grant that allows it, if any)`, or `None` when the transaction failed.
     Candidate(RefusalCandidate, oneshot::Sender<Option<Option<Grant>>>),
-    Egress(EgressEvent),
 }
+
+/// Allowed traffic summed per (turn, host) since the last flush.
+type Sums = HashMap<(TurnId, Host), Sum>;
 
 /// A handle to the writer task; cheap to clone.
 #[derive(Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Job>,
+    /// Summed on the data path under a short lock and taken by the writer once a second:
+    /// counting a request's bytes neither queues a message nor wakes a task.
+    egress: Arc<Mutex<Sums>>,
 }
 
 /// Recording failed: the caller must not claim the refusal was recorded (answer `503`).
@@ -34,8 +40,9 @@ impl Recorder {
     /// Starts the writer task on the current runtime.
     pub fn spawn(store: Store, max_hosts_per_turn: i64) -> Self {
         let (tx, rx) = mpsc::channel(8192);
-        tokio::spawn(writer(store, max_hosts_per_turn, rx));
-        Self { tx }
+        let egress = Arc::new(Mutex::new(Sums::new()));
+        tokio::spawn(writer(store, max_hosts_per_turn, rx, egress.clone()));
+        Self { tx, egress }
     }
 
     /// Records a refusal and returns once it is committed.
@@ -66,11 +73,22 @@ impl Recorder {
         wait.await.ok().flatten().ok_or(RecordError)
     }
 
-    /// Queues allowed-traffic counters (best effort: a full queue drops them, never blocks
-    /// the data path).
+    /// Adds allowed-traffic counters to the sums the writer flushes once a second.
     pub fn egress(&self, event: EgressEvent) {
-        if self.tx.try_send(Job::Egress(event)).is_err() {
-            tracing::warn!("egress summary queue full; dropping one record");
+        let EgressEvent {
+            turn,
+            host,
+            connections,
+            bytes_up,
+            bytes_down,
+            at,
+        } = event;
+        if let Ok(mut sums) = self.egress.lock() {
+            let sum = sums.entry((turn, host)).or_default();
+            sum.connections += connections;
+            sum.bytes_up += bytes_up;
+            sum.bytes_down += bytes_down;
+            sum.at = Some(at);
         }
     }
 }
@@ -78,23 +96,27 @@ impl Recorder {
 /// How often summed egress counters are written.
 const EGRESS_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
+async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>, sums: Arc<Mutex<Sums>>) {
     let mut jobs = Vec::with_capacity(BATCH);
     // Allowed traffic is summed in memory per (turn, host) and written once a second: a busy
     // keep-alive client must not cost a database write per request.
-    let mut egress: HashMap<(TurnId, Host), Sum> = HashMap::new();
+    let taken = || {
+        sums.lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    };
     let mut tick = tokio::time::interval(EGRESS_FLUSH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             n = rx.recv_many(&mut jobs, BATCH) => {
                 if n == 0 {
-                    flush_egress(&store, &mut egress).await;
+                    flush_egress(&store, taken()).await;
                     return;
                 }
             }
             _ = tick.tick() => {
-                flush_egress(&store, &mut egress).await;
+                flush_egress(&store, taken()).await;
                 continue;
             }
         }
@@ -108,21 +130,6 @@ async fn writer(store: Store, max_hosts: i64, mut rx: mpsc::Receiver<Job>) {
                 Job::Candidate(c, done) => {
                     batch.candidates.push(c);
                     batch.candidate_waiters.push(done);
-                }
-                Job::Egress(e) => {
-                    let EgressEvent {
-                        turn,
-                        host,
-                        connections,
-                        bytes_up,
-                        bytes_down,
-                        at,
-                    } = e;
-                    let sum = egress.entry((turn, host)).or_default();
-                    sum.connections += connections;
-                    sum.bytes_up += bytes_up;
-                    sum.bytes_down += bytes_down;
-                    sum.at = Some(at);
                 }
             }
         }
@@ -183,12 +190,12 @@ struct Sum {
     at: Option<Timestamp>,
 }
 
-async fn flush_egress(store: &Store, egress: &mut HashMap<(TurnId, Host), Sum>) {
+async fn flush_egress(store: &Store, egress: Sums) {
     if egress.is_empty() {
         return;
     }
     let batch: Vec<EgressEvent> = egress
-        .drain()
+        .into_iter()
         .map(|((turn, host), sum)| EgressEvent {
             turn,
             host,
