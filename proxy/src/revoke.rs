@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use egressgate_store::db::revalidate::OpenGrant;
-use egressgate_store::db::turns::Turn;
 use egressgate_store::{ChatId, Grant, Host, Store, StoreError, Timestamp, TurnId, UserId};
 use tokio::sync::Notify;
 
 use crate::decide::CacheEpoch;
+use crate::identify::TurnEntry;
 
 /// Independent maps, so concurrent registrations rarely meet on a lock.
 const SHARDS: usize = 16;
@@ -79,11 +79,10 @@ impl Stop {
     }
 }
 
-/// One registered connection.
+/// One registered connection. The turn is the connection's own shared entry, not copies of
+/// its ids: ten thousand idle tunnels each kept three id strings here.
 struct Watched {
-    turn: TurnId,
-    user: UserId,
-    chat: ChatId,
+    turn: Arc<TurnEntry>,
     host: Host,
     grant: Grant,
     stop: Stop,
@@ -135,7 +134,7 @@ impl Registry {
     /// cache epoch `decided`), to be stopped through `stop` when that no longer holds.
     pub(crate) fn register(
         self: &Arc<Self>,
-        turn: &Turn,
+        turn: &Arc<TurnEntry>,
         host: &Host,
         grant: &Grant,
         stop: Stop,
@@ -144,9 +143,7 @@ impl Registry {
     ) -> Registration {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let watched = Watched {
-            turn: turn.id.clone(),
-            user: turn.user.clone(),
-            chat: turn.chat.clone(),
+            turn: turn.clone(),
             host: host.clone(),
             grant: grant.clone(),
             stop,
@@ -214,10 +211,11 @@ pub(crate) async fn sweep(registry: &Registry, store: &Store) -> Result<Swept, S
     for shard in &registry.shards {
         if let Ok(m) = shard.lock() {
             open.extend(m.values().filter(|w| !w.stop.is_stopped()).map(|w| {
+                let t = &w.turn.turn;
                 (
-                    w.turn.clone(),
-                    w.user.clone(),
-                    w.chat.clone(),
+                    t.id.clone(),
+                    t.user.clone(),
+                    t.chat.clone(),
                     w.host.clone(),
                     w.grant.clone(),
                     w.stop.clone(),
@@ -286,7 +284,7 @@ impl ConnWatch {
     pub(crate) fn watch(
         &self,
         registry: &Arc<Registry>,
-        turn: &Turn,
+        turn: &Arc<TurnEntry>,
         host: &Host,
         grant: &Grant,
         decided: Option<i64>,
@@ -297,11 +295,11 @@ impl ConnWatch {
         };
         if regs
             .iter()
-            .any(|(t, h, g, _)| t == &turn.id && h == host && g == grant)
+            .any(|(t, h, g, _)| t == &turn.turn.id && h == host && g == grant)
         {
             return;
         }
         let reg = registry.register(turn, host, grant, self.stop.clone(), decided, epoch);
-        regs.push((turn.id.clone(), host.clone(), grant.clone(), reg));
+        regs.push((turn.turn.id.clone(), host.clone(), grant.clone(), reg));
     }
 }

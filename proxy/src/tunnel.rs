@@ -59,7 +59,7 @@ pub(crate) fn start(
     let (conn_guard, _) = ConnGuard::new(&shared.active);
     let stop = Stop::default();
     let registration = shared.registry.register(
-        &turn.turn,
+        &turn,
         &target.host,
         grant,
         stop.clone(),
