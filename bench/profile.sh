@@ -8,7 +8,8 @@
 # `loadgen suite` on the workloads (direct first, then egressgate), and while egressgate is
 # measured records it with `perf record -g` (PERF_DELAY seconds after the start, for PERF_SECS
 # seconds), then prints the hottest symbols. STRACE=1 counts system calls with `strace -c -f`
-# instead; NOPERF=1 only measures; EG_ARGS adds egressgate flags (e.g. "--log-allowed none").
+# instead; NOPERF=1 only measures; EG_ARGS adds egressgate flags (e.g. "--log-allowed none");
+# IDLE and IDLE_EGRESSGATE set workload 7's tunnel counts (as in bench/run.sh).
 # Run bench/run.sh once first (it builds both binaries).
 set -euo pipefail
 W=${1:?usage: bench/profile.sh WORKLOADS [DURATION]}
@@ -50,6 +51,7 @@ fi
 "$LOADGEN" suite --origin "$ORIGIN" --proxy "egressgate,$PX,$EP" --control "$CT" \
     --egressgate-log "$WORK/egressgate.log" --tls-origin "$TLS_ORIGIN" \
     --tls-cert "$WORK/origin-cert.der" --conns 32 --duration "$D" --reps 1 \
+    --idle "${IDLE:-500}" --idle-egressgate "${IDLE_EGRESSGATE:-10000}" \
     --workloads "$W" --clk-tck "$(getconf CLK_TCK)" --out "$WORK/out.md" --raw "$WORK/raw.txt" \
     >/dev/null 2>"$WORK/suite.log" || true
 [ -z "$RECORDER" ] || wait "$RECORDER" || true

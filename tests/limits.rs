@@ -428,3 +428,48 @@ async fn open_tunnels_keep_working_during_the_drain() {
         .unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// At the drain timeout every open tunnel is closed, a silent one too (a client that never
+/// spoke, whose tunnel waits for either side after dialling the origin), and the process
+/// exits without having to cut anything itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tunnel_is_closed_at_the_drain_timeout() {
+    let o = origin().await;
+    let g = gate_for(&o, &["--drain-timeout", "1s"]);
+    let api = g.api();
+    api.admin_site(FILES).await;
+    let turn = api.turn("u", "c", &[]).await;
+    let (head, mut silent) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    assert_eq!(head.status, 200, "CONNECT: {}", head.text());
+    let dialled = Instant::now() + Duration::from_secs(5);
+    while o.connection_count() == 0 {
+        assert!(
+            Instant::now() < dialled,
+            "the proxy never dialled the origin"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-TERM", &g.pid().to_string()])
+        .status()
+        .unwrap();
+    let closed = wait_closed(&mut silent, 5).await;
+    let took = started.elapsed();
+    assert!(
+        closed.is_ok(),
+        "the silent tunnel was not closed: {closed:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "closed {took:?} after SIGTERM, with a 1 s drain timeout"
+    );
+    assert!(
+        g.log_line(&["drain timeout: closing open tunnels", "stopped=1"])
+            .await
+            .is_some(),
+        "the drain closes it through its registration"
+    );
+    assert!(g.log_lines("drain deadline passed").is_empty());
+    assert!(g.wait().success());
+}

@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::held::{FILES, Held};
@@ -60,6 +60,49 @@ async fn revoking_an_approval_closes_that_chats_connections_only() {
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
     assert_eq!(proxy_get(g.proxy(), &c2, &url(port)).await.status, 200);
+    assert!(
+        !g.log_lines("revoked: closing an open connection")
+            .is_empty(),
+        "the closing is logged"
+    );
+}
+
+#[tokio::test]
+async fn revoking_closes_a_tunnel_whose_client_never_spoke() {
+    // Off 443 a silent client may be a server-first protocol's: after the first-bytes wait the
+    // proxy dials the origin and waits for either side to speak. A revocation must close the
+    // tunnel in that wait too, not only once bytes move.
+    let (g, o, port) = setup().await;
+    let api = g.api();
+    let turn = api.turn("alice", "c1", &[]).await;
+    support::held::approve(&api, &turn, port).await;
+    let (r, mut silent) = connect(g.proxy(), &turn, &format!("{FILES}:{port}")).await;
+    assert_eq!(r.status, 200, "CONNECT: {}", r.text());
+    let dialled = Instant::now() + Duration::from_secs(5);
+    while o.connection_count() == 0 {
+        assert!(
+            Instant::now() < dialled,
+            "the proxy never dialled the origin"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = api
+        .call(
+            "DELETE",
+            &format!("/v1/chats/c1/approvals/site/{FILES}"),
+            Some(RUNTIME),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+    let revoked = Instant::now();
+    assert!(
+        wait_closed(&mut silent, 3).await.is_ok(),
+        "the silent tunnel was not closed"
+    );
+    let took = revoked.elapsed();
+    assert!(took < Duration::from_secs(1), "closed only after {took:?}");
     assert!(
         !g.log_lines("revoked: closing an open connection")
             .is_empty(),

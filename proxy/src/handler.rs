@@ -190,7 +190,7 @@ pub(crate) async fn handle(
         // Once per (turn, host, grant) on this connection: a revocation closes it.
         conn.watch.watch(
             &shared.registry,
-            &turn.turn,
+            &turn,
             &target.host,
             &grant,
             epoch,

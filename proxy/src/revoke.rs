@@ -5,60 +5,87 @@
 //! one batch what still allows the open connections and stops the ones nothing allows any
 //! more; the rest (another chat's tunnel to the same host, a launch-time site) stay open.
 //!
+//! When the process's drain time runs out, [`Registry::stop_all`] stops every registered
+//! connection the same way.
+//!
 //! Registering costs one lock of one of [`SHARDS`] maps, once per tunnel or once per
 //! (connection, turn, host): never a database trip and never a process-wide lock per request.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use egressgate_store::db::revalidate::OpenGrant;
-use egressgate_store::db::turns::Turn;
 use egressgate_store::{ChatId, Grant, Host, Store, StoreError, Timestamp, TurnId, UserId};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::decide::CacheEpoch;
+use crate::identify::TurnEntry;
 
 /// Independent maps, so concurrent registrations rarely meet on a lock.
 const SHARDS: usize = 16;
 
-/// A one-way stop signal for one tunnel or one client connection.
-pub(crate) struct Stop(watch::Sender<bool>);
+/// A one-way stop signal for one tunnel or one client connection; clones share it. A flag
+/// and a [`Notify`] rather than a `watch` channel: an idle tunnel holds one of these for its
+/// whole life, and a channel's shared state is several times larger (measured in `bench/`).
+#[derive(Clone, Default)]
+pub(crate) struct Stop(Arc<StopState>);
 
-impl Default for Stop {
-    fn default() -> Self {
-        Self(watch::channel(false).0)
-    }
+#[derive(Default)]
+struct StopState {
+    /// [`OPEN`], [`REVOKED`] or [`DRAINED`]: the first stop's cause.
+    cause: AtomicU8,
+    notify: Notify,
 }
 
+/// Not stopped.
+const OPEN: u8 = 0;
+/// Stopped because nothing allows it any more.
+const REVOKED: u8 = 1;
+/// Stopped because the process's drain time ran out.
+const DRAINED: u8 = 2;
+
 impl Stop {
-    /// Tells whoever waits on [`Stop::stopped`] to end.
-    fn stop(&self) {
-        self.0.send_replace(true);
+    /// Tells whoever waits on [`Stop::stopped`] to end, for `cause` (the first cause stays).
+    fn stop(&self, cause: u8) {
+        let _ = self
+            .0
+            .cause
+            .compare_exchange(OPEN, cause, Ordering::AcqRel, Ordering::Acquire);
+        self.0.notify.notify_waiters();
     }
 
     /// Whether the signal was given.
     pub(crate) fn is_stopped(&self) -> bool {
-        *self.0.borrow()
+        self.0.cause.load(Ordering::Acquire) != OPEN
+    }
+
+    /// Whether it was given because a revocation left nothing that allows the connection.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.0.cause.load(Ordering::Acquire) == REVOKED
     }
 
     /// Resolves once the signal is given (at once if it already was).
     pub(crate) fn stopped(&self) -> impl Future<Output = ()> + use<> {
-        let mut rx = self.0.subscribe();
+        let state = self.0.clone();
         async move {
-            let _ = rx.wait_for(|s| *s).await;
+            // A `Notified` sees every `notify_waiters` made after it was created, so checking
+            // the flag after creating it cannot miss a stop given in between.
+            let notified = state.notify.notified();
+            if state.cause.load(Ordering::Acquire) == OPEN {
+                notified.await;
+            }
         }
     }
 }
 
-/// One registered connection.
+/// One registered connection. The turn is the connection's own shared entry, not copies of
+/// its ids: ten thousand idle tunnels each kept three id strings here.
 struct Watched {
-    turn: TurnId,
-    user: UserId,
-    chat: ChatId,
+    turn: Arc<TurnEntry>,
     host: Host,
     grant: Grant,
-    stop: Arc<Stop>,
+    stop: Stop,
 }
 
 /// The open connections of this process.
@@ -68,6 +95,8 @@ pub(crate) struct Registry {
     /// Set when a connection registered after its decision's epoch had moved on: the sweep
     /// for the new epoch may have missed it, so the next poll sweeps again.
     late: AtomicBool,
+    /// Set by [`Registry::stop_all`]: a connection registered after it is stopped at once.
+    drained: AtomicBool,
 }
 
 impl Default for Registry {
@@ -76,6 +105,7 @@ impl Default for Registry {
             shards: std::array::from_fn(|_| Mutex::default()),
             next: AtomicU64::new(0),
             late: AtomicBool::new(false),
+            drained: AtomicBool::new(false),
         }
     }
 }
@@ -104,24 +134,28 @@ impl Registry {
     /// cache epoch `decided`), to be stopped through `stop` when that no longer holds.
     pub(crate) fn register(
         self: &Arc<Self>,
-        turn: &Turn,
+        turn: &Arc<TurnEntry>,
         host: &Host,
         grant: &Grant,
-        stop: Arc<Stop>,
+        stop: Stop,
         decided: Option<i64>,
         epoch: &CacheEpoch,
     ) -> Registration {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let watched = Watched {
-            turn: turn.id.clone(),
-            user: turn.user.clone(),
-            chat: turn.chat.clone(),
+            turn: turn.clone(),
             host: host.clone(),
             grant: grant.clone(),
             stop,
         };
+        let drained_stop = watched.stop.clone();
         if let Ok(mut m) = self.shard(id).lock() {
             m.insert(id, watched);
+        }
+        // Read after the insert, as `stop_all` sets the flag before it walks the shards:
+        // one of the two sees the other.
+        if self.drained.load(Ordering::SeqCst) {
+            drained_stop.stop(DRAINED);
         }
         // Read after the insert: if the epoch moved since the decision, the sweep for the new
         // epoch may have taken its snapshot before this entry was there.
@@ -132,6 +166,25 @@ impl Registry {
             registry: self.clone(),
             id,
         }
+    }
+}
+
+impl Registry {
+    /// Stops every registered connection, and any registered later: the drain time ran out.
+    /// One pass here instead of a drain timer in each of ten thousand tunnels. Returns how
+    /// many were open.
+    pub(crate) fn stop_all(&self) -> usize {
+        self.drained.store(true, Ordering::SeqCst);
+        let mut stopped = 0;
+        for shard in &self.shards {
+            if let Ok(m) = shard.lock() {
+                for w in m.values() {
+                    w.stop.stop(DRAINED);
+                    stopped += 1;
+                }
+            }
+        }
+        stopped
     }
 }
 
@@ -154,14 +207,15 @@ pub(crate) fn take_late(registry: &Registry) -> bool {
 /// next poll; new requests already fail closed).
 pub(crate) async fn sweep(registry: &Registry, store: &Store) -> Result<Swept, StoreError> {
     // Snapshot under each shard's lock in turn, then let go before the database trip.
-    let mut open: Vec<(TurnId, UserId, ChatId, Host, Grant, Arc<Stop>)> = Vec::new();
+    let mut open: Vec<(TurnId, UserId, ChatId, Host, Grant, Stop)> = Vec::new();
     for shard in &registry.shards {
         if let Ok(m) = shard.lock() {
             open.extend(m.values().filter(|w| !w.stop.is_stopped()).map(|w| {
+                let t = &w.turn.turn;
                 (
-                    w.turn.clone(),
-                    w.user.clone(),
-                    w.chat.clone(),
+                    t.id.clone(),
+                    t.user.clone(),
+                    t.chat.clone(),
                     w.host.clone(),
                     w.grant.clone(),
                     w.stop.clone(),
@@ -199,7 +253,7 @@ pub(crate) async fn sweep(registry: &Registry, store: &Store) -> Result<Swept, S
                 card_id = card_of(grant),
                 "revoked: closing an open connection"
             );
-            stop.stop();
+            stop.stop(REVOKED);
             swept.stopped += 1;
         }
     }
@@ -220,7 +274,7 @@ pub(crate) fn card_of(grant: &Grant) -> Option<&str> {
 #[derive(Default)]
 pub(crate) struct ConnWatch {
     /// Stops the client connection.
-    pub stop: Arc<Stop>,
+    pub stop: Stop,
     regs: Mutex<Vec<(TurnId, Host, Grant, Registration)>>,
 }
 
@@ -230,7 +284,7 @@ impl ConnWatch {
     pub(crate) fn watch(
         &self,
         registry: &Arc<Registry>,
-        turn: &Turn,
+        turn: &Arc<TurnEntry>,
         host: &Host,
         grant: &Grant,
         decided: Option<i64>,
@@ -241,11 +295,11 @@ impl ConnWatch {
         };
         if regs
             .iter()
-            .any(|(t, h, g, _)| t == &turn.id && h == host && g == grant)
+            .any(|(t, h, g, _)| t == &turn.turn.id && h == host && g == grant)
         {
             return;
         }
         let reg = registry.register(turn, host, grant, self.stop.clone(), decided, epoch);
-        regs.push((turn.id.clone(), host.clone(), grant.clone(), reg));
+        regs.push((turn.turn.id.clone(), host.clone(), grant.clone(), reg));
     }
 }

@@ -106,12 +106,23 @@ impl Proxy {
                 notified.await;
             }
         };
-        let deadline = self.shared.settings.drain_timeout + std::time::Duration::from_secs(1);
-        if tokio::time::timeout(deadline, wait_idle).await.is_err() {
-            tracing::warn!(
-                open = self.shared.active.count.load(Ordering::Acquire),
-                "drain deadline passed; closing the rest"
+        tokio::pin!(wait_idle);
+        let drain = self.shared.settings.drain_timeout;
+        if tokio::time::timeout(drain, &mut wait_idle).await.is_err() {
+            // Tunnels and connections still open ran out of drain time: each is stopped
+            // through its revocation registration (one pass here, no timer in each).
+            let stopped = self.shared.registry.stop_all();
+            tracing::info!(
+                stopped,
+                "drain timeout: closing open tunnels and connections"
             );
+            let grace = std::time::Duration::from_secs(1);
+            if tokio::time::timeout(grace, wait_idle).await.is_err() {
+                tracing::warn!(
+                    open = self.shared.active.count.load(Ordering::Acquire),
+                    "drain deadline passed; closing the rest"
+                );
+            }
         }
         Ok(())
     }

@@ -58,9 +58,9 @@ pub(crate) fn start(
     // The tunnel counts as an open connection until it ends, although hyper's connection
     // future finishes at the upgrade.
     let (conn_guard, _) = ConnGuard::new(&shared.active);
-    let stop = Arc::new(Stop::default());
+    let stop = Stop::default();
     let registration = shared.registry.register(
-        &turn.turn,
+        &turn,
         &target.host,
         grant,
         stop.clone(),
@@ -162,7 +162,7 @@ impl Tunnel<'_> {
     /// 2.4 KiB with the relay inline against 1 KiB for the relay alone).
     async fn run<C, R, F>(&self, client: C, first: Vec<u8>, relay: R)
     where
-        C: HttpClient,
+        C: HttpClient + judge::Readable,
         R: FnOnce(C, TcpStream) -> F,
         F: std::future::Future<Output = relay::Totals>,
     {
@@ -198,10 +198,13 @@ impl Tunnel<'_> {
     }
 
     /// Judges the first client bytes, then dials the origin and hands it the bytes read so
-    /// far (or hands the client to the HTTP path).
+    /// far (or hands the client to the HTTP path). A silent tunnel lives inside this future
+    /// (its wait for a server-first protocol), so the rare and large steps (a refusal's
+    /// record, a fresh grant's read, the dial) are boxed: the future is as large as its
+    /// largest step, and that would otherwise be paid by every idle tunnel.
     async fn open<C>(&self, mut client: C, mut first: Vec<u8>) -> Option<Opened<C>>
     where
-        C: AsyncRead + AsyncWrite + Unpin,
+        C: judge::Readable + AsyncRead + AsyncWrite + Unpin,
     {
         let settings = &self.shared.settings;
         let tls_port = self.target.port == 443;
@@ -214,8 +217,14 @@ impl Tunnel<'_> {
         let mut down = 0;
         let mut origin = None;
         if first.is_empty() {
-            first.reserve(4096);
-            match tokio::time::timeout(first_wait, client.read_buf(&mut first)).await {
+            // The buffer is taken only once the client has something to say: ten thousand
+            // silent tunnels holding 4 KiB each through this wait left 40 MiB of heap behind.
+            let read = async {
+                client.readable().await?;
+                first.reserve(4096);
+                client.read_buf(&mut first).await
+            };
+            match tokio::time::timeout(first_wait, read).await {
                 Ok(Ok(0)) | Ok(Err(_)) => return None,
                 Ok(Ok(_)) => {}
                 // Silence: a server-first protocol may proceed off 443, but its client's
@@ -228,7 +237,9 @@ impl Tunnel<'_> {
                     let mut o = self.dial().await?;
                     let ends = deadline_at(self.ends_at);
                     let idle = settings.idle_timeout;
-                    down = judge::banner(&mut client, &mut o, &mut first, idle, ends).await?;
+                    // Pinned here and lent: moved into `banner`, it would take its room twice.
+                    let stop = std::pin::pin!(stopped(self.shared, self.stop));
+                    down = judge::banner(&mut client, &mut o, &mut first, idle, ends, stop).await?;
                     origin = Some(o);
                 }
             }
@@ -253,7 +264,8 @@ impl Tunnel<'_> {
                 // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on
                 // them (unless a fresh approval has widened it since it was remembered).
                 if self.allowed.grant.access != Access::Full {
-                    let fresh = self.shared.fresh_grant(self.turn, &self.target.host).await;
+                    let fresh = self.shared.fresh_grant(self.turn, &self.target.host);
+                    let fresh = Box::pin(fresh).await;
                     if fresh.is_none_or(|g| g.access != Access::Full) {
                         return self.refuse(RefusalReason::MethodNotAllowed).await;
                     }
@@ -280,12 +292,8 @@ impl Tunnel<'_> {
 
     /// Connects to a vetted address of the CONNECT host.
     async fn dial(&self) -> Option<TcpStream> {
-        match self
-            .shared
-            .dialer
-            .connect(&self.target.host, self.addrs)
-            .await
-        {
+        let connect = self.shared.dialer.connect(&self.target.host, self.addrs);
+        match Box::pin(connect).await {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::debug!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
@@ -305,18 +313,17 @@ impl Tunnel<'_> {
 
     /// Records the refusal that closes the tunnel.
     async fn refuse<T>(&self, reason: RefusalReason) -> Option<T> {
-        self.shared
-            .record_refusal(Refusal {
-                turn: self.turn,
-                host: self.target.host.as_str(),
-                port: self.target.port,
-                reason,
-                url: None,
-                package: None,
-                shadow: false,
-                method: None,
-            })
-            .await;
+        Box::pin(self.shared.record_refusal(Refusal {
+            turn: self.turn,
+            host: self.target.host.as_str(),
+            port: self.target.port,
+            reason,
+            url: None,
+            package: None,
+            shadow: false,
+            method: None,
+        }))
+        .await;
         None
     }
 }
@@ -358,32 +365,17 @@ impl HttpClient for TokioIo<hyper::upgrade::Upgraded> {
     }
 }
 
-/// Resolves when the process has been draining for the drain timeout.
-fn drained(shared: &Shared) -> impl std::future::Future<Output = ()> + use<> {
-    let mut draining = shared.draining.clone();
-    let drain = shared.settings.drain_timeout;
-    async move {
-        let _ = draining.wait_for(|d| *d).await.map(|_| ());
-        tokio::time::sleep(drain).await;
-    }
-}
-
-/// Resolves when the tunnel must stop: drained, or revoked.
-fn stopped(shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
-    let drained = drained(shared);
-    let revoked = stop.stopped();
-    async move {
-        tokio::select! {
-            () = drained => {}
-            () = revoked => {}
-        }
-    }
+/// Resolves when the tunnel must stop: revoked, or the drain time ran out (the proxy stops
+/// every registered connection then, see [`crate::revoke::Registry::stop_all`], so a tunnel
+/// carries no drain timer of its own).
+fn stopped(_shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
+    stop.stopped()
 }
 
 impl Tunnel<'_> {
     /// How the tunnel ended, for its line: a stop by revocation reads `revoked`.
     fn end_of(&self, end: End) -> &'static str {
-        if self.stop.is_stopped() && end == End::Shutdown {
+        if self.stop.is_revoked() && end == End::Shutdown {
             "revoked"
         } else {
             end.as_str()

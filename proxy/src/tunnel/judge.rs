@@ -4,9 +4,13 @@
 //! host at all (an opaque protocol) are relayed unjudged. A server-first protocol gets the
 //! origin's banner first, but the client's first bytes are judged all the same.
 
+use std::io;
+use std::pin::Pin;
 use std::time::Duration;
 
 use egressgate_store::{Host, RefusalReason};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -81,17 +85,42 @@ pub(crate) async fn read_and_judge<C: AsyncRead + Unpin>(
     }
 }
 
+/// A tunnel's client whose readiness can be awaited without a buffer, so a tunnel whose
+/// client has not spoken yet holds no read buffer while it waits.
+pub(crate) trait Readable {
+    /// Resolves when a read would not block (at once where the transport cannot tell).
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// Through `poll_read_ready`, the slot a read's waker takes, not `TcpStream::readable`'s
+/// waiter list: the connection task that read the CONNECT left its waker in that slot, and
+/// until it is replaced that finished task's memory (about 4 KiB) cannot be freed.
+impl Readable for TcpStream {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        std::future::poll_fn(|cx| self.poll_read_ready(cx))
+    }
+}
+
+/// A client of the TLS listener: its readiness is the TLS layer's, so the read itself waits.
+impl Readable for TokioIo<Upgraded> {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
 /// A server-first protocol: copies what the origin says to the client until the client
 /// speaks (its first byte lands in `buf`, for judging) and returns how many bytes went down.
-/// `None` when either side closed, nothing moved for `idle`, or `ends` passed. A silent
-/// tunnel waits here, so the wait holds no buffer: one byte is read from either side, and a
-/// buffer exists only while the origin's bytes are being copied.
+/// `None` when either side closed, nothing moved for `idle`, `ends` passed, or `stop`
+/// resolved (a revocation, the drain). A silent tunnel waits here, so the wait holds no
+/// buffer: one byte is read from either side, and a buffer exists only while the origin's
+/// bytes are being copied.
 pub(crate) async fn banner<C>(
     client: &mut C,
     origin: &mut TcpStream,
     buf: &mut Vec<u8>,
     idle: Duration,
     ends: Instant,
+    mut stop: Pin<&mut impl Future<Output = ()>>,
 ) -> Option<u64>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -119,6 +148,7 @@ where
                 down += n as u64;
             }
             () = tokio::time::sleep_until(wake) => return None,
+            () = stop.as_mut() => return None,
         }
     }
 }
