@@ -88,13 +88,7 @@ pub(crate) fn start(
                 drop(read_buf);
                 let client = io.into_inner();
                 let relay = |client, origin| {
-                    relay_tcp::relay_tcp(
-                        client,
-                        origin,
-                        idle,
-                        deadline_at(ends_at),
-                        stopped(&shared, &stop),
-                    )
+                    relay_tcp::relay_tcp(client, origin, idle, deadline_at(ends_at), stopped(&stop))
                 };
                 let tunnel = Tunnel {
                     shared: &shared,
@@ -110,7 +104,7 @@ pub(crate) fn start(
             Err(upgraded) => {
                 let client = TokioIo::new(upgraded);
                 let relay = |client, origin| {
-                    let stop = stopped(&shared, &stop);
+                    let stop = stopped(&stop);
                     relay::relay(client, origin, idle, deadline_at(ends_at), stop)
                 };
                 let tunnel = Tunnel {
@@ -238,7 +232,7 @@ impl Tunnel<'_> {
                     let ends = deadline_at(self.ends_at);
                     let idle = settings.idle_timeout;
                     // Pinned here and lent: moved into `banner`, it would take its room twice.
-                    let stop = std::pin::pin!(stopped(self.shared, self.stop));
+                    let stop = std::pin::pin!(stopped(self.stop));
                     down = judge::banner(&mut client, &mut o, &mut first, idle, ends, stop).await?;
                     origin = Some(o);
                 }
@@ -368,7 +362,7 @@ impl HttpClient for TokioIo<hyper::upgrade::Upgraded> {
 /// Resolves when the tunnel must stop: revoked, or the drain time ran out (the proxy stops
 /// every registered connection then, see [`crate::revoke::Registry::stop_all`], so a tunnel
 /// carries no drain timer of its own).
-fn stopped(_shared: &Shared, stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
+fn stopped(stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
     stop.stopped()
 }
 

@@ -569,7 +569,7 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
     let mut input = first;
     let tunnel = ctx.tunnel;
     let ends = deadline_at(tunnel.ends_at);
-    let stop = stopped(tunnel.shared, tunnel.stop);
+    let stop = stopped(tunnel.stop);
     tokio::pin!(stop);
     let refused = loop {
         let fed = requests.feed(ctx, &input, &mut out);

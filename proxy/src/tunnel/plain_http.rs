@@ -217,7 +217,7 @@ where
 {
     let (shared, turn) = (tunnel.shared, tunnel.turn);
     let ends_at = deadline_at(tunnel.ends_at);
-    let stop = stopped(shared, tunnel.stop);
+    let stop = stopped(tunnel.stop);
     let start = tokio::time::Instant::now();
     let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
     let io = Prefixed {
