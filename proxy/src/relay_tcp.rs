@@ -251,6 +251,9 @@ pub(crate) mod splice {
         pub(crate) fn new() -> io::Result<Self> {
             let (rd, wr) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)
                 .map_err(io::Error::from)?;
+            // A pipe holds 64 KiB by default, so each splice would move at most that: widen it
+            // to a whole chunk where the system allows (pages are only taken while in use).
+            let _ = nix::fcntl::fcntl(&wr, nix::fcntl::FcntlArg::F_SETPIPE_SZ(CHUNK as i32));
             Ok(Self { rd, wr, queued: 0 })
         }
 
