@@ -651,10 +651,9 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
                     Err(end) => return (end, false),
                 },
                 r = &mut down, if !down_done => match r {
-                    // The client's last answer is delivered: it closes here, the origin
-                    // connection may be kept.
+                    // The client's last answer is delivered: the tunnel closes here (its
+                    // socket's close sends the FIN), the origin connection may be kept.
                     Ok(()) if ctx.flow.client_closed.load(Ordering::Acquire) => {
-                        shutdown_write(&client);
                         return (End::Closed, ctx.flow.reusable());
                     }
                     Ok(()) => {
