@@ -40,8 +40,11 @@ wait_addr() {
     for _ in $(seq 300); do
         local line
         line=$(grep -m1 -a "$pattern" "$file" 2>/dev/null || true)
-        if [ -n "$line" ]; then
-            sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2
+        local addr
+        addr=$(sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2)
+        # A line caught while it is still being written has no address yet: read it again.
+        if [ -n "$addr" ]; then
+            echo "$addr"
             return 0
         fi
         kill -0 "$pid" 2>/dev/null || { tail -20 "$file" >&2; die "process $pid exited before logging '$pattern'"; }
