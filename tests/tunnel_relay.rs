@@ -197,6 +197,13 @@ async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
             "{framing:?}: must close"
         );
     }
+    // HTTP/1.0 has no transfer codings: a chunked 1.0 body is faulty framing too.
+    let mut s = open(&g, &turn, port).await;
+    let raw = format!("POST / HTTP/1.0\r\n{host}transfer-encoding: chunked\r\n\r\n0\r\n\r\n");
+    s.write_all(raw.as_bytes()).await.unwrap();
+    let r = answer(&mut s).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(wait_closed(&mut s, 5).await.is_ok());
     // Junk where a head should be, and a head past the size limit.
     for raw in [
         "GET / HTTP/1.1\r\nbad header\r\n\r\n".to_owned(),

@@ -309,8 +309,13 @@ fn pass(
         let method = method.to_owned();
         return Err(Stop::Refused { reason, method });
     }
-    let len = framing::request_body(req.headers)
-        .map_err(|_| Stop::Bad(StatusCode::BAD_REQUEST, "ambiguous request body framing"))?;
+    let ambiguous = || Stop::Bad(StatusCode::BAD_REQUEST, "ambiguous request body framing");
+    let len = framing::request_body(req.headers).map_err(|_| ambiguous())?;
+    // HTTP/1.0 has no transfer codings: an origin may read such a body as the next request
+    // (RFC 9112 §6.1 calls the framing faulty).
+    if req.version == Some(0) && len == BodyLen::Chunked {
+        return Err(ambiguous());
+    }
     let target = match &absolute {
         Some(uri) => uri.path_and_query().map_or("/", |p| p.as_str()),
         None => path,
