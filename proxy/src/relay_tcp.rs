@@ -257,6 +257,32 @@ pub(crate) mod splice {
             Ok(Self { rd, wr, queued: 0 })
         }
 
+        /// One splice of up to `max` bytes from `src` into the pipe (`WouldBlock` clears the
+        /// socket's readiness).
+        fn fill(&self, src: &TcpStream, max: usize) -> io::Result<usize> {
+            src.try_io(Interest::READABLE, || {
+                splice(src.as_fd(), None, self.wr.as_fd(), None, max, flags())
+                    .map_err(io::Error::from)
+            })
+        }
+
+        /// One splice of what the pipe holds into `dst`.
+        fn drain(&mut self, dst: &TcpStream) -> io::Result<()> {
+            let m = dst.try_io(Interest::WRITABLE, || {
+                splice(
+                    self.rd.as_fd(),
+                    None,
+                    dst.as_fd(),
+                    None,
+                    self.queued,
+                    flags(),
+                )
+                .map_err(io::Error::from)
+            })?;
+            self.queued -= m;
+            Ok(())
+        }
+
         /// Moves up to `max` bytes from `src` to `dst` inside the kernel (a body whose length
         /// the caller knows): `Ok(0)` at the source's end of file, `Ok(None)` when this
         /// socket pair cannot splice (nothing was moved).
@@ -268,18 +294,7 @@ pub(crate) mod splice {
         ) -> io::Result<Option<usize>> {
             let n = loop {
                 src.readable().await?;
-                let moved = src.try_io(Interest::READABLE, || {
-                    splice(
-                        src.as_fd(),
-                        None,
-                        self.wr.as_fd(),
-                        None,
-                        max.min(CHUNK),
-                        flags(),
-                    )
-                    .map_err(io::Error::from)
-                });
-                match moved {
+                match self.fill(src, max.min(CHUNK)) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.raw_os_error() == Some(Errno::EINVAL as i32) => return Ok(None),
@@ -289,21 +304,9 @@ pub(crate) mod splice {
             self.queued = n;
             while self.queued > 0 {
                 dst.writable().await?;
-                let out = dst.try_io(Interest::WRITABLE, || {
-                    splice(
-                        self.rd.as_fd(),
-                        None,
-                        dst.as_fd(),
-                        None,
-                        self.queued,
-                        flags(),
-                    )
-                    .map_err(io::Error::from)
-                });
-                match out {
-                    Ok(m) => self.queued -= m,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
+                match self.drain(dst) {
+                    Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+                    _ => {}
                 }
             }
             Ok(Some(n))
@@ -320,30 +323,16 @@ pub(crate) mod splice {
             loop {
                 if self.queued > 0 {
                     ready!(dst.poll_write_ready(cx))?;
-                    let out = dst.try_io(Interest::WRITABLE, || {
-                        splice(
-                            self.rd.as_fd(),
-                            None,
-                            dst.as_fd(),
-                            None,
-                            self.queued,
-                            flags(),
-                        )
-                        .map_err(io::Error::from)
-                    });
-                    match out {
-                        Ok(m) => self.queued -= m,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Poll::Ready(Err(e)),
+                    match self.drain(dst) {
+                        Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                            return Poll::Ready(Err(e));
+                        }
+                        _ => {}
                     }
                     continue;
                 }
                 ready!(src.poll_read_ready(cx))?;
-                let moved = src.try_io(Interest::READABLE, || {
-                    splice(src.as_fd(), None, self.wr.as_fd(), None, CHUNK, flags())
-                        .map_err(io::Error::from)
-                });
-                match moved {
+                match self.fill(src, CHUNK) {
                     Ok(0) => return Poll::Ready(Ok(Flow::Eof)),
                     Ok(n) => {
                         act.note(n, start);

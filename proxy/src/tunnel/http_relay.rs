@@ -209,14 +209,8 @@ impl Requests {
     /// `out`, rewritten, and queued in `flow`. `Err` at the first request that may not pass
     /// (those before it are in `out`).
     fn feed(&mut self, ctx: &Ctx<'_, '_>, input: &[u8], out: &mut Vec<u8>) -> Result<(), Stop> {
-        let joined;
-        let data = if self.carry.is_empty() {
-            input
-        } else {
-            self.carry.extend_from_slice(input);
-            joined = std::mem::take(&mut self.carry);
-            &joined[..]
-        };
+        let mut slot = Vec::new();
+        let data = after_carry(&mut self.carry, input, &mut slot);
         let max_head = ctx.tunnel.shared.settings.max_header_bytes;
         let mut at = 0;
         while at < data.len() {
@@ -264,6 +258,17 @@ impl Requests {
         }
         Ok(())
     }
+}
+
+/// The bytes to parse: `input` after what an unfinished head left in `carry` (moved into
+/// `slot`, which then owns them).
+fn after_carry<'a>(carry: &mut Vec<u8>, input: &'a [u8], slot: &'a mut Vec<u8>) -> &'a [u8] {
+    if carry.is_empty() {
+        return input;
+    }
+    carry.extend_from_slice(input);
+    *slot = std::mem::take(carry);
+    slot
 }
 
 fn too_large() -> Stop {
@@ -399,14 +404,8 @@ impl Responses {
         if flow.untracked.load(Ordering::Acquire) {
             return Ok(());
         }
-        let joined;
-        let data = if self.carry.is_empty() {
-            input
-        } else {
-            self.carry.extend_from_slice(input);
-            joined = std::mem::take(&mut self.carry);
-            &joined[..]
-        };
+        let mut slot = Vec::new();
+        let data = after_carry(&mut self.carry, input, &mut slot);
         let mut at = 0;
         while at < data.len() {
             if let Some(body) = &mut self.body {
