@@ -15,7 +15,7 @@ pub mod decide;
 pub mod decision_log;
 pub mod dial;
 pub mod first_bytes;
-pub mod framing;
+pub mod http1;
 pub mod identify;
 pub mod inspect;
 pub mod metrics;

@@ -10,6 +10,7 @@ pub mod held;
 pub mod inspect;
 pub mod pg;
 pub mod registry;
+pub mod relay;
 pub mod sse;
 pub mod tls_front;
 
