@@ -1,7 +1,8 @@
 //! The relay forwards only what it judged. Each test tries to get a request for another
 //! virtual host past the judge inside a tunnel to an approved one, against the real binary and
 //! a real origin that would serve it: Node's strict parser for hop-by-hop framing options,
-//! Python's lenient one for bodies on methods that define none. In every case the answer is the proxy's own, the tunnel closes, and the origin never
+//! Python's lenient one for odd request-line whitespace and for bodies on methods that define
+//! none. In every case the answer is the proxy's own, the tunnel closes, and the origin never
 //! sees the other host's name.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -109,6 +110,52 @@ async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_befo
     // A framing refusal is the proxy's own 400, not a recorded refusal.
     let refusals = api.refusals(&turn).await;
     assert_eq!(refusals["refusals"], serde_json::json!([]), "{refusals}");
+}
+
+#[tokio::test]
+async fn odd_whitespace_in_a_request_line_is_judged_as_http_never_relayed_unjudged() {
+    let python = ScriptOrigin::python();
+    let port = python.port;
+    let (g, _api, turn) = relay_gate(port).await;
+    let why = "malformed HTTP/1.1 request";
+    for line in [
+        &b"GET\x0b/secret HTTP/1.1"[..],
+        b"GET\x0c/secret HTTP/1.1",
+        b"GET\x1c/secret HTTP/1.1",
+        b"GET\x1d/secret HTTP/1.1",
+        b"GET\x1e/secret HTTP/1.1",
+        b"GET\x1f/secret HTTP/1.1",
+        b"GET /secret\x0bHTTP/1.1",
+        b" GET /secret HTTP/1.1",
+        b"\x0cGET /secret HTTP/1.1",
+        b"\x0bGET /secret HTTP/1.1",
+        b"\x1cGET /secret HTTP/1.1",
+        b"\x85GET /secret HTTP/1.1",
+        b"\xa0GET /secret HTTP/1.1",
+        b"GET  /secret HTTP/1.1",
+        b"GET\t/secret\tHTTP/1.1",
+    ] {
+        let mut raw = line.to_vec();
+        raw.extend_from_slice(format!("\r\nHost: {OTHER}:{port}\r\n\r\n").as_bytes());
+        refused(&g, &turn, port, &raw, 400, why).await;
+    }
+    // Text protocols that name no HTTP version are judged as HTTP too, and refused.
+    for raw in [&b"EHLO client.example\r\n"[..], b"*1\r\n$4\r\nPING\r\n"] {
+        refused(&g, &turn, port, raw, 400, why).await;
+    }
+    // Empty lines before a request line are allowed (RFC 9112 §2.2) and the head is judged.
+    let mut s = open(&g, &turn, port).await;
+    let raw = format!("\r\nGET /ok HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n");
+    s.write_all(raw.as_bytes()).await.unwrap();
+    assert_eq!(
+        answer(&mut s).await.text(),
+        format!("vhost={FILES}:{port} path=/ok")
+    );
+    assert_eq!(
+        python.settled_requests().await,
+        [format!("{FILES}:{port} GET /ok")],
+        "no odd line may reach the origin"
+    );
 }
 
 #[tokio::test]
