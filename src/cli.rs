@@ -204,6 +204,11 @@ pub enum SandboxCmd {
         /// (`GET /v1/ca.pem`), instead of --ca-file.
         #[arg(long, env = "EGRESSGATE_CONTROL_URL")]
         control_url: Option<String>,
+        /// Run the command as this user (a name or a uid). A root launcher defaults to
+        /// `nobody`, so the command is never host root unless `--as-user root` says so; an
+        /// unprivileged launcher runs it as itself.
+        #[arg(long, value_name = "USER|UID")]
+        as_user: Option<String>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<OsString>,

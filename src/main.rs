@@ -25,6 +25,7 @@ fn main() -> ExitCode {
                 no_isolate,
                 ca_file,
                 control_url,
+                as_user,
                 command,
             },
     } = cli.command
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
                     ca: ca_file
                         .map(egressgate_sandbox::CaSource::File)
                         .or(control_url.map(egressgate_sandbox::CaSource::ControlUrl)),
+                    as_user,
                     command,
                 })
             });

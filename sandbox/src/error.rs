@@ -56,6 +56,9 @@ pub enum SandboxError {
     /// A setup step inside the namespace failed; the message came from the inside half.
     #[error("sandbox setup failed: {0}")]
     InsideSetup(String),
+    /// `--as-user` names no user, or a user this launcher cannot become; nothing ran.
+    #[error("--as-user {0}")]
+    AsUser(String),
 }
 
 impl SandboxError {

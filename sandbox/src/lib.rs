@@ -1,8 +1,9 @@
 //! `egressgate sandbox run`: runs a command whose only route out is the egress proxy.
 //!
-//! On Linux the command runs in fresh user, network and PID namespaces whose only interface is
-//! loopback; a forwarder on `127.0.0.1` inside relays through a Unix socket to this process,
-//! which dials the proxy. See `README.md` in this crate for what that does and does not stop.
+//! On Linux the command runs in fresh user, network, PID and mount namespaces whose only
+//! interface is loopback; a forwarder on `127.0.0.1` inside relays through a Unix socket to this
+//! process, which dials the proxy. A root launcher runs the command as an unprivileged user
+//! (`--as-user`, default `nobody`). See `README.md` in this crate for what that does and does not stop.
 //!
 //! Call [`run`] before the process starts any thread (before building a tokio runtime): it
 //! forks, and the kernel only lets a single-threaded process create a user namespace.
@@ -13,6 +14,7 @@ mod direct;
 mod env;
 mod error;
 mod fork;
+mod identity;
 mod isolated;
 mod loopback;
 mod namespace;
@@ -48,6 +50,9 @@ pub struct RunOptions {
     /// Where the deployment CA comes from (`--ca-file`, `--control-url`): the command then
     /// gets a bundle of the system roots plus it. `None`: the trust store is left alone.
     pub ca: Option<CaSource>,
+    /// `--as-user`: the user (name or uid) a root launcher runs the command as; `None` for
+    /// `nobody`. An unprivileged launcher runs the command as itself and accepts only its own.
+    pub as_user: Option<String>,
     /// The command and its arguments (after `--`).
     pub command: Vec<OsString>,
 }
@@ -60,6 +65,7 @@ impl std::fmt::Debug for RunOptions {
             .field("isolate", &self.isolate)
             .field("capture", &self.capture)
             .field("ca", &self.ca)
+            .field("as_user", &self.as_user)
             .field("command", &self.command)
             .finish()
     }
@@ -72,19 +78,20 @@ impl std::fmt::Debug for RunOptions {
 /// Never returns `Err` for the command's own failure; `Err` only for the launcher's, which the
 /// caller prints as one line and exits with [`SandboxError::exit_code`] (125, or
 /// [`EXIT_ISOLATION_UNAVAILABLE`] when isolation is impossible here). Must be called while the
-/// process is single-threaded when `isolate` is set.
+/// process is single-threaded (it forks to run as the command's user).
 pub fn run(opts: RunOptions) -> Result<i32, SandboxError> {
     let proxy = proxy_url::ProxyUrl::parse(&opts.proxy_url)?;
     let Some((program, args)) = opts.command.split_first() else {
         return Err(SandboxError::NoCommand);
     };
+    let identity = identity::Identity::resolve(opts.as_user.as_deref())?;
     // Kept until the command ended (the launcher removes its directory when it returns).
     let bundle = opts.ca.as_ref().map(trust::prepare).transpose()?;
     let bundle_path = bundle.as_ref().map(trust::Bundle::path);
     if opts.isolate {
         let capture = capture::decide(opts.capture, &proxy)?;
-        isolated::run(&proxy, program, args, capture, bundle_path)
+        isolated::run(&proxy, program, args, capture, bundle_path, &identity)
     } else {
-        direct::run(&proxy, program, args, bundle_path)
+        direct::run(&proxy, program, args, bundle_path, &identity)
     }
 }

@@ -1,10 +1,12 @@
-//! Moves the inside half into fresh user, network and PID namespaces.
+//! Moves the inside half into fresh user, network and PID namespaces (and a mount namespace
+//! when something is to be mounted).
 //!
-//! A user namespace is made even when running as root: root's commands then hold capabilities
-//! only inside it, so they cannot `setns` back into the host's network namespace (through
-//! `/proc/1/ns/net`) or otherwise reach outside. As root the maps are the identity over every
-//! id the current namespace knows, so files and ids look the same to the command; otherwise
-//! the current uid and gid are mapped to themselves, so the command stays unprivileged.
+//! A user namespace is made even when running as root: the command's capabilities then count
+//! only inside it, so it cannot `setns` back into the host's network namespace (through
+//! `/proc/1/ns/net`) or otherwise reach outside. Which host ids it maps is the command's
+//! [`Identity`]'s business: a root launcher's unprivileged user maps only that user's uid and
+//! gid (each to itself, so `id` inside shows the host's numbers); `--as-user root` maps every
+//! id the current namespace knows to itself; an unprivileged launcher maps its own uid and gid.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -18,6 +20,7 @@ use nix::unistd::{ForkResult, Pid, getegid, geteuid, getpid, pipe2};
 
 use crate::error::SandboxError;
 use crate::fork::fork_single_threaded;
+use crate::identity::Identity;
 use crate::report::Failure;
 
 /// Fails unless this process has exactly one thread: forking a threaded process is unsafe and
@@ -42,21 +45,24 @@ pub(crate) struct IdMaps {
 }
 
 impl IdMaps {
-    /// Maps for the current user (see the module comment).
-    pub(crate) fn for_current_user() -> Result<Self, Failure> {
-        if geteuid().is_root() {
-            Ok(Self {
+    /// Maps for the command's identity (see the module comment).
+    pub(crate) fn for_identity(who: &Identity) -> Result<Self, Failure> {
+        let one = |uid: String, gid: String, deny_setgroups| Self {
+            uid_map: format!("{uid} {uid} 1\n"),
+            gid_map: format!("{gid} {gid} 1\n"),
+            deny_setgroups,
+        };
+        Ok(match who {
+            Identity::Root => Self {
                 uid_map: identity(&read_proc("/proc/self/uid_map")?),
                 gid_map: identity(&read_proc("/proc/self/gid_map")?),
                 deny_setgroups: false,
-            })
-        } else {
-            Ok(Self {
-                uid_map: format!("{0} {0} 1\n", geteuid()),
-                gid_map: format!("{0} {0} 1\n", getegid()),
-                deny_setgroups: true,
-            })
-        }
+            },
+            // An unprivileged writer must give up setgroups; a root one keeps it, so that init
+            // can clear the launcher's supplementary groups before the command starts.
+            Identity::User(user) => one(user.uid.to_string(), user.gid.to_string(), false),
+            Identity::Caller => one(geteuid().to_string(), getegid().to_string(), true),
+        })
     }
 }
 
@@ -65,8 +71,9 @@ impl IdMaps {
 /// and has the id maps written.
 ///
 /// The maps are written by a helper forked beforehand, which stays in the parent user
-/// namespace: only a writer there may map more than its own id (root's identity map), and an
-/// unprivileged one may map its own. Must be called single-threaded.
+/// namespace: only a writer there may map more than its own id (root's identity map) or an id
+/// other than its own (an unprivileged user's), and an unprivileged one may map its own. Must
+/// be called single-threaded.
 pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
     let setup = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
     // The helper can open our /proc/PID files only while we are dumpable (the launcher made

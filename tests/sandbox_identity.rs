@@ -1,0 +1,162 @@
+//! Who the sandboxed command is on the host, with a root launcher (as in CI): an unprivileged
+//! user (`--as-user`, default `nobody`), never host root. It can neither read the gate's CA
+//! key nor write the gate's database, so it cannot approve a host for itself.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use support::*;
+
+const BLOCKED: &str = "blocked.example.com";
+const APPROVED: &str = "approved.example.com";
+/// A proxy URL for runs whose command never uses the network.
+const UNUSED_PROXY: &str = "http://t:s@127.0.0.1:1";
+
+/// `egressgate sandbox run FLAGS -- ARGV` from `cwd`, the proxy URL in the environment, no
+/// data directory named by the caller's environment unless `env` names one.
+fn sandbox(
+    proxy_url: &str,
+    flags: &[&str],
+    argv: &[&str],
+    cwd: &Path,
+    env: &[(&str, &str)],
+) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_egressgate"))
+        .args(["sandbox", "run"])
+        .args(flags)
+        .arg("--")
+        .args(argv)
+        .env("EGRESSGATE_PROXY_URL", proxy_url)
+        .env_remove("EGRESSGATE_DATA_DIR")
+        .envs(env.iter().copied())
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn explain(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout {}\nstderr {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The attack of issue 23 item 5, tried from inside the sandbox of a root launcher: read the
+/// CA key, add the blocked host to `admin_sites` in the gate's SQLite, plant a file in the
+/// data directory, then ask for the blocked host. The data directory is made searchable by
+/// everyone, so the files' own modes (key 0600, database 0644) are what stands in the way.
+#[tokio::test]
+async fn a_root_launchers_command_can_neither_read_the_gates_key_nor_write_its_database() {
+    let o = origin().await;
+    let port = o.addr.port();
+    let allowed_port = port.to_string();
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let made_ca = Command::new(env!("CARGO_BIN_EXE_egressgate"))
+        .args(["ca", "print", "--data-dir"])
+        .arg(&data)
+        .env_remove("EGRESSGATE_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(made_ca.status.success(), "{}", explain(&made_ca));
+    let g = gate()
+        .data_dir(home)
+        .database("sqlite-default")
+        .resolve(BLOCKED, "127.0.0.1")
+        .resolve(APPROVED, "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &allowed_port])
+        .start();
+    chmod(g.data_dir.path(), 0o755);
+    chmod(&data, 0o755);
+    let key = data.join("ca-key.pem");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let api = g.api();
+    api.admin_site(APPROVED).await;
+    let turn = api.turn("u-root", "c1", &[]).await;
+    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let script = format!(
+        "id -u; id -g; id -G; \
+         cat {key} > /dev/null 2>&1; echo key=$?; \
+         python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+c.execute(\"INSERT INTO admin_sites (pattern, created_at) VALUES (?, 0)\", (sys.argv[2],)); \
+c.commit()' {db} {BLOCKED} 2> /dev/null; echo sqlite=$?; \
+         touch {data}/planted 2> /dev/null; echo plant=$?; \
+         curl -s -m 10 -o /dev/null -w 'approved=%{{http_code}}\\n' http://{APPROVED}:{port}/; \
+         curl -s -m 10 -o /dev/null -w 'blocked=%{{http_code}}\\n' http://{BLOCKED}:{port}/",
+        key = key.display(),
+        db = data.join("egressgate.db").display(),
+        data = data.display(),
+    );
+    let got = tokio::task::spawn_blocking(move || {
+        sandbox(&proxy_url, &[], &["sh", "-c", &script], Path::new("/"), &[])
+    })
+    .await
+    .unwrap();
+    assert_eq!(got.status.code(), Some(0), "{}", explain(&got));
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        "65534\n65534\n65534\nkey=1\nsqlite=1\nplant=1\napproved=200\nblocked=403\n",
+        "{}",
+        explain(&got)
+    );
+    assert!(!data.join("planted").exists());
+    let rec = api.refusals(&turn).await;
+    assert_eq!(rec["refusals"][0]["host"], BLOCKED, "{rec}");
+    assert_eq!(
+        o.requests().len(),
+        1,
+        "only the approved host reached the origin"
+    );
+}
+
+/// Without namespaces there is nothing to map: a root launcher runs the command as the user
+/// itself (no supplementary group, `no_new_privs` so a set-uid program cannot raise it).
+#[test]
+fn no_isolate_as_root_runs_the_command_as_the_unprivileged_user() {
+    let dir = tempfile::tempdir().unwrap();
+    chmod(dir.path(), 0o755);
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "root only").unwrap();
+    chmod(&secret, 0o600);
+    let script = format!(
+        "id -u; id -G; grep NoNewPrivs /proc/self/status; \
+         cat {} 2> /dev/null; echo read=$?",
+        secret.display()
+    );
+    for flags in [
+        &["--no-isolate"][..],
+        &["--no-isolate", "--as-user", "4242"],
+    ] {
+        let got = sandbox(
+            UNUSED_PROXY,
+            flags,
+            &["sh", "-c", &script],
+            Path::new("/"),
+            &[],
+        );
+        let uid = if flags.len() == 1 { "65534" } else { "4242" };
+        assert_eq!(got.status.code(), Some(0), "{flags:?}: {}", explain(&got));
+        assert_eq!(
+            String::from_utf8_lossy(&got.stdout),
+            format!("{uid}\n{uid}\nNoNewPrivs:\t1\nread=1\n"),
+            "{flags:?}: {}",
+            explain(&got)
+        );
+    }
+}
