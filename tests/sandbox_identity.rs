@@ -1,6 +1,7 @@
 //! Who the sandboxed command is on the host, with a root launcher (as in CI): an unprivileged
 //! user (`--as-user`, default `nobody`), never host root. It can neither read the gate's CA
-//! key nor write the gate's database, so it cannot approve a host for itself.
+//! key nor write the gate's database (so it cannot approve a host for itself), and its
+//! `/proc` shows only the sandbox's processes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -122,6 +123,61 @@ c.commit()' {db} {BLOCKED} 2> /dev/null; echo sqlite=$?; \
         o.requests().len(),
         1,
         "only the approved host reached the origin"
+    );
+}
+
+/// The command's `/proc` is a fresh one for its PID namespace: a process of the host (here one
+/// carrying a marker in its command line) is not there, and PID 1 is the sandbox's own init
+/// (a copy of the launcher), not the host's.
+#[test]
+fn proc_inside_shows_only_the_sandboxs_own_processes() {
+    let marker = format!("egressgate-proc-marker-{}", std::process::id());
+    let mut host = Command::new("sh")
+        .args(["-c", &format!("read _; : {marker}")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The marker goes in as two halves joined inside (and matched by the shell, not by a
+    // process carrying it in its arguments), so no command line inside matches it.
+    let (a, b) = marker.split_at(10);
+    let script = "m=\"$1$2\"; n=0; echo init=$(cat /proc/1/comm); \
+                  for f in /proc/[0-9]*/cmdline; do \
+                    case \"$(tr '\\0' ' ' < \"$f\")\" in *\"$m\"*) n=$((n+1));; esac; \
+                  done; echo $n; \
+                  echo visible=$(ls -d /proc/[0-9]* | wc -l)";
+    let probe = |flags: &[&str]| {
+        let got = sandbox(
+            UNUSED_PROXY,
+            flags,
+            &["sh", "-c", script, "sh", a, b],
+            Path::new("/"),
+            &[],
+        );
+        assert_eq!(got.status.code(), Some(0), "{flags:?}: {}", explain(&got));
+        got
+    };
+    let isolated = probe(&["--capture", "off"]);
+    // The same probe on the host's /proc finds the marker: it is not blind.
+    let unisolated = probe(&["--no-isolate"]);
+    drop(host.stdin.take());
+    let _ = host.wait();
+    let out = String::from_utf8_lossy(&isolated.stdout).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..2],
+        ["init=egressgate", "0"],
+        "{}",
+        explain(&isolated)
+    );
+    // init, the shell and the pipeline's few processes: nothing of the host's.
+    let visible: usize = lines[2].strip_prefix("visible=").unwrap().parse().unwrap();
+    assert!(visible <= 6, "{}", explain(&isolated));
+    let host_view = String::from_utf8_lossy(&unisolated.stdout).into_owned();
+    assert_eq!(
+        host_view.lines().nth(1),
+        Some("1"),
+        "{}",
+        explain(&unisolated)
     );
 }
 

@@ -4,9 +4,10 @@
 //!   forwards signals to the keeper and returns the keeper's exit code;
 //! - the **keeper** (forked; new user and network namespaces, old PID namespace): creates the
 //!   namespaces, brings `lo` up, forks init, passes signals down and init's status up;
-//! - **init** (PID 1 of the new PID namespace): sets capture up, becomes the command's user
-//!   (see `identity`), runs the forwarder, starts the command, reaps orphans, and exits with
-//!   the command's status, whereupon the kernel kills whatever is left in the namespace.
+//! - **init** (PID 1 of the new PID namespace, in the new mount namespace): mounts a fresh
+//!   `/proc`, sets capture up, becomes the command's user (see `identity`), runs the forwarder,
+//!   starts the command, reaps orphans, and exits with the command's status, whereupon the
+//!   kernel kills whatever is left in the namespace.
 //!
 //! The keeper and init die with their parent (`PR_SET_PDEATHSIG`), so a launcher killed by
 //! SIGKILL takes the sandbox with it. All three are non-dumpable: the command may run as the
@@ -158,8 +159,7 @@ fn outside(
 
 /// The keeper: makes the namespaces, then forks init and waits for it.
 fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
-    let mounts = inside.capture != Capture::Off || inside.bundle.is_some();
-    if let Err(failure) = enter_namespaces(launcher, &inside.maps, mounts) {
+    if let Err(failure) = enter_namespaces(launcher, &inside.maps) {
         report.fail(&failure);
         return EXIT_LAUNCHER_ERROR;
     }
@@ -176,9 +176,9 @@ fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
     }
 }
 
-fn enter_namespaces(launcher: Pid, maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
+fn enter_namespaces(launcher: Pid, maps: &IdMaps) -> Result<(), Failure> {
     let fail = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
-    namespace::enter(maps, mounts)?;
+    namespace::enter(maps)?;
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e))?;
     if getppid() != launcher {
         return Err(Failure::Setup("the launcher exited during setup".into()));
@@ -235,6 +235,7 @@ fn init(report: Writer, inside: &Inside) -> i32 {
 /// first process forked into a new PID namespace becomes its PID 1, and when that one exits
 /// the namespace is done for.
 fn set_up(inside: &Inside) -> Result<u16, Failure> {
+    namespace::private_mounts_and_proc()?;
     let prepared = set_up_capture(inside)?;
     if let Some(bundle) = inside.bundle {
         trust::mount_over_system(bundle).map_err(Failure::Setup)?;

@@ -1,5 +1,5 @@
-//! Moves the inside half into fresh user, network and PID namespaces (and a mount namespace
-//! when something is to be mounted).
+//! Moves the inside half into fresh user, network, PID and mount namespaces, and gives the
+//! new PID namespace a `/proc` of its own.
 //!
 //! A user namespace is made even when running as root: the command's capabilities then count
 //! only inside it, so it cannot `setns` back into the host's network namespace (through
@@ -13,6 +13,7 @@ use std::io::{Read, Write};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
+use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::prctl;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -66,15 +67,14 @@ impl IdMaps {
     }
 }
 
-/// Unshares the user, network and PID namespaces (the PID one takes effect for the next
-/// child), and a mount namespace when `mounts` is set (capture mounts its resolver's files),
-/// and has the id maps written.
+/// Unshares the user, network, PID and mount namespaces (the PID one takes effect for the
+/// next child) and has the id maps written.
 ///
 /// The maps are written by a helper forked beforehand, which stays in the parent user
 /// namespace: only a writer there may map more than its own id (root's identity map) or an id
 /// other than its own (an unprivileged user's), and an unprivileged one may map its own. Must
 /// be called single-threaded.
-pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
+pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
     let setup = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
     // The helper can open our /proc/PID files only while we are dumpable (the launcher made
     // itself non-dumpable before forking us); nothing untrusted runs yet.
@@ -89,11 +89,12 @@ pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
         ForkResult::Parent { child } => child,
     };
     drop(go);
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID;
-    if mounts {
-        flags |= CloneFlags::CLONE_NEWNS;
-    }
-    let unshared = unshare(flags);
+    let unshared = unshare(
+        CloneFlags::CLONE_NEWUSER
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWNS,
+    );
     // One byte tells the helper to write the maps; closing without it tells it to give up.
     let mut go_writer = File::from(go_writer);
     let poked = unshared.is_ok() && go_writer.write_all(b"m").is_ok();
@@ -101,8 +102,7 @@ pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
     let helped = waitpid(helper, None);
     unshared.map_err(|e| {
         Failure::Isolation(format!(
-            "unshare(user, network, PID{} namespaces) failed: {e}",
-            if mounts { " and mount" } else { "" }
+            "unshare(user, network, PID and mount namespaces) failed: {e}"
         ))
     })?;
     match helped {
@@ -141,6 +141,22 @@ fn map_helper(mut go: File, target: Pid, maps: &IdMaps) -> i32 {
         Ok(()) => 0,
         Err(e) => e.raw_os_error().unwrap_or(Errno::EIO as i32),
     }
+}
+
+/// In the new PID namespace's first process (init), inside the new mount namespace: makes
+/// every mount private to it (nothing mounted here propagates back to the host) and mounts a
+/// fresh `/proc`, which shows the new PID namespace's processes only. The host's `/proc`
+/// stays underneath; a command that is not root in its user namespace cannot unmount this one.
+pub(crate) fn private_mounts_and_proc() -> Result<(), Failure> {
+    let none: Option<&str> = None;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| Failure::Setup(format!("making mounts private: {e}")))?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), "/proc", Some("proc"), flags, none).map_err(|e| {
+        Failure::Isolation(format!(
+            "mounting a /proc for the new PID namespace failed: {e}"
+        ))
+    })
 }
 
 /// Turns each `inside outside count` line of a parent map into `inside inside count`: the ids

@@ -147,12 +147,10 @@ pub(crate) fn vars(bundle: &Path) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-/// Inside a new mount namespace: makes every mount private to it and mounts `bundle`,
-/// read-only, over each system bundle path that exists.
+/// Inside a new mount namespace whose mounts are private to it: mounts `bundle`, read-only,
+/// over each system bundle path that exists.
 pub(crate) fn mount_over_system(bundle: &Path) -> Result<(), String> {
     let none: Option<&str> = None;
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-        .map_err(|e| format!("making mounts private: {e}"))?;
     for target in SYSTEM_BUNDLES {
         // A symlink is followed by the mount, as by every reader of the path.
         match mount(Some(bundle), target, none, MsFlags::MS_BIND, none) {
