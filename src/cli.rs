@@ -209,6 +209,10 @@ pub enum SandboxCmd {
         /// unprivileged launcher runs it as itself.
         #[arg(long, value_name = "USER|UID")]
         as_user: Option<String>,
+        /// The gate's data directory: the launcher refuses to start when the command's user
+        /// could reach it (also checked: EGRESSGATE_DATA_DIR and ./egressgate-data).
+        #[arg(long, value_name = "DIR")]
+        gate_data_dir: Vec<PathBuf>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<OsString>,

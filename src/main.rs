@@ -26,6 +26,7 @@ fn main() -> ExitCode {
                 ca_file,
                 control_url,
                 as_user,
+                gate_data_dir,
                 command,
             },
     } = cli.command
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
                         .map(egressgate_sandbox::CaSource::File)
                         .or(control_url.map(egressgate_sandbox::CaSource::ControlUrl)),
                     as_user,
+                    gate_data_dirs: gate_data_dir,
                     command,
                 })
             });

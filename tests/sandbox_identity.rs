@@ -1,7 +1,8 @@
 //! Who the sandboxed command is on the host, with a root launcher (as in CI): an unprivileged
 //! user (`--as-user`, default `nobody`), never host root. It can neither read the gate's CA
-//! key nor write the gate's database (so it cannot approve a host for itself), and its
-//! `/proc` shows only the sandbox's processes.
+//! key nor write the gate's database (so it cannot approve a host for itself), its `/proc`
+//! shows only the sandbox's processes, and the launcher refuses to start at all where that
+//! user could reach the gate's data directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -52,6 +53,14 @@ fn explain(o: &Output) -> String {
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A temporary directory every user may enter and write (sticky, like `/tmp`), for marker
+/// files a command would create if it ran.
+fn shared_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    chmod(dir.path(), 0o1777);
+    dir
 }
 
 /// The attack of issue 23 item 5, tried from inside the sandbox of a root launcher: read the
@@ -179,6 +188,144 @@ fn proc_inside_shows_only_the_sandboxs_own_processes() {
         "{}",
         explain(&unisolated)
     );
+}
+
+/// Where the launcher knows the gate's data directory (`--gate-data-dir`,
+/// `EGRESSGATE_DATA_DIR`, or `./egressgate-data` in its working directory) and the command's
+/// user could write it, rename it, or read or write a file in it, the launcher runs nothing:
+/// one line, exit 125. A private data directory (the gate's own 0700) is fine.
+#[test]
+fn the_launcher_refuses_to_start_where_the_commands_user_could_reach_the_gates_data() {
+    let shared = shared_dir();
+    let ran = shared.path().join("ran");
+    let run = |flags: &[&str], cwd: &Path, env: &[(&str, &str)]| {
+        let got = sandbox(
+            UNUSED_PROXY,
+            flags,
+            &["touch", ran.to_str().unwrap()],
+            cwd,
+            env,
+        );
+        let was_run = ran.exists();
+        let _ = std::fs::remove_file(&ran);
+        (got, was_run)
+    };
+    let refused = |case: &str, (got, was_run): (Output, bool), needle: &str| {
+        assert_eq!(got.status.code(), Some(125), "{case}: {}", explain(&got));
+        assert!(!was_run, "{case}: the command ran");
+        let err = String::from_utf8_lossy(&got.stderr);
+        assert_eq!(err.lines().count(), 1, "{case}: {err}");
+        assert!(err.contains("refusing to start"), "{case}: {err}");
+        assert!(err.contains(needle), "{case}: {err}");
+    };
+
+    // Writable by everyone, named by the gate's own variable.
+    let open = tempfile::tempdir().unwrap();
+    chmod(open.path(), 0o777);
+    let open_dir = open.path().to_str().unwrap();
+    refused(
+        "EGRESSGATE_DATA_DIR, world-writable",
+        run(&[], Path::new("/"), &[("EGRESSGATE_DATA_DIR", open_dir)]),
+        &format!("could write the gate's data directory {open_dir}"),
+    );
+
+    // A searchable directory whose key is readable by everyone.
+    let leaky = tempfile::tempdir().unwrap();
+    chmod(leaky.path(), 0o755);
+    let key = leaky.path().join("ca-key.pem");
+    std::fs::write(&key, "-----BEGIN PRIVATE KEY-----\n").unwrap();
+    chmod(&key, 0o644);
+    refused(
+        "--gate-data-dir, readable key",
+        run(
+            &["--gate-data-dir", leaky.path().to_str().unwrap()],
+            Path::new("/"),
+            &[],
+        ),
+        &format!("could read {}", key.display()),
+    );
+    // The same directory with the key back at 0600 is private again.
+    chmod(&key, 0o600);
+    let (got, was_run) = run(
+        &["--gate-data-dir", leaky.path().to_str().unwrap()],
+        Path::new("/"),
+        &[],
+    );
+    assert_eq!(got.status.code(), Some(0), "{}", explain(&got));
+    assert!(was_run);
+
+    // `./egressgate-data` in the launcher's working directory: private itself, but its parent
+    // is writable by everyone (and not sticky), so the user could rename it and put another
+    // in its place.
+    let parent = tempfile::tempdir().unwrap();
+    chmod(parent.path(), 0o777);
+    let default_dir = parent.path().join("egressgate-data");
+    std::fs::create_dir(&default_dir).unwrap();
+    chmod(&default_dir, 0o700);
+    refused(
+        "./egressgate-data under a writable parent",
+        run(&[], parent.path(), &[]),
+        &format!("could rename {}", default_dir.display()),
+    );
+    chmod(parent.path(), 0o755);
+    let (got, was_run) = run(&[], parent.path(), &[]);
+    assert_eq!(got.status.code(), Some(0), "{}", explain(&got));
+    assert!(was_run, "a private ./egressgate-data stops nothing");
+
+    // Host root (`--as-user root`) reaches every data directory: refused whenever one is known.
+    refused(
+        "--as-user root",
+        run(&["--as-user", "root"], parent.path(), &[]),
+        "could write the gate's data directory",
+    );
+
+    // A data directory named explicitly must exist: a typo is not silently unchecked.
+    refused(
+        "--gate-data-dir that does not exist",
+        run(
+            &["--gate-data-dir", "/nonexistent/egressgate-data"],
+            Path::new("/"),
+            &[],
+        ),
+        "/nonexistent/egressgate-data",
+    );
+}
+
+/// The command's working directory is the launcher's; when the command's user cannot enter
+/// it, the launcher says so and runs nothing, rather than start a command that then fails on
+/// every relative path.
+#[test]
+fn a_working_directory_the_commands_user_cannot_enter_is_refused() {
+    let shared = shared_dir();
+    let ran = shared.path().join("ran");
+    let private = tempfile::tempdir().unwrap();
+    let touch = || {
+        sandbox(
+            UNUSED_PROXY,
+            &[],
+            &["touch", ran.to_str().unwrap()],
+            private.path(),
+            &[],
+        )
+    };
+    chmod(private.path(), 0o700);
+    let got = touch();
+    assert_eq!(got.status.code(), Some(125), "{}", explain(&got));
+    assert!(!ran.exists(), "the command ran");
+    let err = String::from_utf8_lossy(&got.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the working directory {} is not accessible to nobody (uid 65534)",
+            private.path().display()
+        )),
+        "{err}"
+    );
+    // Searchable, not listable: enough to work in.
+    chmod(private.path(), 0o711);
+    let got = touch();
+    assert_eq!(got.status.code(), Some(0), "{}", explain(&got));
+    assert!(ran.exists());
 }
 
 /// Without namespaces there is nothing to map: a root launcher runs the command as the user

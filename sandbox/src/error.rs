@@ -59,6 +59,10 @@ pub enum SandboxError {
     /// `--as-user` names no user, or a user this launcher cannot become; nothing ran.
     #[error("--as-user {0}")]
     AsUser(String),
+    /// The command's user could reach the gate's data directory, or could not enter the
+    /// working directory; nothing ran.
+    #[error("refusing to start: {0}")]
+    Refused(String),
 }
 
 impl SandboxError {

@@ -3,7 +3,8 @@
 //! On Linux the command runs in fresh user, network, PID and mount namespaces whose only
 //! interface is loopback; a forwarder on `127.0.0.1` inside relays through a Unix socket to this
 //! process, which dials the proxy. A root launcher runs the command as an unprivileged user
-//! (`--as-user`, default `nobody`). See `README.md` in this crate for what that does and does not stop.
+//! (`--as-user`, default `nobody`), and refuses to start where that user could reach the
+//! gate's data directory. See `README.md` in this crate for what that does and does not stop.
 //!
 //! Call [`run`] before the process starts any thread (before building a tokio runtime): it
 //! forks, and the kernel only lets a single-threaded process create a user namespace.
@@ -14,6 +15,7 @@ mod direct;
 mod env;
 mod error;
 mod fork;
+mod guard;
 mod identity;
 mod isolated;
 mod loopback;
@@ -27,6 +29,7 @@ mod trust;
 mod url_source;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 pub use capture::Capture;
 pub use error::{
@@ -53,6 +56,9 @@ pub struct RunOptions {
     /// `--as-user`: the user (name or uid) a root launcher runs the command as; `None` for
     /// `nobody`. An unprivileged launcher runs the command as itself and accepts only its own.
     pub as_user: Option<String>,
+    /// `--gate-data-dir`: the gate's data directories, which the command's user must not be
+    /// able to reach (besides `EGRESSGATE_DATA_DIR` and `./egressgate-data`, when they exist).
+    pub gate_data_dirs: Vec<PathBuf>,
     /// The command and its arguments (after `--`).
     pub command: Vec<OsString>,
 }
@@ -66,6 +72,7 @@ impl std::fmt::Debug for RunOptions {
             .field("capture", &self.capture)
             .field("ca", &self.ca)
             .field("as_user", &self.as_user)
+            .field("gate_data_dirs", &self.gate_data_dirs)
             .field("command", &self.command)
             .finish()
     }
@@ -85,6 +92,7 @@ pub fn run(opts: RunOptions) -> Result<i32, SandboxError> {
         return Err(SandboxError::NoCommand);
     };
     let identity = identity::Identity::resolve(opts.as_user.as_deref())?;
+    guard::check(&identity, &opts.gate_data_dirs)?;
     // Kept until the command ended (the launcher removes its directory when it returns).
     let bundle = opts.ca.as_ref().map(trust::prepare).transpose()?;
     let bundle_path = bundle.as_ref().map(trust::Bundle::path);
