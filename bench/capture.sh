@@ -25,6 +25,8 @@ command -v python3 >/dev/null || die "python3 is needed"
 command -v nft >/dev/null || die "nft is needed (package nftables)"
 
 WORK=$(mktemp -d /tmp/egressgate-capture-bench.XXXXXX)
+# The sandboxed client runs as `nobody` (the launcher's --as-user default): it must read its script.
+chmod 755 "$WORK"
 PIDS=()
 cleanup() {
     local rc=$?

@@ -204,6 +204,15 @@ pub enum SandboxCmd {
         /// (`GET /v1/ca.pem`), instead of --ca-file.
         #[arg(long, env = "EGRESSGATE_CONTROL_URL")]
         control_url: Option<String>,
+        /// Run the command as this user (a name or a uid). A root launcher defaults to
+        /// `nobody`, so the command is never host root unless `--as-user root` says so; an
+        /// unprivileged launcher runs it as itself.
+        #[arg(long, value_name = "USER|UID")]
+        as_user: Option<String>,
+        /// The gate's data directory: the launcher refuses to start when the command's user
+        /// could reach it (also checked: EGRESSGATE_DATA_DIR and ./egressgate-data).
+        #[arg(long, value_name = "DIR")]
+        gate_data_dir: Vec<PathBuf>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
