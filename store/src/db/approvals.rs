@@ -5,9 +5,9 @@
 use sqlx::{Any, Transaction};
 
 use super::audit::{self, AuditEntry, AuditKind};
-use super::interrupts::{Decision, Pointer};
+use super::pointer::{Decision, Pointer};
 use super::policy::ApprovalKind;
-use super::{Store, StoreError};
+use super::{Store, StoreError, slots};
 use crate::ids::{ChatId, UserId};
 use crate::package::PackageSpec;
 use crate::time::Timestamp;
@@ -141,14 +141,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        sqlx::query(
-            "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id IN \
-             (SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2)",
-        )
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .execute(&mut *tx)
-        .await?;
+        slots::free_chat(&mut tx, user, chat).await?;
         let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2")
             .bind(user.as_str())
             .bind(chat.as_str())

@@ -4,7 +4,7 @@
 use sqlx::{Any, Row as _, Transaction};
 
 use super::events::EventKind;
-use super::interrupts::Pointer;
+use super::pointer::Pointer;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
 use crate::time::Timestamp;

@@ -8,8 +8,8 @@ use sqlx::Row as _;
 
 use super::audit::{self, AuditEntry, AuditKind};
 use super::drafts::Draft;
-use super::interrupts::{InterruptState, Pointer};
-use super::{Store, StoreError};
+use super::pointer::{InterruptState, Pointer};
+use super::{Store, StoreError, slots};
 use crate::blob::BlobRef;
 use crate::ids::{InterruptId, SecretHash};
 use crate::time::Timestamp;
@@ -214,7 +214,7 @@ impl Store {
         }
         if let Some(old) = &chained_from {
             let old = InterruptId::from_db(old.clone());
-            super::resume::free_slot(&mut tx, &pointer.user, &old).await?;
+            slots::free(&mut tx, &pointer.user, &old).await?;
         }
         let detail = serde_json::json!({
             "draft_id": draft.id.as_str(),
