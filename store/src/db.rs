@@ -15,6 +15,7 @@ pub mod refusals;
 pub mod register;
 pub mod resume;
 pub mod revalidate;
+mod signal;
 mod slots;
 pub mod tokens;
 pub mod turns;
@@ -80,7 +81,7 @@ impl Default for PoolOptions {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
-    signal: std::sync::Arc<events::EventSignal>,
+    signal: std::sync::Arc<signal::EventSignal>,
 }
 
 /// Migrations per dialect: (version, description, SQLite text, PostgreSQL text). Both folders
@@ -191,7 +192,7 @@ impl Store {
         Ok(Self {
             pool,
             backend,
-            signal: events::EventSignal::new(listen_url),
+            signal: signal::EventSignal::new(listen_url),
         })
     }
 
