@@ -6,6 +6,7 @@ pub mod admin;
 pub mod approvals;
 pub mod audit;
 pub mod drafts;
+pub mod egress;
 pub mod events;
 pub mod interrupts;
 pub mod janitor;
