@@ -4,7 +4,7 @@
 
 use sqlx::{Any, Transaction};
 
-use super::audit::{self, AuditEntry, AuditKind};
+use super::audit::{AuditEntry, AuditKind};
 use super::pointer::{Decision, Pointer};
 use super::policy::ApprovalKind;
 use super::{Store, StoreError, slots};
@@ -104,9 +104,7 @@ impl Store {
         }
         let detail = serde_json::json!({"kind": kind, "value": value});
         let entry = AuditEntry::chat(AuditKind::ApprovalRevoked, "runtime", user, chat, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        self.commit_audited(tx, entry, now).await?;
         Ok(true)
     }
 
@@ -165,9 +163,7 @@ impl Store {
             "turns_ended": turns_ended,
         });
         let entry = AuditEntry::chat(AuditKind::ChatHidden, "runtime", user, chat, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        self.commit_audited(tx, entry, now).await?;
         Ok(true)
     }
 }

@@ -192,6 +192,12 @@ pub async fn write(
     Ok(())
 }
 
+/// Whether [`write`] also appends a chat event for `entry`: a chat-scoped row of a kind that
+/// has one.
+fn publishes_event(entry: &AuditEntry<'_>) -> bool {
+    event_of(entry.kind).is_some() && entry.user_id.is_some() && entry.chat_id.is_some()
+}
+
 /// The chat event an audited change publishes, if any: the audit row and the event are
 /// written together, so a stream never reports a change that did not commit.
 fn event_of(kind: AuditKind) -> Option<EventKind> {
@@ -206,6 +212,25 @@ fn event_of(kind: AuditKind) -> Option<EventKind> {
 }
 
 impl Store {
+    /// Ends an audited change: writes `entry` last in `tx` (the chat event it publishes holds
+    /// PostgreSQL's ordering lock until commit, so it must come last), commits, and wakes this
+    /// process's event subscribers when a chat event was written. Nothing commits unless the
+    /// audit row was written.
+    pub(crate) async fn commit_audited(
+        &self,
+        mut tx: Transaction<'static, Any>,
+        entry: AuditEntry<'_>,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let publishes = publishes_event(&entry);
+        write(&mut tx, entry, now).await?;
+        tx.commit().await?;
+        if publishes {
+            self.events_committed();
+        }
+        Ok(())
+    }
+
     /// Reads the audit log, oldest first, from `since`, optionally of one kind.
     pub async fn list_audit(
         &self,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::Row as _;
 
-use super::audit::{self, AuditEntry, AuditKind};
+use super::audit::{AuditEntry, AuditKind};
 use super::drafts::Draft;
 use super::pointer::{InterruptState, Pointer};
 use super::{Store, StoreError, slots};
@@ -225,9 +225,7 @@ impl Store {
             "chained_from": chained_from,
         });
         let entry = AuditEntry::card(AuditKind::ApprovalRequested, "runtime", &pointer, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await.map_err(StoreError::from)?;
-        self.events_committed();
+        self.commit_audited(tx, entry, now).await?;
         Ok(pointer)
     }
 }

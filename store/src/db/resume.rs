@@ -2,7 +2,7 @@
 //! clicks can win), the claim cap, heartbeats bounded by a deadline, completion, and the
 //! per-card count of rejected decisions. The per-user resume slots they hold are `slots`.
 
-use sqlx::Row as _;
+use sqlx::{Any, Row as _, Transaction};
 
 use super::audit::{self, AuditEntry, AuditKind};
 use super::pointer::{Decision, Outcome, Pointer};
@@ -132,18 +132,21 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         slots::hold(&mut tx, &p.user, &p.id, attempt.lease_expires_at).await?;
-        let mut detail = serde_json::json!({
+        let detail = serde_json::json!({
             "decision": attempt.decision,
             "claim": p.claim_count + 1,
             "rejected_decisions": p.rejected_count,
             "deadline": attempt.deadline,
         });
-        attempt.decider.detail(&mut detail);
-        let actor = attempt.decider.actor();
-        let entry = AuditEntry::card(AuditKind::ApprovalResolved, &actor, p, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        self.commit_decided(
+            tx,
+            AuditKind::ApprovalResolved,
+            attempt.decider,
+            p,
+            detail,
+            now,
+        )
+        .await?;
         Ok(true)
     }
 
@@ -177,14 +180,9 @@ impl Store {
         }
         let removed = approvals::delete_card_approvals(&mut tx, read).await?;
         slots::free_card(&mut tx, &read.id).await?;
-        let mut detail =
-            serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
-        decider.detail(&mut detail);
-        let actor = decider.actor();
-        let entry = AuditEntry::card(AuditKind::ClaimCapExpired, &actor, read, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        let detail = serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
+        self.commit_decided(tx, AuditKind::ClaimCapExpired, decider, read, detail, now)
+            .await?;
         Ok(true)
     }
 
@@ -285,6 +283,23 @@ impl Store {
         slots::free(&mut tx, &read.user, &read.id).await?;
         tx.commit().await?;
         Ok(true)
+    }
+
+    /// Ends a change a person's answer (or the claim cap) made to `card`: audits `kind` with
+    /// who decided and by what proof added to `detail`, and commits.
+    async fn commit_decided(
+        &self,
+        tx: Transaction<'static, Any>,
+        kind: AuditKind,
+        decider: Decider<'_>,
+        card: &Pointer,
+        mut detail: serde_json::Value,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        decider.detail(&mut detail);
+        let actor = decider.actor();
+        let entry = AuditEntry::card(kind, &actor, card, detail);
+        self.commit_audited(tx, entry, now).await
     }
 
     /// Counts `count` rejected decisions against their card in one write (the control plane
