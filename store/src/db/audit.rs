@@ -224,11 +224,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let publishes = publishes_event(&entry);
         write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        if publishes {
-            self.events_committed();
-        }
-        Ok(())
+        self.commit_events(tx, publishes).await
     }
 
     /// Reads the audit log, oldest first, from `since`, optionally of one kind.
@@ -261,5 +257,38 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_chat_scoped_rows_of_kinds_with_an_event_publish_one() {
+        let (user, chat) = (
+            UserId::from_db("alice".into()),
+            ChatId::from_db("c1".into()),
+        );
+        let detail = serde_json::json!({});
+        let on_chat = |kind| AuditEntry::chat(kind, "runtime", &user, &chat, detail.clone());
+        for kind in AuditKind::ALL {
+            assert_eq!(
+                publishes_event(&on_chat(kind)),
+                event_of(kind).is_some(),
+                "{kind:?}"
+            );
+        }
+        assert!(publishes_event(&on_chat(AuditKind::ChatHidden)));
+        assert!(!publishes_event(&on_chat(AuditKind::TurnOpened)));
+        assert!(!publishes_event(&AuditEntry::admin_change(
+            "admin",
+            detail.clone()
+        )));
+        let unscoped = AuditEntry {
+            chat_id: None,
+            ..on_chat(AuditKind::ApprovalRevoked)
+        };
+        assert!(!publishes_event(&unscoped), "no chat, no chat event");
     }
 }

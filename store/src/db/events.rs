@@ -127,11 +127,19 @@ async fn order_appends(tx: &mut Transaction<'static, Any>) -> Result<(), StoreEr
 }
 
 impl Store {
-    /// Tells this process's subscribers that events may have been committed. Called after
-    /// each commit of a transaction that can append; other processes learn by `NOTIFY` or by
-    /// polling.
-    pub(crate) fn events_committed(&self) {
-        self.signal.bump();
+    /// Commits a transaction that may have appended events and, when it did (`appended`),
+    /// tells this process's subscribers — after the commit, so a woken subscriber finds them.
+    /// Other processes learn by `NOTIFY` or by polling.
+    pub(crate) async fn commit_events(
+        &self,
+        tx: Transaction<'static, Any>,
+        appended: bool,
+    ) -> Result<(), StoreError> {
+        tx.commit().await?;
+        if appended {
+            self.signal.bump();
+        }
+        Ok(())
     }
 
     /// A receiver that changes whenever events may have been committed (in this process, or
@@ -203,8 +211,10 @@ mod tests {
         append(&mut tx, user, chat, kind, &serde_json::json!({"n": 1}), at)
             .await
             .unwrap_or_else(|e| unreachable!("{e}"));
-        tx.commit().await.unwrap_or_else(|e| unreachable!("{e}"));
-        store.events_committed();
+        store
+            .commit_events(tx, true)
+            .await
+            .unwrap_or_else(|e| unreachable!("{e}"));
     }
 
     #[tokio::test]

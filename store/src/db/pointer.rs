@@ -28,6 +28,9 @@ pub enum InterruptState {
 }
 
 impl InterruptState {
+    /// Every state, for schemas and label sets that must list the closed set.
+    pub const ALL: [Self; 4] = [Self::Pending, Self::Claimed, Self::Done, Self::Expired];
+
     /// Stored spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,9 +42,7 @@ impl InterruptState {
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Self::Pending, Self::Claimed, Self::Done, Self::Expired]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }
 

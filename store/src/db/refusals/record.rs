@@ -55,11 +55,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
         let appended = insert_refusals(&mut tx, events.iter(), max_hosts).await?;
-        tx.commit().await?;
-        if appended {
-            self.events_committed();
-        }
-        Ok(())
+        self.commit_events(tx, appended).await
     }
 
     /// The proxy's refusal path in one transaction: each candidate (a host nothing in memory
@@ -115,10 +111,7 @@ impl Store {
             .filter(|(_, allowed)| allowed.is_none())
             .map(|(c, _)| &c.event);
         let appended = insert_refusals(&mut tx, refusals.iter().chain(refused), max_hosts).await?;
-        tx.commit().await?;
-        if appended {
-            self.events_committed();
-        }
+        self.commit_events(tx, appended).await?;
         Ok(verdicts)
     }
 }
