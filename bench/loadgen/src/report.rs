@@ -538,3 +538,144 @@ pub fn render(args: &SuiteArgs, res: &Results) -> (String, bool) {
     }
     (s, ok)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::work::Idle;
+
+    fn meas(ok: u64, elapsed: f64, lat_us: &[u32], cpu_s: Option<f64>) -> Meas {
+        Meas {
+            ok,
+            conns: ok / 10 + 1,
+            elapsed,
+            lat_us: lat_us.to_vec(),
+            cpu_s,
+            bytes: ok * 100,
+            ..Meas::default()
+        }
+    }
+
+    fn args(extra: &[&str]) -> SuiteArgs {
+        let base = ["loadgen", "--origin", "127.0.0.1:1"];
+        SuiteArgs::parse_from(base.iter().chain(extra))
+    }
+
+    /// Every section with every kind of cell: medians of two repetitions, a failed cell, a
+    /// missing CPU figure, silent-close re-sends, idle tunnels over and under the 10,000 mark,
+    /// a refusal count that does not match and one that could not be read, a log finding with
+    /// a `|` in it, and a process that died.
+    fn everything() -> Results {
+        let targets = ["direct", "egressgate", "tinyproxy", "squid"];
+        let mut res = Results {
+            targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+            ..Results::default()
+        };
+        for (i, t) in targets.iter().enumerate() {
+            let cpu = (*t != "direct").then_some(0.4 + i as f64 / 10.0);
+            for w in [1u8, 2, 3, 4, 9] {
+                for rep in 0..2u64 {
+                    let ok = 20_000 + 1_000 * w as u64 + 3_000 * i as u64 + 500 * rep;
+                    let lat = [
+                        90 + 10 * i as u32,
+                        150 + 20 * i as u32,
+                        400 + 100 * w as u32 - 30 * i as u32,
+                    ];
+                    let mut m = meas(ok, 5.0, &lat, cpu);
+                    if *t == "tinyproxy" && w == 2 {
+                        m.stale_retries = 3 + rep;
+                    }
+                    if *t == "squid" && w == 3 && rep == 1 {
+                        m.bad_status = 2;
+                        m.first_problem = Some("status 502 (expected 200)".into());
+                    }
+                    res.runs.push((w, (*t).to_owned(), m));
+                }
+            }
+            for (w, mib) in [(5u8, 256u64), (6, 2048)] {
+                let m = Meas {
+                    bytes: mib << 20,
+                    ..meas(1, 0.9 + i as f64 / 5.0, &[900_000], cpu)
+                };
+                res.runs.push((w, (*t).to_owned(), m));
+            }
+        }
+        for (t, wanted, opened, after) in [
+            ("egressgate", 500, 500, 11_000),
+            ("egressgate", 10_000, 9_000, 40_000),
+            ("tinyproxy", 500, 500, 9_000),
+            ("squid", 500, 500, 30_000),
+        ] {
+            res.idle.push((
+                t.to_owned(),
+                Idle {
+                    wanted,
+                    opened,
+                    rss_before_kib: 8_000,
+                    rss_after_kib: after,
+                    checked: 20,
+                    alive: if opened < wanted { 19 } else { 20 },
+                    open_secs: 1.5,
+                    first_problem: (opened < wanted).then(|| "Too many open files".to_owned()),
+                },
+            ));
+        }
+        res.refusals
+            .push((meas(60_000, 5.0, &[50, 60, 700], Some(1.2)), Ok(60_000)));
+        res.refusals
+            .push((meas(61_000, 5.0, &[55, 65, 800], Some(1.3)), Ok(60_999)));
+        res.refusals.push((
+            meas(59_000, 5.0, &[52, 62, 750], None),
+            Err("connection refused".into()),
+        ));
+        res.log_findings.push((
+            3,
+            "squid".into(),
+            1,
+            2,
+            0,
+            "WARN relay: origin closed | early".into(),
+        ));
+        res.problems
+            .push("squid (pid 42) is no longer running".into());
+        res
+    }
+
+    #[test]
+    fn the_report_keeps_its_shape() {
+        let a = args(&["--note", "A note.", "--idle-egressgate", "10000"]);
+        let (text, ok) = render(&a, &everything());
+        assert!(
+            !ok,
+            "a failed cell, a refusal mismatch and a dead process fail the run"
+        );
+        assert_eq!(
+            text,
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/testdata/report-full.md"
+            ))
+        );
+    }
+
+    #[test]
+    fn a_direct_only_report_has_no_comparisons() {
+        let mut res = Results {
+            targets: vec!["direct".into()],
+            ..Results::default()
+        };
+        res.runs
+            .push((1, "direct".into(), meas(12_345, 1.0, &[80, 90, 300], None)));
+        let (text, ok) = render(&args(&["--duration", "1", "--reps", "1"]), &res);
+        assert!(ok);
+        assert_eq!(
+            text,
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/testdata/report-direct.md"
+            ))
+        );
+    }
+}
