@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::work::Meas;
-use crate::{REQUEST_WORKLOADS, Results, SuiteArgs};
+use crate::cli::SuiteArgs;
+use crate::results::Results;
+use crate::work::{Meas, REQUEST_WORKLOADS};
 
 const EG: &str = "egressgate";
 

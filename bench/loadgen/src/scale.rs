@@ -79,8 +79,7 @@ async fn sample(a: &ScaleArgs, token: &str, i: usize) -> io::Result<(u64, u64)> 
 pub async fn run(a: ScaleArgs) -> io::Result<()> {
     client::check_loopback(a.proxy)?;
     client::check_loopback(a.control)?;
-    let token = std::env::var("EGRESSGATE_RUNTIME_TOKEN")
-        .map_err(|_| io::Error::other("EGRESSGATE_RUNTIME_TOKEN is not set"))?;
+    let token = control::runtime_token()?;
     let (mut dec, mut merge) = (Vec::new(), Vec::new());
     for i in 0..a.warmup + a.samples {
         let (d, m) = sample(&a, &token, i).await?;

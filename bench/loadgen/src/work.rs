@@ -52,6 +52,31 @@ impl Kind {
     }
 }
 
+/// The request workloads, in report order.
+pub const REQUEST_WORKLOADS: [(u8, Kind, &str); 5] = [
+    (
+        1,
+        Kind::FwdClose,
+        "1. forwarded GET, new connection per request (req/s)",
+    ),
+    (2, Kind::FwdKeep, "2. forwarded GETs, keep-alive (req/s)"),
+    (
+        3,
+        Kind::TunClose,
+        "3. CONNECT + one GET + close (tunnels/s)",
+    ),
+    (
+        4,
+        Kind::TunKeep,
+        "4. keep-alive GETs inside tunnels (req/s)",
+    ),
+    (
+        9,
+        Kind::TunTlsClose,
+        "9. CONNECT + TLS 1.3 + GET + close (tunnels/s)",
+    ),
+];
+
 /// Common parameters of one measurement.
 #[derive(Clone, Debug)]
 pub struct Load {
