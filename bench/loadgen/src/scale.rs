@@ -52,9 +52,7 @@ async fn sample(a: &ScaleArgs, token: &str, i: usize) -> io::Result<(u64, u64)> 
         a.port, a.port, turn.auth
     );
     let t0 = Instant::now();
-    c.send(req.as_bytes()).await?;
-    let head = c.read_head(false).await?;
-    c.read_body(&head).await?;
+    let (head, _) = c.exchange(req.as_bytes()).await?;
     let decision = t0.elapsed();
     if head.status != 403 {
         return Err(io::Error::other(format!(
