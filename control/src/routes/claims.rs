@@ -5,11 +5,11 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
-use egressgate_store::{InterruptId, Secret, Timestamp};
+use egressgate_store::{Secret, Timestamp};
 use serde_json::Value;
 
-use super::interrupts::{claim_lost, interrupt_not_found};
 use super::openapi::schemas;
+use super::pointer::{self, claim_lost, interrupt_not_found};
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
@@ -38,12 +38,7 @@ async fn read(
     claim: &Secret,
     now: Timestamp,
 ) -> Result<(Pointer, bool), ApiError> {
-    let id = InterruptId::parse(id).ok_or_else(interrupt_not_found)?;
-    let p = state
-        .store
-        .interrupt(&id, now)
-        .await?
-        .ok_or_else(interrupt_not_found)?;
+    let p = pointer::find(state, id, now).await?;
     if !holder.may_act_for(&p.user) {
         return Err(interrupt_not_found());
     }
@@ -164,12 +159,7 @@ pub(crate) async fn takeover(
     Path(id): Path<String>,
 ) -> Result<Json<Takeover>, ApiError> {
     let now = Timestamp::now();
-    let id = InterruptId::parse(&id).ok_or_else(interrupt_not_found)?;
-    let p = state
-        .store
-        .interrupt(&id, now)
-        .await?
-        .ok_or_else(interrupt_not_found)?;
+    let p = pointer::find(&state, &id, now).await?;
     if p.user != user {
         return Err(interrupt_not_found());
     }
@@ -179,14 +169,14 @@ pub(crate) async fn takeover(
             "the resume ran past its deadline; the claim cannot be taken over",
         ));
     }
-    if !super::interrupts::awaits_takeover(&p, now) {
+    if !pointer::awaits_takeover(&p, now) {
         return Err(claim_lost());
     }
     let claim = Secret::generate();
     let hash = claim.hash();
     let deadline = p.deadline.unwrap_or(now);
     let lease = now.plus(state.settings.lease).min(deadline);
-    let worker = super::resume::worker_label("claim", &hash);
+    let worker = pointer::worker_label("claim", &hash);
     if !state
         .store
         .take_over_claim(&p, &hash, &worker, lease, now)

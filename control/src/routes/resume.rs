@@ -12,8 +12,8 @@ use egressgate_store::db::resume::{ClaimAttempt, Decider};
 use egressgate_store::{Access, InterruptId, Secret, SecretHash, Timestamp};
 use serde_json::{Value, json};
 
-use super::interrupts::interrupt_not_found;
 use super::openapi::schemas;
+use super::pointer::{HANDOFF, interrupt_not_found, worker_label};
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
@@ -89,17 +89,6 @@ impl<'a> Attempt<'a> {
             holder,
         }
     }
-}
-
-/// Label prefix of a claim made without the runtime token, which the runtime takes over.
-pub(crate) const HANDOFF: &str = "handoff";
-
-/// A claim's worker label: its kind and a prefix of its hash (never the claim id itself).
-pub(crate) fn worker_label(kind: &str, claim_hash: &SecretHash) -> String {
-    format!(
-        "{kind}-{}",
-        claim_hash.as_str().get(..12).unwrap_or_default()
-    )
 }
 
 /// Step 2: the pointer, if the id exists, the secret matches and the caller may act for its
