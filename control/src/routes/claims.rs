@@ -9,6 +9,7 @@ use egressgate_store::{Secret, Timestamp};
 use serde_json::Value;
 
 use super::openapi::schemas;
+use super::openapi::shared::{ClaimLost, InterruptNotFound, InterruptParams};
 use super::pointer::{self, claim_lost, interrupt_not_found};
 use crate::AppState;
 use crate::body::StrictJson;
@@ -47,11 +48,11 @@ async fn read(
 }
 
 /// `POST /v1/interrupts/{id}/heartbeat`.
-#[utoipa::path(post, path = "/v1/interrupts/{id}/heartbeat", tag = "approval", security((), ("runtime" = [])), request_body = HeartbeatBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(post, path = "/v1/interrupts/{id}/heartbeat", tag = "approval", security((), ("runtime" = [])), request_body = HeartbeatBody, params(InterruptParams),
     responses(
         (status = 200, description = "The new lease expiry, never past the deadline.", body = schemas::Heartbeat),
-        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
-        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        InterruptNotFound,
+        ClaimLost,
         (status = 410, description = "`DEADLINE_PASSED`: the resume ran past its deadline.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn heartbeat(
@@ -87,11 +88,11 @@ pub(crate) async fn heartbeat(
 }
 
 /// `POST /v1/interrupts/{id}/complete`.
-#[utoipa::path(post, path = "/v1/interrupts/{id}/complete", tag = "approval", security((), ("runtime" = [])), request_body = CompleteBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(post, path = "/v1/interrupts/{id}/complete", tag = "approval", security((), ("runtime" = [])), request_body = CompleteBody, params(InterruptParams),
     responses(
         (status = 200, description = "Done; the answer is kept for replays.", body = schemas::Completed),
-        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
-        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        InterruptNotFound,
+        ClaimLost,
         (status = 507, description = "`SNAPSHOT_FAILED`: the answer could not be stored.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn complete(

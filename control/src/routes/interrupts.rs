@@ -15,6 +15,7 @@ use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
+use super::openapi::shared::{ChatParams, InterruptNotFound, InterruptParams, MissingUser};
 use super::pointer::{self, claim_lost, interrupt_not_found};
 use crate::AppState;
 use crate::auth::{ApprovalsAuth, ApprovalsUser, CardsReadAuth};
@@ -255,10 +256,10 @@ async fn stale_check(
 }
 
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
-#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
+#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(ChatParams),
     responses(
         (status = 200, description = "The open request with a fresh secret; the old secret stops working.", body = schemas::InterruptIssued),
-        (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
+        MissingUser,
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: the chat has no open request.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn reissue(
@@ -280,10 +281,10 @@ pub(crate) async fn reissue(
 }
 
 /// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.
-#[utoipa::path(get, path = "/v1/interrupts/{id}/outcome", tag = "approval", security(("runtime" = [])), params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(get, path = "/v1/interrupts/{id}/outcome", tag = "approval", security(("runtime" = [])), params(InterruptParams),
     responses(
         (status = 200, description = "State, card and decision, from stored data only (never re-merged).", body = schemas::OutcomeAnswer),
-        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+        InterruptNotFound,
     ))]
 pub(crate) async fn outcome(
     _: CardsReadAuth,
