@@ -157,7 +157,7 @@ pub(crate) async fn request(
         return Ok(Json(ToolAnswer::Pending {
             code: PendingCode::InterruptPending,
             interrupt_id: p.id,
-            state: schemas::InterruptState::Pending,
+            state: InterruptState::Pending,
             card: p.card,
             message: text::PENDING,
         }));

@@ -6,13 +6,12 @@
 #![allow(dead_code)] // The describing types are read by the schema derive only.
 
 pub(crate) use crate::approval::text::DenyCode;
+use egressgate_store::db::interrupts::InterruptState as StoredState;
 use egressgate_store::db::refusals::{EgressRow as StoredEgress, RefusalRow};
 use egressgate_store::{ChatId, Timestamp, TurnId, UserId};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
-use utoipa::openapi::{RefOr, schema::SchemaType};
 
 /// Every error code the API answers with. A test keeps this list and the handlers' codes in
 /// step, so the document's enum is the whole set.
@@ -58,20 +57,36 @@ pub const ERROR_CODES: &[&str] = &[
     "UNAUTHORIZED",
 ];
 
-/// The `code` of an error body: one of [`ERROR_CODES`].
-pub struct ErrorCode;
+/// Declares a schema-only type for a closed set of strings listed elsewhere: the values come
+/// from that list (the store's own spellings, or [`ERROR_CODES`]), so the document cannot
+/// restate them differently.
+macro_rules! string_enum {
+    ($(#[$doc:meta])* $name:ident, $about:literal, $values:expr) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl utoipa::PartialSchema for ErrorCode {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(SchemaType::Type(Type::String))
-            .enum_values(Some(ERROR_CODES.iter().copied()))
-            .description(Some("Stable machine-readable code (UPPER_SNAKE)."))
-            .into()
-    }
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::Type(Type::String))
+                    .enum_values(Some($values))
+                    .description(Some($about))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+    };
 }
+pub(crate) use string_enum;
 
-impl ToSchema for ErrorCode {}
+string_enum!(
+    /// The `code` of an error body: one of [`ERROR_CODES`].
+    ErrorCode,
+    "Stable machine-readable code (UPPER_SNAKE).",
+    ERROR_CODES.iter().copied()
+);
 
 /// `{"error": {"code", "message"}}`, the body of every error status.
 #[derive(ToSchema)]
@@ -104,21 +119,12 @@ pub struct TurnOpened {
     pub(crate) expires_at: Timestamp,
 }
 
-/// A refusal reason (the closed set).
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum RefusalReason {
-    NotApproved,
-    IpLiteral,
-    InternalName,
-    PortNotAllowed,
-    PrivateAddress,
-    SniMismatch,
-    HostMismatch,
-    LimitExceeded,
-    MethodNotAllowed,
-    PackageNotApproved,
-}
+string_enum!(
+    /// A refusal reason: the store's closed set, in its spelling.
+    RefusalReason,
+    "A refusal reason (the closed set).",
+    egressgate_store::RefusalReason::ALL.map(|r| r.as_str())
+);
 
 /// One row of a turn's refusal record.
 #[derive(ToSchema)]
@@ -230,7 +236,8 @@ pub enum ToolAnswer {
         #[schema(value_type = String)]
         interrupt_id: egressgate_store::InterruptId,
         /// Always `pending`.
-        state: InterruptState,
+        #[schema(value_type = InterruptState)]
+        state: StoredState,
         /// The waiting card.
         #[schema(value_type = Card)]
         card: egressgate_store::Card,
@@ -270,15 +277,21 @@ pub struct InterruptIssued {
     resume_secret: String,
 }
 
-/// Where a request is in its life.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum InterruptState {
-    Pending,
-    Claimed,
-    Done,
-    Expired,
-}
+string_enum!(
+    /// A card's state, in the store's spelling.
+    InterruptState,
+    "Where a request is in its life.",
+    CARD_STATES.map(|s| s.as_str())
+);
+
+/// Every state a card can be in, in the order of its life. The store's type, named here
+/// only: the match below stops the build when the store adds a state this list lacks.
+pub(crate) const CARD_STATES: [StoredState; 4] = {
+    use StoredState::{Claimed, Done, Expired, Pending};
+    match Pending {
+        Pending | Claimed | Done | Expired => [Pending, Claimed, Done, Expired],
+    }
+};
 
 /// How the person answered.
 #[derive(ToSchema)]
