@@ -4,12 +4,10 @@
 //! claim, a missing user). An endpoint lists them by name in its `#[utoipa::path]`, so one
 //! wording serves every endpoint that answers the case, as one function produces it.
 
-use std::collections::BTreeMap;
-
+use utoipa::IntoParams;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, Response, ResponseBuilder};
-use utoipa::{IntoParams, IntoResponses};
 
 /// An error status's response: `description` (naming its codes in backticks) over an
 /// `ErrorBody`.
@@ -80,9 +78,15 @@ macro_rules! errors {
         $(#[$doc])*
         pub(crate) struct $name;
 
-        impl IntoResponses for $name {
-            fn responses() -> BTreeMap<String, RefOr<Response>> {
-                BTreeMap::from([$(($status.to_owned(), error_response($about))),+])
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> std::collections::BTreeMap<
+                String,
+                utoipa::openapi::RefOr<utoipa::openapi::Response>,
+            > {
+                std::collections::BTreeMap::from([$((
+                    $status.to_owned(),
+                    $crate::routes::openapi::shared::error_response($about),
+                )),+])
             }
         }
     };
@@ -112,6 +116,8 @@ params!(
     text_param("X-Egressgate-User", ParameterIn::Header, true, true,
         "The person the runtime speaks for."),
 );
+
+pub(crate) use errors;
 
 errors!(
     /// What `turn_access` answers for a turn that does not exist or is another user's.
