@@ -17,8 +17,8 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::cli::{AdminListCmd, AdminOp, CaCmd, Command, RawConfig, TokenOp};
-use crate::config::{self, Config, Database};
+use crate::cli::{AdminListCmd, AdminOp, CaCmd, Command, TokenOp};
+use crate::config::{self, Config, Database, RawConfig};
 use crate::selfaddr;
 
 /// Runs a non-sandbox subcommand to completion.
