@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use egressgate_store::Store;
+use egressgate_store::db::interrupts::InterruptState;
 use egressgate_store::metric_registry::Prefixed;
 
 use crate::error::ErrorCode;
@@ -56,9 +57,6 @@ pub struct StateLabel {
     /// `pending`, `claimed`, `done` or `expired`.
     pub state: &'static str,
 }
-
-/// Every card state, so each series exists (at 0) from the first scrape.
-const CARD_STATES: [&str; 4] = ["pending", "claimed", "done", "expired"];
 
 /// The control plane's metrics.
 #[derive(Clone)]
@@ -106,7 +104,8 @@ impl ControlMetrics {
     pub async fn refresh_cards(&self, store: &Store) {
         match store.card_states().await {
             Ok(rows) => {
-                for state in CARD_STATES {
+                // Every state, so each series exists (at 0) from the first scrape.
+                for state in InterruptState::ALL.map(InterruptState::as_str) {
                     let n = rows.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
                     self.cards.get_or_create(&StateLabel { state }).set(n);
                 }
