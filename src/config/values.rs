@@ -22,6 +22,7 @@ pub fn duration(name: &str, v: &Option<String>, default: Duration) -> Result<Dur
     }
 }
 
+/// A size setting: bytes, or a number with a decimal or binary unit (`400 KB`, `8 MiB`).
 pub(super) fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> {
     let Some(s) = v else { return Ok(default) };
     let t = s.trim();
@@ -44,12 +45,14 @@ pub(super) fn size(name: &str, v: &Option<String>, default: u64) -> Result<u64> 
         .ok_or_else(|| anyhow!("{name} {s:?}: too large"))
 }
 
+/// A listener address `IP:PORT`, or `default` when unset.
 pub(super) fn socket(name: &str, v: &Option<String>, default: &str) -> Result<SocketAddr> {
     let s = v.as_deref().unwrap_or(default);
     s.parse()
         .map_err(|_| anyhow!("{name} {s:?}: expected IP:PORT (e.g. 127.0.0.1:3128)"))
 }
 
+/// A host name, normalised as every plane normalises it.
 pub(super) fn host(what: &str, s: &str) -> Result<Host> {
     Host::parse(s).map_err(|e| anyhow!("{what} {s:?}: {e}"))
 }
@@ -64,6 +67,7 @@ pub(super) fn header_bytes(name: &str, v: &Option<String>, default: usize) -> Re
     Ok(n)
 }
 
+/// A count that must be at least 1.
 pub(super) fn positive(name: &str, v: Option<i64>, default: i64) -> Result<i64> {
     match v {
         Some(n) if n < 1 => bail!("{name} must be at least 1"),

@@ -3,10 +3,12 @@
 
 use tokio::sync::watch;
 
+/// Resolves once the stop signal is given.
 pub(super) async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await.map(|_| ());
 }
 
+/// Waits for SIGTERM or SIGINT, then gives the stop signal (the drain begins).
 pub(super) async fn signals(tx: watch::Sender<bool>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
