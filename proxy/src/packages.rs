@@ -12,9 +12,7 @@
 //! records the packages its `METADATA` requires as refusals too, for indexes without PEP
 //! 658 metadata, where an installer would learn them only from the wheel.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use egressgate_store::db::refusals::Subject;
@@ -24,56 +22,14 @@ use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper_util::rt::TokioIo;
 
 use crate::identify::TurnEntry;
+use crate::registry::wheel::WHEEL_MAX;
 use crate::registry::{self, Artifact, Mapping};
 use crate::respond::ProxyBody;
 use crate::shared::{Refusal, Shared};
 use crate::target::Target;
 
-/// Largest wheel the proxy reads for its dependencies.
-const WHEEL_MAX: usize = 64 * 1024 * 1024;
-
 /// Time allowed to fetch a refused wheel for its dependencies.
 const WHEEL_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Wheels read at once, across all turns: each may hold up to [`WHEEL_MAX`] in memory.
-const WHEEL_READS_AT_ONCE: usize = 2;
-
-/// Distinct wheels read per turn: a script cannot make the proxy download without end.
-const WHEEL_READS_PER_TURN: usize = 32;
-
-/// Bounds the proxy's own wheel reads, so refused requests cannot turn it into a downloader:
-/// a few at once, each wheel once per turn, a few dozen per turn.
-#[derive(Default)]
-pub(crate) struct WheelReads {
-    at_once: WheelPermits,
-    /// (turn, host, path) already read; cleared when it grows past a bound.
-    seen: Mutex<HashSet<(String, String, String)>>,
-}
-
-/// The semaphore behind [`WheelReads`] (a newtype for its `Default`).
-struct WheelPermits(tokio::sync::Semaphore);
-
-impl Default for WheelPermits {
-    fn default() -> Self {
-        Self(tokio::sync::Semaphore::new(WHEEL_READS_AT_ONCE))
-    }
-}
-
-impl WheelReads {
-    /// Whether this turn may read this wheel now (first time, under the per-turn bound).
-    fn first(&self, turn: &str, host: &str, path: &str) -> bool {
-        let Ok(mut seen) = self.seen.lock() else {
-            return false;
-        };
-        if seen.iter().filter(|(t, _, _)| t == turn).count() >= WHEEL_READS_PER_TURN {
-            return false;
-        }
-        if seen.len() >= 64 * WHEEL_READS_PER_TURN {
-            seen.clear();
-        }
-        seen.insert((turn.to_owned(), host.to_owned(), path.to_owned()))
-    }
-}
 
 /// What the rule says about one request.
 pub(crate) enum Verdict {
@@ -194,7 +150,7 @@ async fn record_dependencies(
     if !reads.first(turn.turn.id.as_str(), target.host.as_str(), path) {
         return;
     }
-    let Ok(_permit) = reads.at_once.0.acquire().await else {
+    let Some(_slot) = reads.slot().await else {
         return;
     };
     let fetched = tokio::time::timeout(WHEEL_FETCH_TIMEOUT, fetch(shared, origin, path));
@@ -290,24 +246,4 @@ where
     };
     conn.abort();
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_wheel_is_read_once_per_turn_and_a_turn_reads_a_bounded_number() {
-        let reads = WheelReads::default();
-        assert!(reads.first("t1", "pypi.org", "/packages/a.whl"));
-        assert!(!reads.first("t1", "pypi.org", "/packages/a.whl"));
-        assert!(
-            reads.first("t2", "pypi.org", "/packages/a.whl"),
-            "another turn reads it"
-        );
-        for i in 1..WHEEL_READS_PER_TURN {
-            assert!(reads.first("t1", "pypi.org", &format!("/packages/{i}.whl")));
-        }
-        assert!(!reads.first("t1", "pypi.org", "/packages/one-more.whl"));
-    }
 }

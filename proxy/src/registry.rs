@@ -2,10 +2,13 @@
 //! (`--registry pypi|npm`, `--registry-mirror ECOSYSTEM=HOST[,HOST…]`), and what each request
 //! to them is about — a package (canonical, as `store::package` spells it) with the version
 //! it names, registry metadata that names no package, or something the proxy cannot map
-//! (refused, never guessed). Pure: no I/O, so the mapping is unit-tested and fuzzed.
+//! (refused, never guessed). Pure: no I/O, so the mapping is unit-tested and fuzzed; the
+//! bounds on the proxy's own wheel reads live here too ([`reads`]), as plain state that both
+//! the shared state and the package rule import.
 
 mod npm;
 mod pypi;
+pub mod reads;
 pub mod wheel;
 
 use std::collections::HashMap;

@@ -7,6 +7,9 @@ use std::io::Read as _;
 
 use egressgate_store::Package;
 
+/// Largest wheel the proxy reads for its dependencies (the whole file is held in memory).
+pub const WHEEL_MAX: usize = 64 * 1024 * 1024;
+
 /// Largest `METADATA` read (real ones are a few KiB; a bomb is cut, then fails closed).
 const METADATA_MAX: u64 = 1024 * 1024;
 
