@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use super::{ADMIN, Api, GateBuilder, Turn, gate};
 
+pub mod file_mirror;
+
 /// How the installers reach the registries through the proxy.
 pub const SCHEME: &str = "http";
 
