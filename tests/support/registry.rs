@@ -35,6 +35,12 @@ pub fn tool(cmd: &str, args: &[&str]) -> bool {
     ok
 }
 
+/// Whether pip and pypiserver are here (loudly not, in CI).
+pub fn pip_tools() -> bool {
+    tool("python3", &["-m", "pip", "--version"])
+        && tool("python3", &["-m", "pypiserver", "--version"])
+}
+
 /// A child process killed when dropped.
 pub struct Server {
     child: Child,
@@ -323,8 +329,14 @@ pub fn npm_publish(port: u16, work: &Path, name: &str, version: &str, deps: &[(&
         format!("//127.0.0.1:{port}/:_authToken=test\n"),
     )
     .unwrap();
+    // npm publishes a pre-release only under a tag other than `latest`.
+    let tag = if version.contains('-') {
+        "next"
+    } else {
+        "latest"
+    };
     let out = Command::new("npm")
-        .args(["publish", "--access", "public", "--registry"])
+        .args(["publish", "--access", "public", "--tag", tag, "--registry"])
         .arg(format!("http://127.0.0.1:{port}/"))
         .current_dir(&dir)
         .env("HOME", &dir)
