@@ -269,13 +269,7 @@ async fn the_origin_receives_the_path_re_encoded_from_the_judged_segments() {
     let dir = tempfile::tempdir().unwrap();
     let m = file_mirror(dir.path());
     let port = m.port.to_string();
-    let g = support::gate()
-        .resolve("npm.test", "127.0.0.1")
-        .resolve("pypi.test", "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port", &port])
-        .args(&["--registry-mirror", "npm=npm.test"])
-        .args(&["--registry-mirror", "pypi=pypi.test"])
-        .start();
+    let g = registry::mirrors_gate(&[("npm", "npm.test"), ("pypi", "pypi.test")], m.port).start();
     let api = g.api();
     for name in ["npm:lodash", "npm:@types/node", "torch", "numpy"] {
         admin_package(&api, name).await;

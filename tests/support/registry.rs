@@ -207,11 +207,24 @@ pub fn pip_install_from(
 /// A gate that knows `host` (resolved to loopback, `port` allowed) as a private mirror of
 /// `ecosystem` (`pypi` or `npm`), not yet started.
 pub fn mirror_gate(ecosystem: &str, host: &str, port: u16) -> GateBuilder {
-    gate()
-        .resolve(host, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
-        .arg(&port.to_string())
-        .args(&["--registry-mirror", &format!("{ecosystem}={host}")])
+    mirrors_gate(&[(ecosystem, host)], port)
+}
+
+/// A gate that knows each (ecosystem, host) as a private mirror, every host resolved to
+/// loopback and served on `port` (allowed), not yet started.
+pub fn mirrors_gate(mirrors: &[(&str, &str)], port: u16) -> GateBuilder {
+    let mut g = gate().args(&[
+        "--allow-cidr",
+        "127.0.0.1/32",
+        "--allow-port",
+        &port.to_string(),
+    ]);
+    for (ecosystem, host) in mirrors {
+        g = g
+            .resolve(host, "127.0.0.1")
+            .args(&["--registry-mirror", &format!("{ecosystem}={host}")]);
+    }
+    g
 }
 
 /// Runs the approval tool naming `packages` (plus what the turn was refused), registers the
