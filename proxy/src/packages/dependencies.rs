@@ -1,8 +1,10 @@
 //! A refused wheel's dependencies, read by the proxy itself so one install needs one card on
 //! an index without PEP 658 metadata: the wheel is fetched from the same vetted upstream
-//! addresses (over the same verified TLS when inspected), its `METADATA` is parsed, and
-//! each package it requires that nothing allows yet is recorded as a refusal before the
-//! wheel's `403` goes out. Bounded by [`crate::registry::reads`].
+//! addresses (over the same verified TLS when inspected), its `METADATA` is parsed on a
+//! blocking thread, and each package it requires that nothing allows yet is recorded as a
+//! refusal before the wheel's `403` goes out. Bounded by [`crate::registry::reads`]: at most
+//! [`WHEEL_READS_AT_ONCE`](crate::registry::reads::WHEEL_READS_AT_ONCE) wheels, each at most
+//! [`WHEEL_MAX`], are in memory at once, from the first byte fetched to the end of the parse.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use std::time::Duration;
 use egressgate_store::RefusalReason;
 use egressgate_store::db::refusals::Subject;
 use http::{StatusCode, header};
-use http_body_util::{BodyExt as _, Empty, Limited};
+use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
 
 use crate::identify::TurnEntry;
@@ -36,7 +38,7 @@ pub(super) async fn record_dependencies(
     if !reads.first(turn.turn.id.as_str(), target.host.as_str(), path) {
         return;
     }
-    let Some(_slot) = reads.slot().await else {
+    let Some(slot) = reads.slot().await else {
         return;
     };
     let fetched = tokio::time::timeout(WHEEL_FETCH_TIMEOUT, fetch(shared, origin, path));
@@ -44,7 +46,16 @@ pub(super) async fn record_dependencies(
         tracing::debug!(host = %target.host, "refused wheel could not be read for dependencies");
         return;
     };
-    let deps = wheel::requires(&wheel);
+    // The parse is CPU work on up to [`WHEEL_MAX`] bytes: off the async workers, holding
+    // the slot until the wheel is dropped, even if this request is dropped meanwhile.
+    let parse = move || {
+        let deps = wheel::requires(&wheel);
+        drop((wheel, slot));
+        deps
+    };
+    let Ok(deps) = tokio::task::spawn_blocking(parse).await else {
+        return;
+    };
     for dep in deps {
         if turn.launch_package_grant(&dep, None).is_some() {
             continue;
@@ -80,7 +91,7 @@ pub(super) struct Origin<'a> {
 
 /// `GET path` from the origin on a fresh connection to a vetted address, the body capped
 /// at [`WHEEL_MAX`]; `None` on any failure or a status other than `200`.
-async fn fetch(shared: &Shared, origin: Origin<'_>, path: &str) -> Option<bytes::Bytes> {
+async fn fetch(shared: &Shared, origin: Origin<'_>, path: &str) -> Option<Vec<u8>> {
     let target = origin.target;
     let stream = shared
         .dialer
@@ -107,7 +118,7 @@ async fn fetch(shared: &Shared, origin: Origin<'_>, path: &str) -> Option<bytes:
 }
 
 /// One `GET path` over `io` (HTTP/1.1), the body capped at [`WHEEL_MAX`].
-async fn get_capped<I>(io: I, authority: String, path: &str) -> Option<bytes::Bytes>
+async fn get_capped<I>(io: I, authority: String, path: &str) -> Option<Vec<u8>>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -122,14 +133,32 @@ where
         .ok()?;
     let resp = sender.send_request(req).await.ok()?;
     let out = if resp.status() == StatusCode::OK {
-        Limited::new(resp.into_body(), WHEEL_MAX)
-            .collect()
-            .await
-            .ok()
-            .map(|b| b.to_bytes())
+        read_capped(resp.into_body()).await
     } else {
         None
     };
     conn.abort();
     out
+}
+
+/// The body into one buffer, `None` past [`WHEEL_MAX`]: the buffer is sized once from a
+/// `Content-Length` within the cap (or grown as frames come), so a read holds one copy of
+/// the wheel, never the frames and their concatenation at once.
+async fn read_capped(mut body: hyper::body::Incoming) -> Option<Vec<u8>> {
+    use hyper::body::Body as _;
+    let hint = usize::try_from(body.size_hint().lower()).ok()?;
+    if hint > WHEEL_MAX {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(hint);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.ok()?.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > WHEEL_MAX {
+            return None;
+        }
+        buf.extend_from_slice(&data);
+    }
+    Some(buf)
 }

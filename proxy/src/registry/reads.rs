@@ -5,7 +5,7 @@
 //! it from here (downward).
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Wheels read at once, across all turns: each may hold up to [`super::wheel::WHEEL_MAX`]
 /// in memory while it is fetched and parsed.
@@ -17,7 +17,7 @@ pub const WHEEL_READS_PER_TURN: usize = 32;
 /// Bounds the proxy's own wheel reads: a few at once, each wheel once per turn, a few dozen
 /// per turn.
 pub struct WheelReads {
-    at_once: tokio::sync::Semaphore,
+    at_once: Arc<tokio::sync::Semaphore>,
     /// (turn, host, path) already read; cleared when it grows past a bound.
     seen: Mutex<HashSet<(String, String, String)>>,
 }
@@ -25,7 +25,7 @@ pub struct WheelReads {
 impl Default for WheelReads {
     fn default() -> Self {
         Self {
-            at_once: tokio::sync::Semaphore::new(WHEEL_READS_AT_ONCE),
+            at_once: Arc::new(tokio::sync::Semaphore::new(WHEEL_READS_AT_ONCE)),
             seen: Mutex::default(),
         }
     }
@@ -46,11 +46,12 @@ impl WheelReads {
         seen.insert((turn.to_owned(), host.to_owned(), path.to_owned()))
     }
 
-    /// Waits for one of the [`WHEEL_READS_AT_ONCE`] slots; the read holds it from the fetch
-    /// through the parse, so at most that many wheels are in memory at once. `None` only if
-    /// the semaphore was closed (never, in practice).
-    pub async fn slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        self.at_once.acquire().await.ok()
+    /// Waits for one of the [`WHEEL_READS_AT_ONCE`] slots. The read holds it from the fetch
+    /// through the parse, moving it into the parse's blocking thread with the wheel (which
+    /// outlives a request whose client went away), so at most that many wheels are in memory
+    /// at once. `None` only if the semaphore was closed (never, in practice).
+    pub async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.at_once.clone().acquire_owned().await.ok()
     }
 }
 
