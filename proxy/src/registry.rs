@@ -167,6 +167,65 @@ pub fn map(eco: Ecosystem, method: &Method, target: &str) -> Mapping {
 mod tests {
     use super::*;
 
+    /// Every path of up to three segments drawn from spellings an attacker would try: what
+    /// is judged is forwarded re-encoded, and the forwarded path is judged the same.
+    #[test]
+    fn every_judged_path_re_encodes_to_the_same_judgement() {
+        let pieces = [
+            "approved",
+            "evil",
+            "-",
+            "@scope",
+            "@scope%2fapproved",
+            "@scope%2Fapproved",
+            "approved-1.0.0.tgz",
+            "%2e%2e",
+            "..",
+            ".",
+            "a%2fb",
+            "%252f",
+            "a%5cb",
+            "a%3fb",
+            "a;b",
+            "latest",
+            "1.0.0",
+            "simple",
+            "packages",
+            "pypi",
+            "json",
+            "numpy-1.0-py3-none-any.whl",
+            "x-1.0%2Bcpu.tar.gz",
+            "lod%61sh",
+            "",
+        ];
+        let mut mapped = 0;
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    for end in ["", "/"] {
+                        for path in [format!("/{a}{end}"), format!("/{a}/{b}/{c}{end}")] {
+                            for eco in [Ecosystem::Pypi, Ecosystem::Npm] {
+                                let j = judge(eco, &Method::GET, &path);
+                                let Some(forwarded) = &j.path else {
+                                    assert_eq!(j.mapping, Mapping::Unmappable, "{path}");
+                                    continue;
+                                };
+                                mapped += 1;
+                                let again = judge(eco, &Method::GET, forwarded);
+                                assert_eq!(again, j, "{path} -> {forwarded}");
+                                for bad in ["?", "#", ";", "\\", "//", "%25", "%5C", "/../", "/./"]
+                                {
+                                    assert!(!forwarded.contains(bad), "{path} -> {forwarded}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(mapped > 1000, "{mapped}");
+    }
+
     #[test]
     fn writes_are_unmappable() {
         assert_eq!(
