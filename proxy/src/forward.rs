@@ -158,23 +158,25 @@ pub(crate) async fn forward(
     turn: &TurnEntry,
     target: &Target,
     addrs: &[SocketAddr],
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     allowed: Allowed,
     via: Via,
 ) -> Response<ProxyBody> {
     if let Err(answer) = per_request_rules(shared, turn, target, &req, &allowed, via).await {
         return answer;
     }
-    // A package registry's request is judged by the package it names.
+    // A package registry's request is judged by the package it names, and forwarded with
+    // the path it was judged by.
     let asked = packages::RegistryRequest {
         scheme: via.scheme(),
         method: req.method(),
-        path: req.uri().path(),
+        uri: req.uri(),
+        headers: req.headers(),
     };
-    if let packages::Verdict::Refuse(answer) =
-        packages::judge(shared, turn, target, addrs, asked).await
-    {
-        return answer;
+    match packages::judge(shared, turn, target, addrs, asked).await {
+        packages::Verdict::Refuse(answer) => return answer,
+        packages::Verdict::Allow(Some(judged)) => judged.apply(req.uri_mut()),
+        packages::Verdict::Allow(None) | packages::Verdict::NotRegistry => {}
     }
     if via == Via::Tls {
         shared.metrics.inspected_requests.inc();
