@@ -97,6 +97,80 @@ mod tests {
 
     const GIT: &[(&str, &str)] = &[("content-type", git::UPLOAD_PACK_REQUEST)];
 
+    /// Every target of up to four pieces after a `/`, judged against servers that decode
+    /// once, twice or three times (an exhaustive little cousin of the `read_rule` fuzz target):
+    /// none of them reads git's push in what `read` passes, and a fetch `read` passes ends, to
+    /// each of them, in `…/<repo>/git-upload-pack` once `\`, `;params` and dot segments are
+    /// read as such a server reads them.
+    #[test]
+    fn no_spelling_of_push_or_of_another_fetch_path_passes() {
+        const PIECES: [&str; 17] = [
+            "/",
+            "r.git",
+            "git-upload-pack",
+            "git-receive-pack",
+            "receive",
+            "-pack",
+            "pack",
+            "%2D",
+            "%2d",
+            "%25",
+            "2D",
+            "%2F",
+            "%5C",
+            "..",
+            ";",
+            "%2E",
+            "info/refs?service=",
+        ];
+        let read_as = |text: &str, passes: usize| -> String {
+            let once = |b: Vec<u8>| percent_encoding::percent_decode(&b).collect::<Vec<u8>>();
+            let bytes = (0..passes).fold(text.as_bytes().to_vec(), |b, _| once(b));
+            String::from_utf8_lossy(&bytes).to_ascii_lowercase()
+        };
+        let mut targets = vec![String::new()];
+        let mut grown = targets.clone();
+        for _ in 0..4 {
+            grown = grown
+                .iter()
+                .flat_map(|t| PIECES.iter().map(move |p| format!("{t}{p}")))
+                .collect();
+            targets.extend(grown.iter().cloned());
+        }
+        let mut fetches = 0;
+        for t in targets {
+            let target = format!("/{t}");
+            let Ok(uri) = target.parse::<Uri>() else {
+                continue;
+            };
+            let (path, query) = (uri.path(), uri.query().unwrap_or(""));
+            if ok(Access::Read, "GET", &target, &[], false) {
+                for passes in 0..=3 {
+                    let (p, q) = (read_as(path, passes), read_as(query, passes));
+                    assert!(!p.contains("receive-pack"), "{target} after {passes}");
+                    assert!(!q.contains("receive-pack"), "{target} after {passes}");
+                }
+            }
+            if ok(Access::Read, "POST", &target, GIT, true) {
+                fetches += 1;
+                for passes in 1..=3 {
+                    let mut segs: Vec<String> = Vec::new();
+                    for seg in read_as(path, passes).split(['/', '\\']) {
+                        match seg.split(';').next().unwrap_or("") {
+                            "" | "." => {}
+                            ".." => drop(segs.pop()),
+                            s => segs.push(s.to_owned()),
+                        }
+                    }
+                    let last = segs.last().map(String::as_str);
+                    assert_eq!(last, Some("git-upload-pack"), "{target} after {passes}");
+                    assert!(segs.len() >= 2, "{target} after {passes}: {segs:?}");
+                }
+            }
+        }
+        assert!(fetches > 0, "the pieces spell at least one fetch");
+    }
+
     #[test]
     fn read_is_bodiless_downloads_and_git_fetch_only() {
         for m in ["GET", "HEAD", "OPTIONS"] {
