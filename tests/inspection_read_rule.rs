@@ -7,7 +7,9 @@
 //! that never reaches the origin.
 //!
 //! Each test is a table of cases, sent one per connection over both protocols; `Table::run`
-//! checks each answer, the refusal row (method, count) and what the origin saw.
+//! checks each answer, the refusal row (method, count) and what the origin saw. The file is
+//! longer than most because it is mostly those tables (79 cases); its harness lives here as
+//! no other suite sends requests this way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
