@@ -120,13 +120,14 @@ async fn per_request_rules(
     allowed: &Allowed,
     via: Via,
 ) -> Result<(), Response<ProxyBody>> {
-    if access::permits(allowed.grant.access, req.method(), req.uri()) {
+    let asked = access::Asked::of(req);
+    if access::permits(allowed.grant.access, &asked) {
         return Ok(());
     }
     // The grant may be an allow remembered from before a person widened it: a refusal is
     // rare, so it asks the database first, and a fresh `full` approval works at once.
     if let Some(fresh) = shared.fresh_grant(turn, &target.host).await
-        && access::permits(fresh.access, req.method(), req.uri())
+        && access::permits(fresh.access, &asked)
     {
         return Ok(());
     }
