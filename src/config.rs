@@ -32,6 +32,8 @@ const TEXT_KEYS: &[&str] = &[
     "drain-timeout",
     "max-header-bytes",
     "db-statement-timeout",
+    "ca-lifetime",
+    "ca-overlap",
 ];
 
 /// Where each setting came from: an error must name the flag, the environment variable or the
@@ -106,6 +108,8 @@ pub struct Config {
     pub proxy: egressgate_proxy::Settings,
     /// Control-plane settings.
     pub control: egressgate_control::Settings,
+    /// The deployment CA's lifetime, names and seal key.
+    pub ca: crate::ca::CaSettings,
 }
 
 /// Merges the file (if any) under the flags/environment layer. `DATABASE_URL` is an alias of
@@ -341,6 +345,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
     let upstream_roots =
         egressgate_proxy::inspect::roots(raw.upstream_ca.as_deref()).map_err(|e| anyhow!("{e}"))?;
     let registries = registries(raw, &l)?;
+    let ca = crate::ca::settings(raw, &inspect, &l)?;
     let d = egressgate_proxy::Settings::default();
     let proxy = egressgate_proxy::Settings {
         registries,
@@ -489,6 +494,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         control_public_url_given: raw.control_public_url.is_some(),
         proxy,
         control,
+        ca,
     })
 }
 

@@ -1,7 +1,6 @@
 //! Running the subcommands: open and migrate the store, bind listeners, start the planes,
 //! the janitor and the signal handler, and drain on shutdown.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +9,6 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, anyhow, bail};
 use egressgate_control::AppState;
 use egressgate_store::blob::{BlobStore, DbBlobStore, DirBlobStore};
-use egressgate_store::ca::{CaHome, DeploymentCa};
 use egressgate_store::db::admin::{AdminList, SiteRules};
 use egressgate_store::{Backend, PackageSpec, SitePattern, Store, Timestamp};
 use prometheus_client::registry::Registry;
@@ -193,13 +191,7 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     let mut tasks = tokio::task::JoinSet::new();
 
     // Every process of the deployment mints under, and serves, the one CA.
-    let ca_home = ca_home(&cfg, &store);
-    let ca = DeploymentCa::load_or_create(&ca_home, Timestamp::now())
-        .await
-        .context("cannot read or create the deployment CA")?;
-    cfg.proxy.ca = Some(Arc::new(ca));
-    cfg.proxy.ca_home = Some(ca_home.clone());
-    cfg.control.ca = Some(ca_home);
+    crate::ca::start(&mut cfg, &store, proxy_listener.is_some()).await?;
 
     if let Some(listener) = proxy_listener {
         let proxy = egressgate_proxy::Proxy::new(cfg.proxy.clone(), store.clone(), &mut registry)
@@ -274,49 +266,22 @@ async fn serve(raw: RawConfig, with_proxy: bool, with_control: bool) -> Result<(
     Ok(())
 }
 
-/// Where this deployment keeps its CA: a 0600 file in the data directory for SQLite, the
-/// database for PostgreSQL (so every proxy sharing it mints under the same CA).
-fn ca_home(cfg: &Config, store: &Store) -> CaHome {
-    match store.backend() {
-        Backend::Sqlite => CaHome::Dir(cfg.data_dir.clone()),
-        Backend::Postgres => CaHome::Database(store.clone()),
-    }
-}
-
 /// `egressgate ca print`: the CA certificate on stdout (the CA is made first if there is none).
 async fn ca_print(raw: RawConfig) -> Result<()> {
     let cfg = load(raw)?;
     let store = open(&cfg, Create::Yes).await?;
     store.migrate().await.context("migration failed")?;
-    let pem = ca_home(&cfg, &store)
-        .trusted_pem(Timestamp::now())
-        .await
-        .context("cannot read or create the deployment CA")?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(pem.as_bytes())
-        .context("cannot write to stdout")?;
-    Ok(())
+    crate::ca::print(&cfg, &store).await
 }
 
 /// `egressgate ca rotate`: a new signing CA; the old one stays trusted for `overlap`.
 async fn ca_rotate(raw: RawConfig, overlap: &str) -> Result<()> {
     let overlap =
         humantime::parse_duration(overlap).map_err(|e| anyhow!("--overlap {overlap:?}: {e}"))?;
-    let overlap_ms =
-        i64::try_from(overlap.as_millis()).map_err(|_| anyhow!("--overlap: too long"))?;
     let cfg = load(raw)?;
     let store = open(&cfg, Create::No).await?;
     store.migrate().await.context("migration failed")?;
-    let until = ca_home(&cfg, &store)
-        .rotate(Timestamp::now(), overlap_ms)
-        .await
-        .context("cannot rotate the deployment CA")?;
-    eprintln!(
-        "egressgate: a new deployment CA signs from now on (proxies pick it up within seconds); \
-         the previous one stays in GET /v1/ca.pem and `ca print` until {}",
-        until.rfc3339()
-    );
-    Ok(())
+    crate::ca::rotate(&cfg, &store, overlap).await
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {
