@@ -2,7 +2,6 @@
 //! runtime exists (namespaces need a single-threaded process); everything else runs on tokio.
 
 mod admin_tokens;
-mod ca;
 mod cli;
 mod config;
 mod logwriter;

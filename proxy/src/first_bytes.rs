@@ -103,78 +103,63 @@ fn ssh_line(buf: &[u8]) -> Option<FirstBytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn shows(s: &[u8]) -> String {
-        String::from_utf8_lossy(s).into_owned()
-    }
+    use FirstBytes::{Http, Incomplete, Opaque};
 
     #[test]
-    fn http_in_every_shape_a_server_accepts_and_every_odd_one() {
-        for s in [
-            &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
-            b"\r\n\r\nGET / HTTP/1.1\r\n",
-            b"get /x http/1.0\n",
-            b"FOO\t/ HTTP/1.1\r\n",
-            b"GET / HTTP/",
-            b"GET /only-http-0.9\r\n",
-            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-            b"POST /u HTTP/1.1\r\n",
-            b"GET /path",
+    fn only_host_less_protocols_are_opaque_and_everything_else_is_http() {
+        let cases: &[(&[u8], FirstBytes)] = &[
+            // HTTP in every shape a server accepts.
+            (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Http),
+            (b"\r\n\r\nGET / HTTP/1.1\r\n", Http),
+            (b"get /x http/1.0\n", Http),
+            (b"FOO\t/ HTTP/1.1\r\n", Http),
+            (b"GET / HTTP/", Http),
+            (b"GET /only-http-0.9\r\n", Http),
+            (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", Http),
+            (b"GET /path", Http),
             // What the old default let through unjudged: spacing a lenient server skips.
-            b" GET / HTTP/1.1\r\nHost: other\r\n\r\n",
-            b"\x0cGET / HTTP/1.1\r\nHost: other\r\n\r\n",
-            b"\x0bGET / HTTP/1.1\r\n",
-            b"GET\x0b/ HTTP/1.1\r\nHost: other\r\n\r\n",
-            b"GET\x1c/ HTTP/1.1\r\n",
-            b"GET\x1f/\x1fHTTP/1.1\r\n",
-            b"\x85GET / HTTP/1.1\r\n",
-            b"\xa0GET / HTTP/1.1\r\n",
-            b"\x1eGET / HTTP/1.1\r\n",
+            (b" GET / HTTP/1.1\r\nHost: other\r\n\r\n", Http),
+            (b"\x0cGET / HTTP/1.1\r\n", Http),
+            (b"\x0bGET / HTTP/1.1\r\n", Http),
+            (b"GET\x0b/ HTTP/1.1\r\nHost: other\r\n\r\n", Http),
+            (b"GET\x1c/ HTTP/1.1\r\n", Http),
+            (b"GET\x1f/\x1fHTTP/1.1\r\n", Http),
+            (b"\x85GET / HTTP/1.1\r\n", Http),
+            (b"\xa0GET / HTTP/1.1\r\n", Http),
+            (b"\x1eGET / HTTP/1.1\r\n", Http),
             // Text protocols are not relayed raw: they are judged (and refused) as HTTP.
-            b"EHLO client.example\r\n",
-            b"*1\r\n$4\r\nPING\r\n",
-            // An SSH-looking line that is a request line to a lenient server.
-            b"SSH-2.0-x /secret HTTP/1.1\r\nHost: other\r\n\r\n",
-            b"SSH-2.0\r\n",
-            b"SSH-3.0-x\r\n",
-        ] {
-            assert_eq!(classify(s), FirstBytes::Http, "{:?}", shows(s));
+            (b"EHLO client.example\r\n", Http),
+            (b"*1\r\n$4\r\nPING\r\n", Http),
+            // SSH-looking lines that are not SSH identification lines.
+            (b"SSH-2.0-x /secret HTTP/1.1\r\nHost: other\r\n\r\n", Http),
+            (b"SSH-2.0\r\n", Http),
+            (b"SSH-3.0-x\r\n", Http),
+            // Not enough to tell yet.
+            (b"", Incomplete),
+            (b"G", Incomplete),
+            (b"GET", Incomplete),
+            (b"SSH", Incomplete),
+            (b"SSH-2.0-OpenSSH_9.6p1 Ubuntu", Incomplete),
+            (&[0x16, 0x03, 0x01], Incomplete),
+            // Protocols that name no host.
+            (b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n", Opaque),
+            (b"SSH-2.0-Go\r\n", Opaque),
+            (b"SSH-1.99-Old\n", Opaque),
+            (b"\x00\x00\x00\x08\x04\xd2\x16\x2f", Opaque),
+            // A MySQL handshake response: a printable first byte, NULs after it.
+            (b"U\x00\x00\x01\x85\xa6\xff\x01", Opaque),
+            (b"\x01\x02\x03 opaque", Opaque),
+            (b"\x7fELF", Opaque),
+            (b"\xff\xfe", Opaque),
+        ];
+        for (bytes, verdict) in cases {
+            let shown = String::from_utf8_lossy(bytes);
+            assert_eq!(&classify(bytes), verdict, "{shown:?}");
         }
-        assert_eq!(classify(&[b'S'; MAX_FIRST_LINE]), FirstBytes::Http);
+        // A first line too long to be anything but HTTP.
+        assert_eq!(classify(&[b'S'; MAX_FIRST_LINE]), Http);
         let mut long_ssh = b"SSH-2.0-".to_vec();
         long_ssh.resize(MAX_FIRST_LINE, b'x');
-        assert_eq!(classify(&long_ssh), FirstBytes::Http);
-    }
-
-    #[test]
-    fn incomplete_until_it_can_tell() {
-        for s in [
-            &b""[..],
-            b"G",
-            b"GE",
-            b"GET",
-            b"SSH",
-            b"SSH-2.0-OpenSSH_9.6p1 Ubuntu",
-        ] {
-            assert_eq!(classify(s), FirstBytes::Incomplete, "{:?}", shows(s));
-        }
-        assert_eq!(classify(&[0x16, 0x03, 0x01]), FirstBytes::Incomplete);
-    }
-
-    #[test]
-    fn only_host_less_protocols_are_opaque() {
-        for s in [
-            &b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13.5\r\n"[..],
-            b"SSH-2.0-Go\r\n",
-            b"SSH-1.99-Old\n",
-            b"\x00\x00\x00\x08\x04\xd2\x16\x2f",
-            // A MySQL handshake response: a printable first byte, NULs after it.
-            b"U\x00\x00\x01\x85\xa6\xff\x01",
-            b"\x01\x02\x03 opaque",
-            b"\x7fELF",
-            b"\xff\xfe",
-        ] {
-            assert_eq!(classify(s), FirstBytes::Opaque, "{:?}", shows(s));
-        }
+        assert_eq!(classify(&long_ssh), Http);
     }
 }

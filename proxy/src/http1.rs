@@ -6,9 +6,11 @@
 
 pub mod body;
 pub mod encode;
+pub mod frame;
 pub mod framing;
 pub mod head;
 
 pub use body::{Body, Scan};
+pub use frame::Framed;
 pub use framing::{BodyLen, FramingError};
-pub use head::{Framed, HeadError, MAX_HEADERS, RequestHead, RequestTarget, Version};
+pub use head::{HeadError, MAX_HEADERS, RequestHead, RequestTarget, Version};

@@ -6,8 +6,9 @@
 
 use std::io::Write as _;
 
+use super::frame::Framed;
 use super::framing::BodyLen;
-use super::head::{Framed, Version};
+use super::head::Version;
 
 /// Appends `framed`'s head to `out` as the origin is sent it, naming `authority` (the
 /// approved host, with the port when it is not the scheme's default) in `Host`.
