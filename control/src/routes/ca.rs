@@ -11,8 +11,8 @@ use egressgate_store::Timestamp;
 use egressgate_store::ca::CaError;
 
 use super::openapi::schemas;
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// `GET /v1/ca.pem`: the CA certificates clients should trust (PEM: the signing CA, then a
 /// rotated-out one during its overlap); no token needed.
