@@ -66,6 +66,10 @@ pub struct Metrics {
     /// Open tunnels and keep-alive connections closed because a revocation left nothing
     /// that allows them.
     pub revoked_connections: Counter,
+    /// Tunnels closed after their `200` because the origin could not be reached (TLS and
+    /// opaque bytes, which cannot be answered; a plain request gets its `502` and is counted
+    /// under `failures`).
+    pub tunnel_cut_upstream: Counter,
     /// Time to decide an allowed request (seconds), including any database question.
     pub decision_seconds: Histogram,
     /// Time to commit a refusal record, or to learn from the database that there is none to
@@ -106,6 +110,10 @@ impl Metrics {
             revoked_connections: r.add(
                 "revoked_connections",
                 "Open connections closed by a revocation",
+            ),
+            tunnel_cut_upstream: r.add(
+                "tunnel_upstream_failures",
+                "Tunnels closed after their 200 because the origin could not be reached",
             ),
             decision_seconds: r.add_made(
                 "decision_seconds",

@@ -5,15 +5,16 @@
 //! served like plain HTTP, request by request. The origin is only dialled after the check
 //! passed, except for a server-first protocol, whose client bytes are judged when they come.
 
+mod account;
 mod http_relay;
 mod judge;
 mod plain_http;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use egressgate_store::db::refusals::EgressEvent;
 use egressgate_store::{Access, GrantKind, RefusalReason, Timestamp};
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -21,7 +22,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::decision_log::{Allowed, Line, Verdict};
+use crate::decision_log::{Allowed, Line};
 use crate::forward::Via;
 use crate::identify::{ActiveGuard, TurnEntry};
 use crate::relay::{self, End};
@@ -31,6 +32,7 @@ use crate::revoke::Stop;
 use crate::shared::ConnGuard;
 use crate::shared::{Refusal, Shared};
 use crate::target::Target;
+use upstream::Told;
 
 /// How long a non-443 tunnel waits for the client to speak first before assuming a
 /// server-first protocol and dialling (its client bytes are still judged when they come).
@@ -128,6 +130,23 @@ struct Tunnel<'a> {
     allowed: &'a Allowed,
 }
 
+/// Why a tunnel never reached its relay.
+enum Unopened {
+    /// Its line is written already (a refusal, a failed dial).
+    Logged,
+    /// It ended first (the client left or never spoke, the drain or a revocation stopped its
+    /// wait): its line is still owed, with how it ended and the origin dialled, if any.
+    Ended(relay::Totals, Option<SocketAddr>),
+}
+
+impl Unopened {
+    /// Ended by `end` after `down` bytes of a server-first banner, with `origin` dialled.
+    fn ended(end: End, down: u64, origin: Option<&TcpStream>) -> Self {
+        let addr = origin.and_then(|o| o.peer_addr().ok());
+        Self::Ended(relay::Totals { up: 0, down, end }, addr)
+    }
+}
+
 /// How an opened tunnel carries on.
 enum Opened<C> {
     /// Bytes both ways; `down` bytes of a server-first banner were already relayed.
@@ -152,7 +171,7 @@ impl Tunnel<'_> {
         F: std::future::Future<Output = relay::Totals>,
     {
         match Box::pin(self.open(client, first)).await {
-            Some(Opened::Raw {
+            Ok(Opened::Raw {
                 client,
                 origin,
                 down,
@@ -163,7 +182,7 @@ impl Tunnel<'_> {
                 totals.down += down;
                 self.finish(totals, addr);
             }
-            Some(Opened::Http { client, first, via }) => {
+            Ok(Opened::Http { client, first, via }) => {
                 match client.serve_http(self, first, via).await {
                     Served::PerRequest(totals) => {
                         // Its requests had their own lines (with the addresses dialled) and
@@ -178,7 +197,8 @@ impl Tunnel<'_> {
                     Served::Relayed(totals, addr) => self.finish(totals, addr),
                 }
             }
-            None => {}
+            Err(Unopened::Ended(totals, addr)) => self.account(totals, addr),
+            Err(Unopened::Logged) => {}
         }
     }
 
@@ -187,7 +207,7 @@ impl Tunnel<'_> {
     /// (its wait for a server-first protocol), so the rare and large steps (a refusal's
     /// record, a fresh grant's read, the dial) are boxed: the future is as large as its
     /// largest step, and that would otherwise be paid by every idle tunnel.
-    async fn open<C>(&self, mut client: C, mut first: Vec<u8>) -> Option<Opened<C>>
+    async fn open<C>(&self, mut client: C, mut first: Vec<u8>) -> Result<Opened<C>, Unopened>
     where
         C: judge::Readable + AsyncRead + AsyncWrite + Unpin,
     {
@@ -210,7 +230,8 @@ impl Tunnel<'_> {
                 client.read_buf(&mut first).await
             };
             match tokio::time::timeout(first_wait, read).await {
-                Ok(Ok(0)) | Ok(Err(_)) => return None,
+                Ok(Ok(0)) => return Err(Unopened::ended(End::Closed, 0, None)),
+                Ok(Err(_)) => return Err(Unopened::ended(End::Error, 0, None)),
                 Ok(Ok(_)) => {}
                 // Silence: a server-first protocol may proceed off 443, but its client's
                 // bytes are judged when they come.
@@ -219,12 +240,15 @@ impl Tunnel<'_> {
                 }
                 Err(_) => {
                     first = Vec::new(); // a silent tunnel holds no read buffer
-                    let mut o = self.dial().await?;
+                    let mut o = self.dial(Told::Cut).await.map_err(|_| Unopened::Logged)?;
                     let ends = deadline_at(self.ends_at);
                     let idle = settings.idle_timeout;
                     // Pinned here and lent: moved into `banner`, it would take its room twice.
                     let stop = std::pin::pin!(stopped(self.stop));
-                    down = judge::banner(&mut client, &mut o, &mut first, idle, ends, stop).await?;
+                    let banner = judge::banner(&mut client, &mut o, &mut first, idle, ends, stop);
+                    down = banner
+                        .await
+                        .map_err(|(end, down)| Unopened::ended(end, down, Some(&o)))?;
                     origin = Some(o);
                 }
             }
@@ -239,7 +263,7 @@ impl Tunnel<'_> {
                 let grant = &self.allowed.grant;
                 if tls && self.shared.inspection.wants(&self.target.host, grant) {
                     let via = Via::Tls;
-                    return Some(Opened::Http { client, first, via });
+                    return Ok(Opened::Http { client, first, via });
                 }
                 // Opaque bytes to a package registry name no package: only requests the proxy
                 // can read (plain HTTP here, inspected TLS) are judged package by package.
@@ -258,46 +282,29 @@ impl Tunnel<'_> {
             }
             judge::Verdict::Http => {
                 let via = Via::Plain;
-                return Some(Opened::Http { client, first, via });
+                return Ok(Opened::Http { client, first, via });
             }
             judge::Verdict::Refuse(reason) => return self.refuse(reason).await,
-            judge::Verdict::Gone => return None,
+            judge::Verdict::Gone => {
+                return Err(Unopened::ended(End::Closed, down, origin.as_ref()));
+            }
         }
         let mut origin = match origin {
             Some(o) => o,
-            None => self.dial().await?,
+            None => self.dial(Told::Cut).await.map_err(|_| Unopened::Logged)?,
         };
-        origin.write_all(&first).await.ok()?;
-        Some(Opened::Raw {
+        if origin.write_all(&first).await.is_err() {
+            return Err(Unopened::ended(End::Error, down, Some(&origin)));
+        }
+        Ok(Opened::Raw {
             client,
             origin,
             down,
         })
     }
 
-    /// Connects to a vetted address of the CONNECT host.
-    async fn dial(&self) -> Option<TcpStream> {
-        let connect = self.shared.dialer.connect(&self.target.host, self.addrs);
-        match Box::pin(connect).await {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::debug!(error = %e, turn_id = %self.turn.turn.id, "tunnel upstream connect failed");
-                let (status, reason) = match e {
-                    crate::dial::DialError::Timeout { .. } => (504, "timeout"),
-                    _ => (502, "connect"),
-                };
-                self.shared.failed(Line {
-                    decision: Verdict::Fail,
-                    reason: Some(reason),
-                    ..self.allowed.line(status, None, None, None)
-                });
-                None
-            }
-        }
-    }
-
-    /// Records the refusal that closes the tunnel.
-    async fn refuse<T>(&self, reason: RefusalReason) -> Option<T> {
+    /// Records the refusal that closes the tunnel (the record writes its line).
+    async fn refuse<T>(&self, reason: RefusalReason) -> Result<T, Unopened> {
         Box::pin(self.shared.record_refusal(Refusal {
             turn: self.turn,
             host: self.target.host.as_str(),
@@ -309,7 +316,7 @@ impl Tunnel<'_> {
             method: None,
         }))
         .await;
-        None
+        Err(Unopened::Logged)
     }
 }
 
@@ -355,40 +362,6 @@ impl HttpClient for TokioIo<hyper::upgrade::Upgraded> {
 /// carries no drain timer of its own).
 fn stopped(stop: &Stop) -> impl std::future::Future<Output = ()> + use<> {
     stop.stopped()
-}
-
-impl Tunnel<'_> {
-    /// How the tunnel ended, for its line: a stop by revocation reads `revoked`.
-    fn end_of(&self, end: End) -> &'static str {
-        if self.stop.is_revoked() && end == End::Shutdown {
-            "revoked"
-        } else {
-            end.as_str()
-        }
-    }
-
-    /// Metrics, the tunnel's decision line (with how it ended) and the egress summary.
-    fn finish(&self, totals: relay::Totals, addr: Option<SocketAddr>) {
-        let shared = self.shared;
-        shared.metrics.active_tunnels.dec();
-        shared.metrics.bytes_up.inc_by(totals.up);
-        shared.metrics.bytes_down.inc_by(totals.down);
-        let end = self.end_of(totals.end);
-        shared.log.allowed(&Line {
-            end: Some(end),
-            ..self
-                .allowed
-                .line(200, addr, Some(totals.up), Some(totals.down))
-        });
-        shared.recorder.egress(EgressEvent {
-            turn: self.turn.turn.id.clone(),
-            host: self.target.host.clone(),
-            connections: 1,
-            bytes_up: i64::try_from(totals.up).unwrap_or(i64::MAX),
-            bytes_down: i64::try_from(totals.down).unwrap_or(i64::MAX),
-            at: Timestamp::now(),
-        });
-    }
 }
 
 /// The timer instant of wall-clock time `at` (now, if it has passed).

@@ -33,6 +33,7 @@ use crate::relay::{self, Activity, End, Totals};
 use crate::respond;
 
 use super::plain_http::refusal_answer;
+use super::upstream::Told;
 use super::{Tunnel, deadline_at, stopped};
 use flow::{Ctx, Flow, Stop};
 use io::{give_buf, read_once, shutdown_write, take_buf, wire, write_all};
@@ -140,11 +141,14 @@ async fn run(ctx: &mut Ctx<'_, '_>, client: TcpStream, first: Vec<u8>) -> End {
             origin
         }
         None => {
-            let Some(origin) = tunnel.dial().await else {
-                give_buf(out);
-                let answer = respond::status(StatusCode::BAD_GATEWAY, "cannot reach the origin");
-                let _ = write_all(&client, &wire(answer).await).await;
-                return End::Error;
+            let origin = match tunnel.dial(Told::BadGateway).await {
+                Ok(origin) => origin,
+                Err(status) => {
+                    give_buf(out);
+                    let answer = respond::status(status, "cannot reach the origin");
+                    let _ = write_all(&client, &wire(answer).await).await;
+                    return End::Error;
+                }
             };
             ctx.addr = origin.peer_addr().ok();
             origin

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::first_bytes::{self, FirstBytes};
+use crate::relay::End;
 use crate::sni::Hello;
 use crate::target::Target;
 
@@ -110,10 +111,10 @@ impl Readable for TokioIo<Upgraded> {
 
 /// A server-first protocol: copies what the origin says to the client until the client
 /// speaks (its first byte lands in `buf`, for judging) and returns how many bytes went down.
-/// `None` when either side closed, nothing moved for `idle`, `ends` passed, or `stop`
-/// resolved (a revocation, the drain). A silent tunnel waits here, so the wait holds no
-/// buffer: one byte is read from either side, and a buffer exists only while the origin's
-/// bytes are being copied.
+/// Otherwise how it ended, with the bytes that went down: either side closed or failed,
+/// nothing moved for `idle`, `ends` passed, or `stop` resolved (a revocation, the drain). A
+/// silent tunnel waits here, so the wait holds no buffer: one byte is read from either side,
+/// and a buffer exists only while the origin's bytes are being copied.
 pub(crate) async fn banner<C>(
     client: &mut C,
     origin: &mut TcpStream,
@@ -121,7 +122,7 @@ pub(crate) async fn banner<C>(
     idle: Duration,
     ends: Instant,
     mut stop: Pin<&mut impl Future<Output = ()>>,
-) -> Option<u64>
+) -> Result<u64, (End, u64)>
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
@@ -131,25 +132,42 @@ where
         let wake = (Instant::now() + idle).min(ends);
         tokio::select! {
             r = client.read(&mut from_client) => {
-                return matches!(r, Ok(1)).then(|| {
-                    buf.extend_from_slice(&from_client);
-                    down
-                });
+                return match r {
+                    Ok(1) => {
+                        buf.extend_from_slice(&from_client);
+                        Ok(down)
+                    }
+                    r => Err((ended(&r), down)),
+                };
             }
             r = origin.read(&mut from_origin) => {
                 if !matches!(r, Ok(1)) {
-                    return None;
+                    return Err((ended(&r), down));
                 }
                 let mut chunk = vec![0u8; BANNER_CHUNK];
                 chunk[0] = from_origin[0];
                 let more = origin.try_read(&mut chunk[1..]).unwrap_or(0);
                 let n = 1 + more;
-                client.write_all(chunk.get(..n)?).await.ok()?;
+                let sent = chunk.get(..n).unwrap_or(&chunk);
+                if client.write_all(sent).await.is_err() {
+                    return Err((End::Error, down));
+                }
                 down += n as u64;
             }
-            () = tokio::time::sleep_until(wake) => return None,
-            () = stop.as_mut() => return None,
+            () = tokio::time::sleep_until(wake) => {
+                let end = if wake == ends { End::TurnExpired } else { End::Idle };
+                return Err((end, down));
+            }
+            () = stop.as_mut() => return Err((End::Shutdown, down)),
         }
+    }
+}
+
+/// How a one-byte read that brought no byte ended the wait.
+fn ended(read: &io::Result<usize>) -> End {
+    match read {
+        Ok(_) => End::Closed,
+        Err(_) => End::Error,
     }
 }
 
