@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod settings;
 
+mod access_log;
 mod approval;
 mod bulk;
 mod cors;
@@ -49,7 +50,8 @@ pub fn error_codes() -> &'static [&'static str] {
 pub fn app(state: AppState) -> axum::Router {
     let cors = cors::layer(&state.settings.cors_origins);
     let api = routes::router(state.clone());
-    let router = routes::guarded(api.clone().merge(mcp::router(state.clone(), api)), &state);
+    let router = routes::guarded(api.clone().merge(mcp::router(state.clone(), api)), &state)
+        .layer(axum::middleware::from_fn(access_log::log));
     match cors {
         Some(layer) => router.layer(layer),
         None => router,

@@ -1,5 +1,6 @@
 //! Prometheus metrics for the control plane, from one middleware: requests by route template
-//! (never the raw path, so ids cannot blow up the label set), method and status; errors by
+//! (never the raw path, so ids cannot blow up the label set), method and status, and their
+//! latency by route and method; errors by
 //! code; resume outcomes; claim conflicts; audit failures. Handlers need not count anything:
 //! an error response carries its code as an extension ([`crate::error::ErrorCode`]).
 
@@ -10,6 +11,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use egressgate_store::Store;
@@ -33,6 +35,20 @@ pub struct RouteLabel {
     pub method: String,
     /// The status answered.
     pub status: u16,
+}
+
+/// Labels of a request's latency: route and method only, so the histogram's series stay few.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteMethodLabel {
+    /// The route template, or `unmatched`.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+}
+
+/// A latency histogram from 0.5 ms to about 4 s.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_5, 3.0, 9))
 }
 
 /// Labels of one error answer.
@@ -63,6 +79,7 @@ pub struct StateLabel {
 pub struct ControlMetrics {
     cards: Family<StateLabel, Gauge>,
     requests: Family<RouteLabel, Counter>,
+    request_seconds: Family<RouteMethodLabel, Histogram, fn() -> Histogram>,
     errors: Family<CodeLabel, Counter>,
     resumes: Family<OutcomeLabel, Counter>,
     claim_conflicts: Counter,
@@ -78,6 +95,11 @@ impl ControlMetrics {
             requests: r.add(
                 "requests",
                 "API requests by route template, method and status",
+            ),
+            request_seconds: r.add_made(
+                "request_seconds",
+                "Time to answer an API request (to its first byte for a stream), by route and method",
+                Family::new_with_constructor(latency as fn() -> Histogram),
             ),
             errors: r.add("errors", "API errors by route and code"),
             cards: r.add(
@@ -114,8 +136,14 @@ impl ControlMetrics {
         }
     }
 
-    fn observe(&self, route: &str, method: &str, resp: &Response) {
+    fn observe(&self, route: &str, method: &str, resp: &Response, took: std::time::Duration) {
         let status = resp.status().as_u16();
+        self.request_seconds
+            .get_or_create(&RouteMethodLabel {
+                route: route.to_owned(),
+                method: method.to_owned(),
+            })
+            .observe(took.as_secs_f64());
         self.requests
             .get_or_create(&RouteLabel {
                 route: route.to_owned(),
@@ -156,7 +184,8 @@ pub async fn track(State(m): State<ControlMetrics>, req: Request, next: Next) ->
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().as_str().to_owned();
+    let started = std::time::Instant::now();
     let resp = next.run(req).await;
-    m.observe(&route, &method, &resp);
+    m.observe(&route, &method, &resp, started.elapsed());
     resp
 }
