@@ -1,6 +1,8 @@
 //! API bearer tokens: from `EGRESSGATE_ADMIN_TOKEN` / `EGRESSGATE_RUNTIME_TOKEN`, or generated
 //! on first start. Only SHA-256 hashes are kept in the database; generated tokens are written
-//! to `DATA_DIR/tokens` (mode 0600) and printed once on stderr, never through the logger.
+//! to `DATA_DIR/tokens` (mode 0600) and, with text logs, printed once on stderr, never through
+//! the logger. With JSON logs stderr carries JSON only, and a log collector must not receive
+//! secrets: one JSON line then says where the tokens were written, without them.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -11,8 +13,15 @@ use egressgate_control::Tokens;
 use egressgate_store::db::admin::Role;
 use egressgate_store::{Secret, Store, Timestamp};
 
+use crate::config::LogFormat;
+
 /// Resolves both roles' token hashes, generating missing ones when `may_generate`.
-pub async fn load(store: &Store, data_dir: &Path, may_generate: bool) -> Result<Tokens> {
+pub async fn load(
+    store: &Store,
+    data_dir: &Path,
+    may_generate: bool,
+    format: LogFormat,
+) -> Result<Tokens> {
     let mut generated = Vec::new();
     let admin = one(
         store,
@@ -47,12 +56,17 @@ pub async fn load(store: &Store, data_dir: &Path, may_generate: bool) -> Result<
             ));
         }
         f.write_all(text.as_bytes())?;
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!(
+        match format {
+            #[allow(clippy::print_stderr)]
+            LogFormat::Text => eprintln!(
                 "egressgate: generated API tokens (shown once; also saved to {} with mode 0600):\n{text}",
                 path.display()
-            );
+            ),
+            LogFormat::Json => tracing::warn!(
+                tokens_file = %path.display(),
+                roles = %generated.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>().join(","),
+                "generated API tokens: written to tokens_file (mode 0600), not to the log"
+            ),
         }
     }
     Ok(Tokens { admin, runtime })

@@ -93,7 +93,7 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
         Backend::Postgres => Arc::new(DbBlobStore::new(store.clone())),
     };
     if let Some(listener) = control_listener {
-        let tokens = crate::tokens::load(&store, &cfg.data_dir, true).await?;
+        let tokens = crate::tokens::load(&store, &cfg.data_dir, true, cfg.log_format).await?;
         let mut settings = cfg.control.clone();
         if settings.mcp_state_key.is_none() {
             settings.mcp_state_key = Some(mcp_state_key(&store).await?);
