@@ -16,6 +16,7 @@ pub mod refusals;
 pub mod register;
 pub mod resume;
 pub mod revalidate;
+pub mod schema;
 mod signal;
 mod slots;
 pub mod tokens;
@@ -27,8 +28,8 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{AnyPool, ConnectOptions as _, Executor as _, SqlSafeStr as _};
+
+use sqlx::{AnyPool, ConnectOptions as _, Executor as _};
 
 /// Errors from the store. The API maps these to statuses without ever echoing database text.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +88,7 @@ pub struct Store {
 
 /// Migrations per dialect: (version, description, SQLite text, PostgreSQL text). Both folders
 /// keep the same version numbers.
-const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
+pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
     (
         1,
         "schema",
@@ -195,31 +196,6 @@ impl Store {
             backend,
             signal: signal::EventSignal::new(listen_url),
         })
-    }
-
-    /// Applies this dialect's migrations; safe to run from many processes at once (the
-    /// migrator takes a lock on PostgreSQL).
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        let migrations = MIGRATIONS
-            .iter()
-            .map(|&(version, description, sqlite, postgres)| {
-                let sql = match self.backend {
-                    Backend::Sqlite => sqlite,
-                    Backend::Postgres => postgres,
-                };
-                Migration::new(
-                    version,
-                    description.into(),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect();
-        Migrator::with_migrations(migrations)
-            .run(&self.pool)
-            .await?;
-        Ok(())
     }
 
     /// The cache epoch: proxies drop cached allow decisions when it changes (see migration 2).
