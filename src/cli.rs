@@ -34,8 +34,8 @@ pub enum Command {
     Proxy(RawConfig),
     /// The control plane only (shares a PostgreSQL with proxy processes).
     Control(RawConfig),
-    /// Apply database migrations and exit.
-    Migrate(RawConfig),
+    /// Apply the missing database migrations, say which, and exit.
+    Migrate(MigrateArgs),
     /// Keep the pre-approved site and package lists and the named API tokens.
     Admin {
         /// Which list and what to do.
@@ -101,9 +101,8 @@ impl Command {
     /// The settings of a server or database subcommand, if it has them.
     pub(super) fn raw_config_mut(&mut self) -> Option<&mut RawConfig> {
         match self {
-            Command::Serve(r) | Command::Proxy(r) | Command::Control(r) | Command::Migrate(r) => {
-                Some(r)
-            }
+            Command::Serve(r) | Command::Proxy(r) | Command::Control(r) => Some(r),
+            Command::Migrate(m) => Some(&mut m.db),
             Command::Admin { list } => match list {
                 AdminListCmd::Sites { op } | AdminListCmd::Packages { op } => match op {
                     AdminOp::Add { db, .. } | AdminOp::List { db } | AdminOp::Remove { db, .. } => {
@@ -122,4 +121,18 @@ impl Command {
             Command::Mcp(_) | Command::Sandbox { .. } => None,
         }
     }
+}
+
+/// `egressgate migrate`: what to do with the schema.
+#[derive(Args, Debug)]
+pub struct MigrateArgs {
+    /// List every version this binary knows, applied or pending, and apply nothing.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub status: bool,
+    /// Say what would be applied, and apply nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Database settings.
+    #[command(flatten)]
+    pub db: RawConfig,
 }

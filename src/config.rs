@@ -67,6 +67,8 @@ pub struct Config {
     pub database: Database,
     /// Pool sizing.
     pub pool: PoolOptions,
+    /// Apply missing migrations at start (`--auto-migrate`) instead of refusing.
+    pub auto_migrate: bool,
     /// Proxy listener.
     pub proxy_listen: SocketAddr,
     /// Control listener.

@@ -7,6 +7,7 @@ mod database;
 mod endpoints;
 mod janitor;
 mod mcp;
+mod migrate;
 mod serve;
 mod shutdown;
 
@@ -14,7 +15,6 @@ use anyhow::{Result, bail};
 
 use crate::cli::{CaCmd, Command};
 use crate::config::{self, Config, RawConfig};
-use database::{Create, open_migrated};
 
 /// Runs a non-sandbox subcommand to completion.
 pub async fn run(command: Command) -> Result<()> {
@@ -22,10 +22,7 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Serve(raw) => serve::run(raw, true, true).await,
         Command::Proxy(raw) => serve::run(raw, true, false).await,
         Command::Control(raw) => serve::run(raw, false, true).await,
-        Command::Migrate(raw) => {
-            open_migrated(&load(raw)?, Create::Yes).await?;
-            Ok(())
-        }
+        Command::Migrate(args) => migrate::run(args).await,
         Command::Admin { list } => admin::run(list).await,
         Command::Ca {
             action: CaCmd::Print(raw),

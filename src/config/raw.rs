@@ -31,6 +31,10 @@ pub struct RawConfig {
     /// `postgres://…` for the shared store (also `DATABASE_URL`), or `sqlite://…`. [default: embedded SQLite in the data directory]
     #[arg(long, env = "EGRESSGATE_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Apply missing database migrations at start instead of refusing an older schema (one
+    /// process; with several sharing PostgreSQL, run `egressgate migrate`). [default: false]
+    #[arg(long, env = "EGRESSGATE_AUTO_MIGRATE", action = ArgAction::Set)]
+    pub auto_migrate: Option<bool>,
     /// Proxy listener address. [default: 127.0.0.1:3128]
     #[arg(long, env = "EGRESSGATE_PROXY_LISTEN")]
     pub proxy_listen: Option<String>,

@@ -73,6 +73,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         ..p
     };
     Ok(Config {
+        auto_migrate: raw.auto_migrate.unwrap_or(false),
         log_format,
         data_dir,
         database,

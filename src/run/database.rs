@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 use egressgate_store::Store;
+use egressgate_store::db::schema::SchemaState;
 
 use crate::config::{self, Config, Database};
 
@@ -20,7 +21,7 @@ pub(super) enum Create {
 const SQLITE_FILE: &str = "egressgate.db";
 
 /// Opens the configured store, creating the data directory (0700) for SQLite when allowed.
-async fn open(cfg: &Config, create: Create) -> Result<Store> {
+pub(super) async fn open(cfg: &Config, create: Create) -> Result<Store> {
     match &cfg.database {
         Database::Sqlite => {
             let dir = &cfg.data_dir;
@@ -73,10 +74,48 @@ fn create_private_dir(dir: &Path) -> Result<()> {
         .with_context(|| format!("cannot create data directory {}", dir.display()))
 }
 
-/// The configured store, opened and migrated: what every subcommand that touches the
-/// database starts with.
+/// The configured store, opened, with the schema this binary needs: what every subcommand
+/// that touches the database starts with. A new (empty) database is created; one that is
+/// behind is migrated only when told (`--auto-migrate`), since other processes sharing it
+/// may still run the older binary; one that is ahead (a newer binary migrated it) is refused.
 pub(super) async fn open_migrated(cfg: &Config, create: Create) -> Result<Store> {
     let store = open(cfg, create).await?;
-    store.migrate().await.context("migration failed")?;
+    let state = store
+        .schema_state()
+        .await
+        .context("cannot read the database's schema version")?;
+    match state {
+        SchemaState::Current => {}
+        SchemaState::Empty => {
+            store.migrate().await.context("cannot create the schema")?;
+        }
+        SchemaState::Behind { at, pending } if cfg.auto_migrate => {
+            let applied = store.migrate().await.context("migration failed")?;
+            tracing::info!(
+                from = at,
+                to = applied.last().map_or(at, |v| v.number),
+                applied = applied.len(),
+                pending = pending.len(),
+                "database migrated at start (--auto-migrate)"
+            );
+        }
+        SchemaState::Behind { at, pending } => bail!(
+            "the database's schema is at version {at}; this egressgate needs {} ({} pending: {}). \
+             Back it up, then run `egressgate migrate` with the same database settings \
+             (or start with --auto-migrate when no other process uses this database)",
+            pending.last().map_or(at, |v| v.number),
+            pending.len(),
+            pending
+                .iter()
+                .map(|v| format!("{} {}", v.number, v.description))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        SchemaState::Ahead { at, known } => bail!(
+            "the database's schema is at version {at}, newer than this egressgate knows \
+             (up to {known}): a newer egressgate migrated it; run that version (or restore \
+             the backup taken before the upgrade)"
+        ),
+    }
     Ok(store)
 }

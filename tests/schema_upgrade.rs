@@ -1,0 +1,214 @@
+//! The schema's upgrade path on the real binary: `egressgate migrate` says what it applied,
+//! `--status` and `--dry-run` apply nothing, a server refuses a database that is behind until
+//! it is migrated (or started with `--auto-migrate`), and every subcommand refuses a database
+//! a newer binary migrated. The "previous release's database" is built from this repository's
+//! own migration files minus the newest, recorded as sqlx records them (SHA-384 checksums), so
+//! the test follows every new migration without a binary fixture. Behind and ahead are tried on
+//! SQLite (the file is edited directly); the migrate command's reports on both stores.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::*;
+
+fn egressgate(args: &[&str], db: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_egressgate"))
+        .args(args)
+        .args(db)
+        .env_remove("DATABASE_URL")
+        .env_remove("EGRESSGATE_DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The database settings of a fresh store: PostgreSQL in CI when given, else SQLite in `dir`.
+fn store_args(dir: &Path) -> Vec<String> {
+    match postgres_database_for(dir) {
+        Some(url) => vec!["--database-url".into(), url],
+        None => vec!["--data-dir".into(), dir.join("data").display().to_string()],
+    }
+}
+
+/// The repository's SQLite migrations, oldest first: (version, SQL).
+fn migrations() -> Vec<(i64, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+    let mut all: Vec<(i64, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let version = name.split('_').next().unwrap().parse().unwrap();
+            (version, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// Runs a Python snippet against the SQLite file `db` (`DB` in the snippet).
+fn sqlite(db: &Path, script: &str) {
+    let status = Command::new("python3")
+        .args(["-c", &format!("import sqlite3, hashlib, sys\nDB = sqlite3.connect(sys.argv[1])\n{script}\nDB.commit()")])
+        .arg(db)
+        .status()
+        .unwrap();
+    assert!(status.success(), "python3 sqlite3 failed");
+}
+
+/// Makes `dir/data/egressgate.db` as the previous release left it: every migration but the
+/// newest applied and recorded.
+fn previous_release_database(dir: &Path) -> i64 {
+    let all = migrations();
+    let (previous, newest) = all.split_at(all.len() - 1);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let db = dir.join("data/egressgate.db");
+    let mut script = String::from(
+        "DB.execute('CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+         installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success BOOLEAN NOT NULL, \
+         checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)')\n",
+    );
+    for (version, sql) in previous {
+        let quoted = serde_json::to_string(sql).unwrap();
+        script.push_str(&format!(
+            "s = {quoted}\nDB.executescript(s)\nDB.execute('INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (?, ?, 1, ?, 0)', ({version}, 'v{version}', hashlib.sha384(s.encode()).digest()))\n"
+        ));
+    }
+    sqlite(&db, &script);
+    newest[0].0
+}
+
+#[test]
+fn migrate_says_what_it_applied_and_status_and_dry_run_apply_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store_args(dir.path());
+    let newest = migrations().last().unwrap().0;
+
+    let dry = egressgate(&["migrate", "--dry-run"], &db);
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert!(
+        text(&dry).contains("would apply 1 schema\n"),
+        "{}",
+        text(&dry)
+    );
+    let status = egressgate(&["migrate", "--status"], &db);
+    assert!(status.status.success(), "{}", text(&status));
+    let s = text(&status);
+    assert!(
+        s.starts_with("no schema yet\n"),
+        "the dry run applied nothing: {s}"
+    );
+    assert!(s.contains("   1  pending  schema\n"), "{s}");
+
+    let first = egressgate(&["migrate"], &db);
+    assert!(first.status.success(), "{}", text(&first));
+    let f = text(&first);
+    assert!(f.contains("applied 1 schema\n"), "{f}");
+    assert!(f.contains(&format!("applied {newest} ")), "{f}");
+    assert!(
+        f.ends_with(&format!("the schema is at version {newest}\n")),
+        "{f}"
+    );
+
+    let again = egressgate(&["migrate"], &db);
+    assert_eq!(
+        text(&again),
+        format!("nothing to apply: the schema is at version {newest}\n")
+    );
+    let s = text(&egressgate(&["migrate", "--status"], &db));
+    assert!(s.contains("   1  applied  schema\n"), "{s}");
+    assert!(!s.contains("pending"), "{s}");
+    assert!(s.ends_with("the schema is current\n"), "{s}");
+}
+
+/// A server on the previous release's database refuses with what to do; `migrate` upgrades
+/// it (saying so); a server started with `--auto-migrate` upgrades it itself.
+#[test]
+fn a_server_refuses_a_database_that_is_behind_until_it_is_migrated() {
+    for auto in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let newest = previous_release_database(dir.path());
+        let data = dir.path().join("data").display().to_string();
+        let db = vec!["--data-dir".to_owned(), data.clone()];
+
+        let status = text(&egressgate(&["migrate", "--status"], &db));
+        assert!(
+            status.contains(&format!("{newest:>4}  pending ")),
+            "{status}"
+        );
+        let refused = egressgate(&["admin", "sites", "list"], &db);
+        assert!(!refused.status.success());
+        let why = text(&refused);
+        assert!(
+            why.contains(&format!("this egressgate needs {newest} (1 pending"))
+                && why.contains("run `egressgate migrate`"),
+            "{why}"
+        );
+        if auto {
+            let g = gate()
+                .database("sqlite-default")
+                .data_dir(dir)
+                .args(&["--auto-migrate", "true"])
+                .start();
+            assert_eq!(
+                g.log_lines("database migrated at start").len(),
+                1,
+                "{:?}",
+                g.log.lock().unwrap()
+            );
+            let listed = egressgate(&["admin", "sites", "list"], &db);
+            assert!(listed.status.success(), "{}", text(&listed));
+            continue;
+        } else {
+            let m = text(&egressgate(&["migrate"], &db));
+            assert!(m.starts_with(&format!("applied {newest} ")), "{m}");
+        }
+        let listed = egressgate(&["admin", "sites", "list"], &db);
+        assert!(listed.status.success(), "{}", text(&listed));
+    }
+}
+
+/// A database a newer egressgate migrated is refused by every subcommand, `migrate` included
+/// (it applies nothing), and `--status` names the unknown version.
+#[test]
+fn every_subcommand_refuses_a_database_a_newer_binary_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let db = vec!["--data-dir".to_owned(), data.display().to_string()];
+    assert!(egressgate(&["migrate"], &db).status.success());
+    sqlite(
+        &data.join("egressgate.db"),
+        "DB.execute(\"INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (9999, 'future', 1, x'00', 0)\")",
+    );
+    for args in [
+        &["migrate"][..],
+        &["admin", "sites", "list"],
+        &["ca", "print"],
+    ] {
+        let o = egressgate(args, &db);
+        assert!(!o.status.success(), "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("at version 9999, newer than this egressgate knows"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    let s = text(&egressgate(&["migrate", "--status"], &db));
+    assert!(s.contains("9999  unknown"), "{s}");
+    assert!(
+        s.ends_with("the database is newer than this egressgate: run the newer one\n"),
+        "{s}"
+    );
+}
