@@ -307,6 +307,7 @@ impl Tunnel<'_> {
             package: None,
             shadow: false,
             method: None,
+            upload: false,
         }))
         .await;
         None
