@@ -154,7 +154,9 @@ pub(super) async fn insert_evidence(
     events: &[&RefusalEvent],
 ) -> Result<(), StoreError> {
     let real: Vec<&RefusalEvent> = events.iter().copied().filter(|e| !e.shadow).collect();
-    let folded = fold(&real);
+    let mut folded = fold(&real);
+    // In key order: two proxies sharing PostgreSQL then take the rows' locks in one order.
+    folded.sort_by(|a, b| key(a.event).cmp(&key(b.event)));
     for chunk in folded.chunks(ROWS_PER_STATEMENT) {
         let sql = upsert_sql(chunk.len());
         let mut q = sqlx::query::<Any>(sqlx::AssertSqlSafe(sql));
