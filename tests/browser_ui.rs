@@ -1,11 +1,11 @@
 //! The person's side in a real browser: headless Chromium (Debian's package) driven by
 //! Playwright's Python package (`tests/browser/ui_test.py`) against the real binary, with
 //! axe-core for accessibility. Covers the card page (Approve and Deny with the proxy's very
-//! next request, unticking a package, every resume state, keyboard only, phone and 200 %
-//! zoom), the admin console (sign in, add with a note, dry run, remove, users, audit,
-//! sign out), CSP honoured (no console errors), and that no secret the browser or runtime saw
-//! ever reached a server log line. Screenshots go to `$EGRESSGATE_SCREENSHOT_DIR` (default
-//! `target/screenshots`), kept as CI artifacts.
+//! next request, unticking a package, the proxy's evidence with an upload said in words, every
+//! resume state, keyboard only, phone and 200 % zoom), the admin console (sign in, add with a
+//! note, dry run, remove, users, audit, sign out), CSP honoured (no console errors), and that
+//! no secret the browser or runtime saw ever reached a server log line. Screenshots go to
+//! `$EGRESSGATE_SCREENSHOT_DIR` (default `target/screenshots`), kept as CI artifacts.
 //!
 //! The tools are installed by `.ci/run`. Without them the test fails when `CI=true` and
 //! otherwise prints a loud skip.
@@ -20,6 +20,8 @@ use serde_json::json;
 use support::*;
 
 const FILES: &str = "files.example.com";
+/// Where the evidence card's script tries to upload.
+const UPLOAD: &str = "upload.example.net";
 
 struct Tools {
     chromium: PathBuf,
@@ -70,7 +72,11 @@ fn start(origin: &Origin, extra: &[&str]) -> Gate {
     let port = origin.addr.port().to_string();
     let mut args = vec!["--allow-cidr", "127.0.0.0/8", "--allow-port", &port];
     args.extend_from_slice(extra);
-    gate().resolve(FILES, "127.0.0.1").args(&args).start()
+    gate()
+        .resolve(FILES, "127.0.0.1")
+        .resolve(UPLOAD, "127.0.0.1")
+        .args(&args)
+        .start()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,6 +106,7 @@ async fn the_card_page_and_the_console_work_in_chromium() {
         "base2": format!("http://{}", g2.api().addr),
         "origin_port": o.addr.port(),
         "files_host": FILES,
+        "upload_host": UPLOAD,
         "runtime": RUNTIME,
         "admin": ADMIN,
         "chromium": tools.chromium,

@@ -6,6 +6,7 @@
 //!
 //! The resume branch never comes here: it answers from the stored card and decision only.
 
+pub(crate) mod evidence;
 pub(crate) mod fit;
 pub(crate) mod input;
 pub(crate) mod merge;

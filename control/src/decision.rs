@@ -123,6 +123,7 @@ mod tests {
             packages: vec!["numpy".into(), "requests".into()],
             reason: "r".into(),
             sites_not_shown: 0,
+            evidence: vec![],
         }
     }
 

@@ -378,14 +378,44 @@ async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_ca
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["outcome"], "ask");
+    // The evidence carries the record's times: compared apart, with the times checked for
+    // form and order only.
+    let mut card = b["card"].clone();
+    let mut evidence = card
+        .as_object_mut()
+        .and_then(|c| c.remove("evidence"))
+        .expect("evidence");
     assert_eq!(
-        b["card"],
+        card,
         json!({
             "sites": ["cdn.example.net", "files.example.com", "pypi.org"],
             "urls": ["https://files.example.com/census.csv"],
             "packages": ["npm:left-pad", "pandas"],
             "reason": "Download the 2024 census table.",
         })
+    );
+    for e in evidence.as_array_mut().expect("a list") {
+        let times = (e["first_at"].take(), e["last_at"].take());
+        if let (Some(first), Some(last)) = (times.0.as_str(), times.1.as_str()) {
+            assert!(first.ends_with('Z') && first <= last, "{first} {last}");
+        } else {
+            assert_eq!(times, (Value::Null, Value::Null));
+        }
+    }
+    let when = json!(null);
+    assert_eq!(
+        evidence,
+        json!([
+            {"host": "cdn.example.net", "port": 80, "method": null, "url": "http://cdn.example.net/x",
+             "package": null, "reason": "not_approved", "count": 1, "first_at": when, "last_at": when},
+            {"host": "pypi.org", "port": 443, "method": null, "url": null,
+             "package": null, "reason": "not_approved", "count": 1, "first_at": when, "last_at": when},
+            {"host": "files.example.com", "port": 443, "method": null,
+             "url": "https://files.example.com/census.csv", "package": null, "reason": null,
+             "count": 0, "first_at": null, "last_at": null, "tried": false},
+        ]),
+        "what was tried for the card's sites (not the unfixable refusals, not another \
+         turn's), then the named URL nothing tried"
     );
     assert!(!b.to_string().contains("SECRET"));
     let draft_id = DraftId::parse(b["draft_id"].as_str().unwrap()).expect("dr_ id");
@@ -448,6 +478,14 @@ async fn step3_nothing_named_and_nothing_refused() {
     assert_eq!(
         (s, code(&b)),
         (StatusCode::UNPROCESSABLE_ENTITY, "NOTHING_TO_APPROVE")
+    );
+    // ... and the message says why, instead of asking the model to run the step again.
+    assert_eq!(
+        b["error"]["message"],
+        "everything refused this turn is refused for a reason no approval can fix: \
+         x.example.com (port_not_allowed). Running the step again will be refused again; name \
+         the URLs or packages you need if they are others. Do not try to get around the proxy. \
+         Continue without that data and say so."
     );
     // Nor are another turn's refusals.
     let t2 = app.open_turn("u", "c", true).await;

@@ -297,6 +297,7 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
         at: Timestamp::now(),
         shadow: false,
         method: None,
+        upload: false,
     };
     let candidate = |host: &str| RefusalCandidate {
         event: ev(host, RefusalReason::NotApproved),
@@ -387,6 +388,7 @@ async fn refusals_list_the_record_and_the_overflow() {
         at: Timestamp::now(),
         shadow: false,
         method: None,
+        upload: false,
     };
     app.store
         .record_refusals(

@@ -41,6 +41,22 @@ impl<'a> Asked<'a> {
     }
 }
 
+impl Asked<'_> {
+    /// Whether the request sends data: a body, or a method made for sending one. A refusal
+    /// of it is flagged as an upload on the card.
+    pub fn uploads(&self) -> bool {
+        self.has_body || method_uploads(self.method.as_str())
+    }
+}
+
+/// Whether a method is made for sending data (`POST`, `PUT`, `PATCH`): what marks an upload
+/// where the proxy knows only the method.
+pub fn method_uploads(method: &str) -> bool {
+    ["POST", "PUT", "PATCH"]
+        .iter()
+        .any(|m| m.eq_ignore_ascii_case(method))
+}
+
 /// Whether `access` allows the request.
 pub fn permits(access: Access, asked: &Asked<'_>) -> bool {
     match access {

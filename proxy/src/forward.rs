@@ -141,6 +141,7 @@ async fn per_request_rules(
         url: Some(url.text),
         shadow: turn.mode(shared.settings.mode) == Mode::Shadow && reason.shadowable(),
         method: Some(req.method().to_string()),
+        upload: asked.uploads(),
         package: None,
     };
     if r.shadow {

@@ -95,6 +95,7 @@ pub(crate) async fn handle(
     // The sanitised URL is only written with a refusal, so it is only built for one.
     let path = req.uri().path();
     let shadow_mode = turn.mode(shared.settings.mode) == Mode::Shadow;
+    let upload = !connect && crate::access::Asked::of(&req).uploads();
     let refusal = |reason: RefusalReason| Refusal {
         turn: &turn,
         host: target.host.as_str(),
@@ -105,6 +106,7 @@ pub(crate) async fn handle(
         package: None,
         shadow: shadow_mode && reason.shadowable(),
         method: (!connect).then(|| req.method().to_string()),
+        upload,
     };
 
     let started = Instant::now();

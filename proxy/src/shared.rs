@@ -74,6 +74,8 @@ pub(crate) struct Refusal<'a> {
     pub shadow: bool,
     /// The request's method, when the proxy saw the request.
     pub method: Option<String>,
+    /// The request sent data (see [`crate::access::Asked::uploads`]).
+    pub upload: bool,
 }
 
 impl<'a> Refusal<'a> {
@@ -88,6 +90,7 @@ impl<'a> Refusal<'a> {
             at: Timestamp::now(),
             shadow: self.shadow,
             method: self.method.clone(),
+            upload: self.upload,
         }
     }
 }

@@ -314,6 +314,7 @@ impl Tunnel<'_> {
             package: None,
             shadow: false,
             method: None,
+            upload: false,
         }))
         .await;
         Err(Unopened::Logged)

@@ -22,6 +22,50 @@ pub struct Card {
     /// approve them, and says so. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sites_not_shown: usize,
+    /// What the sandbox really tried this turn for the card's sites and packages, from the
+    /// proxy's own record, and an entry `"tried": false` for each site or URL the agent named
+    /// that no request tried: the person weighs the agent's story against the facts. Always
+    /// present (`[]` for a card drafted before evidence was kept).
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+}
+
+/// One line of a card's evidence: requests of one kind the proxy refused this turn (host,
+/// port, method, URL without query, package, reason), or a site or URL the agent named that
+/// nothing tried (`tried: false`, `count` 0, no reason or times). Unknown parts are `null`
+/// (the proxy sees no method or URL inside a tunnel it does not inspect).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Evidence {
+    /// The host.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The request method, when the proxy saw it.
+    pub method: Option<String>,
+    /// The URL without query or fragment, when the proxy saw it (or the URL the agent named).
+    pub url: Option<String>,
+    /// The package, for a refused package download.
+    pub package: Option<String>,
+    /// The refusal reason (`null` on an entry nothing tried).
+    pub reason: Option<String>,
+    /// How many such requests were refused.
+    pub count: i64,
+    /// The first one, RFC 3339.
+    pub first_at: Option<String>,
+    /// The latest one, RFC 3339.
+    pub last_at: Option<String>,
+    /// Such a request carried data out (POST, PUT, PATCH or a body): the card page says so in
+    /// words before its buttons. Present only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub upload: bool,
+    /// `false` on a site or URL the agent named that no request of the turn tried; absent
+    /// (true) on what was tried.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub tried: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -49,7 +93,26 @@ impl Card {
             packages,
             reason,
             sites_not_shown: 0,
+            evidence: Vec::new(),
         }
+    }
+
+    /// The same card with its evidence.
+    pub fn with_evidence(mut self, evidence: Vec<Evidence>) -> Self {
+        self.evidence = evidence;
+        self
+    }
+
+    /// The hosts the evidence shows an upload to, sorted: what the page and the message warn
+    /// about.
+    pub fn upload_hosts(&self) -> Vec<String> {
+        let hosts: std::collections::BTreeSet<&str> = self
+            .evidence
+            .iter()
+            .filter(|e| e.upload)
+            .map(|e| e.host.as_str())
+            .collect();
+        hosts.into_iter().map(str::to_owned).collect()
     }
 
     /// The same card, saying that `n` more blocked hosts were left out.
@@ -77,6 +140,13 @@ impl Card {
             parts.push(format!("{verb} {}", join_words(&self.packages)));
         }
         let mut message = format!("{} for the rest of this chat?", parts.join(" "));
+        let uploads = self.upload_hosts();
+        if !uploads.is_empty() {
+            message.push_str(&format!(
+                " The script tried to send data to {}.",
+                join_words(&uploads)
+            ));
+        }
         if self.sites_not_shown > 0 {
             let n = self.sites_not_shown;
             let s = if n == 1 { "site" } else { "sites" };
@@ -109,6 +179,7 @@ mod tests {
             packages: vec![],
             reason: "r".into(),
             sites_not_shown: 0,
+            evidence: vec![],
         };
         assert_eq!(
             c.message(),
@@ -139,5 +210,68 @@ mod tests {
         let plain = Card::new(vec![], vec![], vec![], "r".into());
         let json = serde_json::to_value(&plain).unwrap_or_default();
         assert!(json.get("sites_not_shown").is_none(), "absent when zero");
+    }
+
+    #[test]
+    fn evidence_travels_with_the_card_and_uploads_are_named()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let tried = |host: &str, method: &str, upload: bool| Evidence {
+            host: host.into(),
+            port: 80,
+            method: Some(method.into()),
+            url: Some(format!("http://{host}/x")),
+            package: None,
+            reason: Some("not_approved".into()),
+            count: 2,
+            first_at: Some("2026-01-01T00:00:00.000Z".into()),
+            last_at: Some("2026-01-01T00:00:01.000Z".into()),
+            upload,
+            tried: true,
+        };
+        let plain = Card::new(vec![], vec![], vec![], "r".into());
+        assert_eq!(
+            serde_json::to_value(&plain)?["evidence"],
+            serde_json::json!([])
+        );
+        let old: Card =
+            serde_json::from_str(r#"{"sites":[],"urls":[],"packages":[],"reason":"r"}"#)?;
+        assert_eq!(
+            old, plain,
+            "a card stored before evidence was kept still reads"
+        );
+        let c = Card {
+            sites: vec!["a.example.com".into(), "b.example.com".into()],
+            ..plain
+        }
+        .with_evidence(vec![
+            tried("b.example.com", "POST", true),
+            tried("a.example.com", "GET", false),
+            tried("b.example.com", "PUT", true),
+        ]);
+        assert_eq!(c.upload_hosts(), ["b.example.com"]);
+        assert_eq!(
+            c.message(),
+            "Allow connections (downloads and uploads) to a.example.com and b.example.com for the \
+             rest of this chat? The script tried to send data to b.example.com."
+        );
+        let json = serde_json::to_value(&c)?;
+        assert_eq!(json["evidence"][0]["upload"], true);
+        assert_eq!(json["evidence"][0]["package"], serde_json::Value::Null);
+        assert!(
+            json["evidence"][1].get("upload").is_none(),
+            "only when true"
+        );
+        assert!(
+            json["evidence"][1].get("tried").is_none(),
+            "absent when tried"
+        );
+        let untried = Evidence {
+            tried: false,
+            ..tried("c.example.com", "GET", false)
+        };
+        assert_eq!(serde_json::to_value(&untried)?["tried"], false);
+        let back: Card = serde_json::from_value(json)?;
+        assert_eq!(back, c, "a stored card reads back whole");
+        Ok(())
     }
 }

@@ -149,6 +149,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0014_events.sql"),
         include_str!("../../migrations/postgres/0014_events.sql"),
     ),
+    (
+        15,
+        "refusal evidence",
+        include_str!("../../migrations/sqlite/0015_refusal_evidence.sql"),
+        include_str!("../../migrations/postgres/0015_refusal_evidence.sql"),
+    ),
 ];
 
 impl Store {
@@ -292,6 +298,33 @@ pub(crate) mod testing {
             unreachable!("migrate: {e}");
         }
         TestDb { store, _dir: dir }
+    }
+
+    /// Opens a turn of `user`'s `chat`: a minute long, a person can answer, no launch lists.
+    pub async fn open_turn(
+        store: &Store,
+        user: &str,
+        chat: &str,
+    ) -> Result<crate::db::turns::Turn, crate::db::turns::OpenTurnError> {
+        let (Some(user), Some(chat)) = (
+            crate::ids::UserId::parse(user),
+            crate::ids::ChatId::parse(chat),
+        ) else {
+            unreachable!("test ids {user} {chat}");
+        };
+        let new = crate::db::turns::NewTurn {
+            user,
+            chat,
+            can_ask_human: true,
+            sites: vec![],
+            read_sites: vec![],
+            packages: vec![],
+            ttl: std::time::Duration::from_secs(60),
+        };
+        let secret = crate::ids::Secret::generate().hash();
+        store
+            .open_turn(&new, &secret, crate::Timestamp::now())
+            .await
     }
 
     async fn fresh_postgres(base: &str) -> Result<Store, StoreError> {

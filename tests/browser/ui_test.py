@@ -47,11 +47,12 @@ def api(base, method, path, body=None, token=RUNTIME, user=None):
         return e.code, json.loads(raw) if raw else None
 
 
-def through_proxy(proxy_url, url):
-    """One download through the gate with the turn's credential: the HTTP status."""
+def through_proxy(proxy_url, url, data=None):
+    """One request through the gate with the turn's credential (a POST when `data` is given):
+    the HTTP status."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy_url}))
     try:
-        with opener.open(url, timeout=10) as r:
+        with opener.open(urllib.request.Request(url, data=data), timeout=10) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -60,7 +61,7 @@ def through_proxy(proxy_url, url):
 class Card:
     """A refused download turned into a registered card, as the runtime does it."""
 
-    def __init__(self, base, user, chat, packages=(), name_url=False):
+    def __init__(self, base, user, chat, packages=(), name_url=False, script=None, named=()):
         self.base, self.user, self.chat = base, user, chat
         s, t = api(base, "POST", "/v1/turns", {"user_id": user, "chat_id": chat, "can_ask_human": True})
         check(s == 201, f"turn: {s} {t}")
@@ -69,9 +70,12 @@ class Card:
         SECRETS.append(self.proxy_url.split("@")[0].split(":")[-1])
         self.url = f"http://{FILES}:{CFG['origin_port']}/data.csv"
         check(through_proxy(self.proxy_url, self.url) == 403, "refused before approval")
+        if script:
+            script(self.proxy_url)
+        urls = ([self.url] if name_url else []) + list(named)
         s, a = api(base, "POST", f"/v1/turns/{self.turn}/approval-requests",
                    {"reason": "The analysis needs the public data file.", "packages": list(packages),
-                    "urls": [self.url] if name_url else []})
+                    "urls": urls})
         check(s == 200 and a["outcome"] == "ask", f"approval tool: {s} {a}")
         s, r = api(base, "POST", "/v1/interrupts", {"draft_id": a["draft_id"], "snapshot": "cGF1c2Vk"})
         check(s == 201, f"register: {s} {r}")
@@ -236,6 +240,41 @@ def main():
                    token=None)
         check(s == 200, f"complete {s}")
         no_errors("approve")
+
+        # 1b. Evidence: the script POSTed to one host's /upload and GETed another; the agent
+        #     also names a URL nothing tried. The page lists what was tried apart from what
+        #     was only named, and says in words, before the buttons, that data was sent.
+        upload_host = CFG["upload_host"]
+        upload_url = f"http://{upload_host}:{CFG['origin_port']}/upload/all-the-data"
+        named = "http://holidays.example.org/calendar.ics"
+
+        def script(proxy_url):
+            for _ in range(2):
+                check(through_proxy(proxy_url, upload_url, data=b"secret rows") == 403, "upload refused")
+
+        c = Card(base, "erin", "evidence", name_url=True, script=script, named=[named])
+        page = open_card(ctx, c, "evidence")
+        warning = page.inner_text("#upload-warning")
+        check(page.is_visible("#upload-warning"), "upload sentence shown")
+        check(f"The script tried to send data to {upload_host}." in warning, f"upload sentence: {warning}")
+        before = page.evaluate("!!(document.getElementById('upload-warning').compareDocumentPosition("
+                               "document.getElementById('approve')) & Node.DOCUMENT_POSITION_FOLLOWING)")
+        check(before, "the upload sentence comes before the buttons")
+        rows = page.eval_on_selector_all(
+            "#evidence-rows tr", "trs => trs.map(tr => Array.from(tr.cells).map(td => td.innerText))")
+        check(len(rows) == 2, f"two kinds of request tried: {rows}")
+        by_url = {r[1]: r for r in rows}
+        post = by_url.get(upload_url)
+        check(post is not None and post[0] == "POST (sends data)" and post[2] == "2", f"the POST row: {rows}")
+        get = by_url.get(c.url)
+        check(get is not None and get[0] == "GET" and get[2] == "1", f"the GET row: {rows}")
+        check(all(r[3].strip() for r in rows), f"when: {rows}")
+        untried = page.inner_text("#untried")
+        check(named in untried and upload_url not in untried and c.url not in untried, f"untried: {untried}")
+        check("not tried by the script" in page.inner_text("#untried-block"), "untried heading")
+        page.screenshot(path=f"{shots}/card-evidence.png", full_page=True)
+        axe(ctx_axe, c.link, "card page with evidence")
+        no_errors("evidence")
 
         # 2. Deny: the next request stays refused.
         c = Card(base, "alice", "deny")

@@ -75,8 +75,10 @@ fn refused_not_named(
 /// The early answers of steps 3 and 4.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Early {
-    /// Step 3: nothing named and nothing refused to merge.
-    NothingToApprove,
+    /// Step 3: nothing named and nothing refused to merge; what was refused this turn (none
+    /// of it approvable: a reason no approval fixes, or a name no approval can hold), by host
+    /// and reason, sorted, so the answer can say why instead of asking for a rerun.
+    NothingToApprove(Vec<(String, RefusalReason)>),
     /// Step 4: named hosts refused this turn for reasons no approval fixes, sorted.
     NotApprovable(Vec<(Host, RefusalReason)>),
 }
@@ -109,7 +111,12 @@ pub(crate) fn merge(
             .map(PackageSpec::unpinned),
     );
     if named.is_empty() && refused.is_empty() && packages.is_empty() {
-        return Err(Early::NothingToApprove);
+        let unfixable: BTreeSet<(String, RefusalReason)> = refusals
+            .iter()
+            .filter(|r| !r.shadow)
+            .map(|r| (r.host.clone(), r.reason))
+            .collect();
+        return Err(Early::NothingToApprove(unfixable.into_iter().collect()));
     }
     let blocked: BTreeSet<(Host, RefusalReason)> = refusals
         .iter()

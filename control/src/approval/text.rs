@@ -5,9 +5,34 @@
 use egressgate_store::card::join_words;
 use egressgate_store::{Host, RefusalReason};
 
-/// Step 3's error message.
+/// Step 3's error message when nothing was refused this turn.
 pub(crate) const NOTHING_TO_APPROVE: &str =
     "name the URLs or packages, or run the step first so the blocked sites are recorded";
+
+/// At most this many refusals are named in step 3's message; the rest are counted.
+const NAMED_REFUSALS: usize = 10;
+
+/// Step 3's error message: with nothing approvable refused this turn (`refused`, sorted),
+/// running the step again would only be refused again, so the message says why.
+pub(crate) fn nothing_to_approve(refused: &[(String, RefusalReason)]) -> String {
+    if refused.is_empty() {
+        return NOTHING_TO_APPROVE.to_owned();
+    }
+    let mut items: Vec<String> = refused
+        .iter()
+        .take(NAMED_REFUSALS)
+        .map(|(h, r)| format!("{h} ({r})"))
+        .collect();
+    if refused.len() > NAMED_REFUSALS {
+        items.push(format!("{} more", refused.len() - NAMED_REFUSALS));
+    }
+    format!(
+        "everything refused this turn is refused for a reason no approval can fix: {}. Running \
+         the step again will be refused again; name the URLs or packages you need if they are \
+         others. Do not try to get around the proxy. {CONTINUE}",
+        join_words(&items)
+    )
+}
 
 /// Step 5's message.
 pub(crate) const ALREADY_APPROVED: &str = "already approved: run it";
@@ -117,6 +142,21 @@ mod tests {
             "The person declined sites a.example.com and b.example.com in this turn; do not ask \
              again until the next user message. Continue without that data and say so."
         );
+        assert_eq!(nothing_to_approve(&[]), NOTHING_TO_APPROVE);
+        assert_eq!(
+            nothing_to_approve(&[
+                ("10.0.0.1".into(), RefusalReason::IpLiteral),
+                ("co.uk".into(), RefusalReason::NotApproved),
+            ]),
+            "everything refused this turn is refused for a reason no approval can fix: \
+             10.0.0.1 (ip_literal) and co.uk (not_approved). Running the step again will be \
+             refused again; name the URLs or packages you need if they are others. Do not try \
+             to get around the proxy. Continue without that data and say so."
+        );
+        let many: Vec<(String, RefusalReason)> = (0..12)
+            .map(|i| (format!("10.0.0.{i}"), RefusalReason::IpLiteral))
+            .collect();
+        assert!(nothing_to_approve(&many).contains("10.0.0.9 (ip_literal) and 2 more."));
         let h = crate::approval::testing::host("x.example.com");
         assert_eq!(
             not_approvable(&[(h, RefusalReason::PrivateAddress)]),

@@ -14,10 +14,10 @@ use egressgate_store::{Card, Timestamp};
 
 use super::openapi::schemas::{self, DenyCode, PendingCode, ToolAnswer};
 use super::openapi::shared::{TurnNotFound, TurnParams};
-use crate::approval::fit;
 use crate::approval::input::{self, ApprovalRequestBody};
 use crate::approval::merge::{self, Early};
 use crate::approval::text::{self, NoAnswer};
+use crate::approval::{evidence, fit};
 use crate::auth::ApprovalsAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
@@ -35,7 +35,7 @@ fn denied(code: DenyCode, message: String) -> Json<ToolAnswer> {
         (status = 200, description = "The answer, in the fixed order: `denied` (codes `NOT_APPROVABLE`, `DECLINED_THIS_TURN`, `NO_HUMAN`, `NOT_PERMITTED`), `already_approved`, `pending` (code `INTERRUPT_PENDING`: the chat's open request), or `ask` with the draft card.", body = schemas::ToolAnswer),
         TurnNotFound,
         (status = 410, description = "`TURN_EXPIRED`: the turn has expired. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
-        (status = 422, description = "`INVALID_INPUT`: an entry and why (step 1). `NOTHING_TO_APPROVE`: nothing named and nothing refused this turn (step 3).", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: an entry and why (step 1). `NOTHING_TO_APPROVE`: nothing named and nothing approvable refused this turn (step 3); the message names what was refused and why no approval fixes it.", body = schemas::ErrorBody),
     ))]
 /// The handler. Identity and the "can a human answer" flag come from the turn, never from
 /// the model-written body.
@@ -62,11 +62,11 @@ pub(crate) async fn request(
     let (refusals, _overflow) = state.store.list_refusals(&turn.id).await?;
     let wanted = match merge::merge(&req, &refusals, &settings.internal_suffixes) {
         Ok(w) => w,
-        Err(Early::NothingToApprove) => {
+        Err(Early::NothingToApprove(refused)) => {
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "NOTHING_TO_APPROVE",
-                text::NOTHING_TO_APPROVE,
+                text::nothing_to_approve(&refused),
             ));
         }
         Err(Early::NotApprovable(pairs)) => {
@@ -117,7 +117,7 @@ pub(crate) async fn request(
     let packages = fit::fit_packages(&left, &req.packages, settings.card_max_packages);
     let card = Card::new(
         fitted.sites.into_iter().collect(),
-        left.urls.into_iter().map(|u| u.text).collect(),
+        left.urls.iter().map(|u| u.text.clone()).collect(),
         packages.into_iter().collect(),
         req.reason,
     )
@@ -163,7 +163,10 @@ pub(crate) async fn request(
         }));
     }
 
-    // Step 7.
+    // Step 7, with what the sandbox really tried for the card's sites and packages.
+    let rows = state.store.list_evidence(&turn.id).await?;
+    let evidence = evidence::for_card(&card, &rows, &refusals, &left.urls);
+    let card = card.with_evidence(evidence);
     let draft = state
         .store
         .create_draft(&turn, &card, req.tool_call_id.as_deref(), now)

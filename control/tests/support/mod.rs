@@ -304,6 +304,7 @@ impl TestApp {
             at: Timestamp::now(),
             shadow: false,
             method: None,
+            upload: false,
         };
         self.store
             .record_refusals(&[event], 256)
@@ -324,6 +325,7 @@ impl TestApp {
             at: Timestamp::now(),
             shadow: false,
             method: None,
+            upload: false,
         };
         self.store
             .record_refusals(&[event], 256)

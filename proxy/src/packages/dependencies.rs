@@ -73,6 +73,7 @@ pub(super) async fn record_dependencies(
             package: Some(dep),
             shadow: false,
             method: None,
+            upload: false,
         };
         // The answer is not sent anywhere: only the record matters.
         let _ = shared.refuse_unless_allowed(r, subject, epoch).await;

@@ -94,6 +94,8 @@ pub(super) async fn refusal_answer(
             url: None,
             package: None,
             shadow: false,
+            // Only the method is known here: a body on a GET is not seen.
+            upload: crate::access::method_uploads(&method),
             method: Some(method),
         })
         .await;

@@ -104,7 +104,7 @@ impl Store {
         let mut total = 0;
         for _ in 0..batches {
             let mut tx = self.begin().await?;
-            for child in ["refusals", "egress"] {
+            for child in ["refusals", "refusal_evidence", "egress"] {
                 let sql = format!("DELETE FROM {child} WHERE turn_id IN ({BATCH})");
                 sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(before.millis())
@@ -242,6 +242,7 @@ mod tests {
             at,
             shadow: false,
             method: None,
+            upload: false,
         };
         s.record_refusals(&[refusal], 256).await?;
         let egress = EgressEvent {

@@ -1,7 +1,9 @@
 //! The refusal record: what the proxy refused for each turn (one row per host, port, reason
 //! and package, with a count), and what the agent and the admin dry run read back. Writing
-//! it is `record`; the allowed-traffic summary beside it is `egress`.
+//! it is `record`; what each row's requests were (method, URL, upload) is `evidence`; the
+//! allowed-traffic summary beside it is `egress`.
 
+mod evidence;
 mod record;
 
 use sqlx::Row as _;
@@ -12,6 +14,9 @@ use crate::ids::{ChatId, TurnId, UserId};
 use crate::package::Package;
 use crate::reason::RefusalReason;
 use crate::time::Timestamp;
+
+/// The card's evidence, read per turn.
+pub use evidence::{EvidenceRow, PER_ROW as EVIDENCE_PER_ROW};
 
 /// The allowed-traffic words, at the path callers have always named them by.
 pub use super::egress::{EgressEvent, EgressRow};
@@ -38,6 +43,9 @@ pub struct RefusalEvent {
     pub shadow: bool,
     /// The request method, when the proxy saw the request (plain HTTP or an inspected host).
     pub method: Option<String>,
+    /// The request carried a body (POST, PUT, PATCH, or a body on any method): the card
+    /// flags it as an upload. `false` when the proxy could not see the request.
+    pub upload: bool,
 }
 
 /// What a refusal candidate is about: the database may still allow it.

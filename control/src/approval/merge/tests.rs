@@ -99,11 +99,25 @@ fn merges_named_and_not_approved_refusals_only() {
 }
 
 #[test]
-fn empty_call_with_nothing_refused_is_nothing_to_approve() {
-    let refusals = [refusal("x.example.com", RefusalReason::PortNotAllowed)];
+fn empty_call_with_nothing_approvable_refused_is_nothing_to_approve_naming_why() {
+    assert_eq!(
+        merge(&req(&[], &[]), &[], &[]),
+        Err(Early::NothingToApprove(vec![]))
+    );
+    let refusals = [
+        refusal("x.example.com", RefusalReason::PortNotAllowed),
+        refusal("10.0.0.1", RefusalReason::IpLiteral),
+        refusal("x.example.com", RefusalReason::PortNotAllowed),
+        // A name no approval can hold (a public suffix) is refused as `not_approved`.
+        refusal("co.uk", RefusalReason::NotApproved),
+    ];
     assert_eq!(
         merge(&req(&[], &[]), &refusals, &[]),
-        Err(Early::NothingToApprove)
+        Err(Early::NothingToApprove(vec![
+            ("10.0.0.1".into(), RefusalReason::IpLiteral),
+            ("co.uk".into(), RefusalReason::NotApproved),
+            ("x.example.com".into(), RefusalReason::PortNotAllowed),
+        ]))
     );
 }
 
@@ -137,6 +151,7 @@ fn declined_items_and_their_urls_are_dropped_and_named() {
         packages: vec!["numpy".into()],
         reason: "r".into(),
         sites_not_shown: 0,
+        evidence: vec![],
     };
     let (left, sites, packages) = drop_declined(w, &card);
     assert_eq!(sites, ["files.example.com"]);

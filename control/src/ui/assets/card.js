@@ -59,6 +59,46 @@
       : ["Denied", "The agent continues without it and will say so."];
   }
 
+  // A time of the proxy's record, in the reader's own clock.
+  function when(e) {
+    const first = new Date(e.first_at).toLocaleString();
+    const last = new Date(e.last_at).toLocaleString();
+    return first === last ? first : first + " to " + last;
+  }
+
+  function cell(tr, text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+  }
+
+  // The proxy's record of what was tried, apart from what the agent only named; an upload is
+  // said in words before the buttons.
+  function evidence(entries) {
+    const tried = entries.filter((e) => e.tried !== false);
+    const body = $("evidence-rows");
+    body.replaceChildren();
+    for (const e of tried) {
+      const tr = document.createElement("tr");
+      const method = e.method || "not seen (encrypted)";
+      cell(tr, e.upload ? method + " (sends data)" : method);
+      const where = e.url || e.host + ":" + e.port;
+      cell(tr, e.package ? where + " (package " + e.package + ")" : where, "address");
+      cell(tr, String(e.count));
+      cell(tr, when(e));
+      body.appendChild(tr);
+    }
+    $("evidence-block").hidden = tried.length === 0;
+    list($("untried"), entries.filter((e) => e.tried === false).map((e) => e.url || e.host), "untried-block");
+    const uploads = Array.from(new Set(tried.filter((e) => e.upload).map((e) => e.host))).sort();
+    const warning = $("upload-warning");
+    warning.textContent = uploads.length
+      ? "The script tried to send data to " + words(uploads) + ". Approving lets it send data there."
+      : "";
+    warning.hidden = uploads.length === 0;
+  }
+
   function countdown() {
     const left = Math.max(0, Math.floor((expiresAt - Date.now()) / 1000));
     const m = Math.floor(left / 60), s = left % 60;
@@ -77,6 +117,7 @@
     $("reason").textContent = view.card.reason;
     list($("sites"), view.card.sites, "sites-block");
     list($("urls"), view.card.urls, "urls-block");
+    evidence(view.card.evidence || []);
     const ul = $("packages");
     ul.replaceChildren();
     view.card.packages.forEach((name, i) => {

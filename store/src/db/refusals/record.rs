@@ -8,14 +8,23 @@ use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 use sqlx::{Any, Transaction};
 
+use super::evidence::insert_evidence;
 use super::{RefusalCandidate, RefusalEvent, Subject};
 use crate::db::events::append_for_turn;
 use crate::db::policy::{package_allowed_on, site_allowed_on};
 use crate::db::{Store, StoreError, flag};
 use crate::grant::Grant;
-use crate::ids::{ChatId, UserId};
+use crate::ids::{ChatId, TurnId, UserId};
 use crate::package::Package;
+use crate::reason::RefusalReason;
 use crate::time::Timestamp;
+
+/// The refusal record's key of an event: (turn, host, port, reason, package).
+type RowKey<'a> = (&'a TurnId, &'a str, u16, RefusalReason, &'a Option<Package>);
+
+fn row_key(e: &RefusalEvent) -> RowKey<'_> {
+    (&e.turn, e.host.as_str(), e.port, e.reason, &e.package)
+}
 
 /// Folds a batch into one event per (turn, host, port, reason, package) with its count, in
 /// first-seen order, each told by its latest event that carries a sample URL (the latest of
@@ -25,7 +34,7 @@ fn coalesce<'a>(events: &[&'a RefusalEvent]) -> Vec<(&'a RefusalEvent, i64)> {
     let mut out: Vec<(&'a RefusalEvent, i64)> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for &e in events {
-        let key = (&e.turn, e.host.as_str(), e.port, e.reason, &e.package);
+        let key = row_key(e);
         match index.get(&key) {
             Some(&i) => {
                 let (latest, n): &mut (&'a RefusalEvent, i64) = &mut out[i];
@@ -182,6 +191,7 @@ async fn insert_refusals<'a>(
 ) -> Result<bool, StoreError> {
     let events: Vec<&RefusalEvent> = events.collect();
     let mut fresh: Vec<&RefusalEvent> = Vec::new();
+    let mut kept = std::collections::HashSet::new();
     for (e, n) in coalesce(&events) {
         let updated = bind_refusal(
             "UPDATE refusals SET count = count + $7, last_seen = $5, url = COALESCE($6, url), \
@@ -194,6 +204,7 @@ async fn insert_refusals<'a>(
         .await?
         .rows_affected();
         if updated > 0 {
+            kept.insert(row_key(e));
             continue;
         }
         let inserted = bind_refusal(
@@ -218,9 +229,16 @@ async fn insert_refusals<'a>(
             .execute(&mut **tx)
             .await?;
         } else {
+            kept.insert(row_key(e));
             fresh.push(e);
         }
     }
+    // What each kept row's requests were: one statement for the whole batch.
+    let kept: Vec<&RefusalEvent> = events
+        .into_iter()
+        .filter(|e| kept.contains(&row_key(e)))
+        .collect();
+    insert_evidence(tx, &kept).await?;
     // Last in the transaction: on PostgreSQL the append holds the ordering lock to commit.
     for e in &fresh {
         append_for_turn(tx, e.turn.as_str(), &recorded_event(e), e.at).await?;
@@ -235,8 +253,7 @@ mod tests {
     use super::*;
     use crate::db::testing;
     use crate::db::turns::NewTurn;
-    use crate::ids::{Secret, TurnId};
-    use crate::reason::RefusalReason;
+    use crate::ids::Secret;
 
     fn refusal(host: &str, at: i64, url: Option<&str>) -> RefusalEvent {
         RefusalEvent {
@@ -249,6 +266,7 @@ mod tests {
             at: Timestamp::from_millis(at),
             shadow: false,
             method: None,
+            upload: false,
         }
     }
 

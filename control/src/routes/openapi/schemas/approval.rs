@@ -21,6 +21,42 @@ pub struct Card {
     reason: String,
     /// Blocked sites left off a full card (absent when none): not shown, not granted.
     sites_not_shown: Option<u32>,
+    /// What the sandbox really tried this turn for the card's sites and packages, from the
+    /// proxy's own record (at most 64 lines, the most recently seen, sorted by host), then
+    /// one entry `tried: false` per named URL no request tried. `[]` on a card drafted
+    /// before evidence was kept.
+    evidence: Vec<Evidence>,
+}
+
+/// One line of a card's evidence: refused requests of one kind (host, port, method, URL
+/// without query, package, reason), or a site or URL the agent named that nothing tried.
+#[derive(ToSchema)]
+pub struct Evidence {
+    host: String,
+    #[schema(minimum = 0, maximum = 65535)]
+    port: u16,
+    /// The request method; `null` when the proxy could not see it (a tunnel to a host it
+    /// does not inspect) and on an entry nothing tried.
+    method: Option<String>,
+    /// The URL without query or fragment as recorded (`null` when the proxy could not see
+    /// it); on an entry nothing tried, the URL the agent named.
+    url: Option<String>,
+    /// The package of a `package_not_approved` refusal (canonical spelling), else `null`.
+    package: Option<String>,
+    /// The refusal reason; `null` on an entry nothing tried.
+    reason: Option<super::turns::RefusalReason>,
+    /// How many such requests were refused (0 on an entry nothing tried).
+    count: i64,
+    /// The first such request; `null` on an entry nothing tried.
+    first_at: Option<Time>,
+    /// The latest such request; `null` on an entry nothing tried.
+    last_at: Option<Time>,
+    /// `true` when such a request carried data out (POST, PUT, PATCH, or a body on any
+    /// method); absent otherwise.
+    upload: Option<bool>,
+    /// `false` on a site or URL the agent named that no request of the turn tried; absent
+    /// on what was tried.
+    tried: Option<bool>,
 }
 
 /// The code of a `pending` answer.
