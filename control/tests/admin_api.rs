@@ -13,10 +13,9 @@ use support::{TestApp, code, message};
 async fn sites_add_is_201_then_200_and_stored_canonically() {
     let app = TestApp::new().await;
     let (s, b) = app
-        .post_json(
+        .as_admin()
+        .post(
             "/v1/admin/sites",
-            app.admin(),
-            None,
             json!({"pattern": "*.Example.COM.", "note": "vendor data"}),
         )
         .await;
@@ -35,7 +34,7 @@ async fn sites_add_is_201_then_200_and_stored_canonically() {
     assert_eq!(s, StatusCode::CREATED);
     assert_eq!(b["note"], serde_json::Value::Null);
 
-    let (s, b) = app.get("/v1/admin/sites", app.admin(), None).await;
+    let (s, b) = app.as_admin().get("/v1/admin/sites").await;
     assert_eq!(s, StatusCode::OK);
     let patterns: Vec<&str> = b["sites"]
         .as_array()
@@ -78,7 +77,8 @@ async fn dangerous_patterns_are_422_and_not_stored() {
         ("", "empty"),
     ] {
         let (s, b) = app
-            .post_json("/v1/admin/sites", app.admin(), None, json!({"pattern": p}))
+            .as_admin()
+            .post("/v1/admin/sites", json!({"pattern": p}))
             .await;
         assert_eq!(
             (s, code(&b)),
@@ -90,7 +90,7 @@ async fn dangerous_patterns_are_422_and_not_stored() {
             "{p}: {b}"
         );
     }
-    let (_, b) = app.get("/v1/admin/sites", app.admin(), None).await;
+    let (_, b) = app.as_admin().get("/v1/admin/sites").await;
     assert_eq!(b, json!({"sites": []}));
     assert_eq!(app.count("SELECT COUNT(*) FROM audit").await, 0);
 }
@@ -99,29 +99,32 @@ async fn dangerous_patterns_are_422_and_not_stored() {
 async fn sites_delete_is_204_then_404_with_any_spelling() {
     let app = TestApp::new().await;
     for p in ["*.example.com", "files.example.org"] {
-        app.post_json("/v1/admin/sites", app.admin(), None, json!({"pattern": p}))
+        app.as_admin()
+            .post("/v1/admin/sites", json!({"pattern": p}))
             .await;
     }
     let (s, b) = app
-        .delete("/v1/admin/sites/%2A.Example.com", app.admin(), None)
+        .as_admin()
+        .delete("/v1/admin/sites/%2A.Example.com")
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT, "{b}");
-    let (s, b) = app
-        .delete("/v1/admin/sites/*.example.com", app.admin(), None)
-        .await;
+    let (s, b) = app.as_admin().delete("/v1/admin/sites/*.example.com").await;
     assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "NOT_FOUND"));
     let (s, _) = app
-        .delete("/v1/admin/sites/FILES.example.org.", app.admin(), None)
+        .as_admin()
+        .delete("/v1/admin/sites/FILES.example.org.")
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, b) = app
-        .delete("/v1/admin/sites/not%20a%20pattern", app.admin(), None)
+        .as_admin()
+        .delete("/v1/admin/sites/not%20a%20pattern")
         .await;
     assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "NOT_FOUND"));
-    let (_, b) = app.get("/v1/admin/sites", app.admin(), None).await;
+    let (_, b) = app.as_admin().get("/v1/admin/sites").await;
     assert_eq!(b, json!({"sites": []}));
     let (_, audit) = app
-        .get("/v1/admin/audit?kind=admin_change", app.admin(), None)
+        .as_admin()
+        .get("/v1/admin/audit?kind=admin_change")
         .await;
     let actions: Vec<&str> = audit["audit"]
         .as_array()
@@ -136,10 +139,9 @@ async fn sites_delete_is_204_then_404_with_any_spelling() {
 async fn packages_are_canonical_and_removable() {
     let app = TestApp::new().await;
     let (s, b) = app
-        .post_json(
+        .as_admin()
+        .post(
             "/v1/admin/packages",
-            app.admin(),
-            None,
             json!({"name": "Foo_Bar.baz", "note": "n"}),
         )
         .await;
@@ -156,12 +158,8 @@ async fn packages_are_canonical_and_removable() {
     );
     for bad in ["gem:rails", "npm:Upper", "bad name", ""] {
         let (s, b) = app
-            .post_json(
-                "/v1/admin/packages",
-                app.admin(),
-                None,
-                json!({"name": bad}),
-            )
+            .as_admin()
+            .post("/v1/admin/packages", json!({"name": bad}))
             .await;
         assert_eq!(
             (s, code(&b)),
@@ -170,7 +168,7 @@ async fn packages_are_canonical_and_removable() {
         );
         assert!(message(&b).starts_with("name"), "{b}");
     }
-    let (_, b) = app.get("/v1/admin/packages", app.admin(), None).await;
+    let (_, b) = app.as_admin().get("/v1/admin/packages").await;
     let names: Vec<&str> = b["packages"]
         .as_array()
         .unwrap()
@@ -180,18 +178,21 @@ async fn packages_are_canonical_and_removable() {
     assert_eq!(names, ["foo-bar-baz", "npm:@types/node"]);
 
     let (s, _) = app
-        .delete("/v1/admin/packages/npm:@types%2Fnode", app.admin(), None)
+        .as_admin()
+        .delete("/v1/admin/packages/npm:@types%2Fnode")
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, _) = app
-        .delete("/v1/admin/packages/Foo.Bar_Baz", app.admin(), None)
+        .as_admin()
+        .delete("/v1/admin/packages/Foo.Bar_Baz")
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, b) = app
-        .delete("/v1/admin/packages/foo-bar-baz", app.admin(), None)
+        .as_admin()
+        .delete("/v1/admin/packages/foo-bar-baz")
         .await;
     assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "NOT_FOUND"));
-    let (_, b) = app.get("/v1/admin/packages", app.admin(), None).await;
+    let (_, b) = app.as_admin().get("/v1/admin/packages").await;
     assert_eq!(b, json!({"packages": []}));
 }
 
@@ -211,28 +212,20 @@ async fn admin_endpoints_need_the_admin_token() {
             (app.runtime(), StatusCode::FORBIDDEN),
         ] {
             let (s, b) = match method {
-                "GET" => app.get(path, token, None).await,
-                _ => app.delete(path, token, None).await,
+                "GET" => app.with_token(token).get(path).await,
+                _ => app.with_token(token).delete(path).await,
             };
             assert_eq!(s, want, "{method} {path} {token:?}: {b}");
         }
     }
     let (s, _) = app
-        .post_json(
-            "/v1/admin/sites",
-            app.runtime(),
-            None,
-            json!({"pattern": "example.com"}),
-        )
+        .as_runtime()
+        .post("/v1/admin/sites", json!({"pattern": "example.com"}))
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     let (s, _) = app
-        .put(
-            "/v1/admin/users/u",
-            app.runtime(),
-            None,
-            json!({"can_approve": false}),
-        )
+        .as_runtime()
+        .put("/v1/admin/users/u", json!({"can_approve": false}))
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     assert_eq!(app.count("SELECT COUNT(*) FROM admin_sites").await, 0);
@@ -261,7 +254,7 @@ async fn strict_bodies_write_nothing() {
             r#"{"name": "requests", "note": "a", "note": "b"}"#,
         ),
     ] {
-        let (s, b) = app.post_raw(path, app.admin(), None, raw).await;
+        let (s, b) = app.as_admin().post_raw(path, raw).await;
         assert_eq!(
             (s, code(&b)),
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),
@@ -269,29 +262,23 @@ async fn strict_bodies_write_nothing() {
         );
     }
     let (s, b) = app
-        .put(
-            "/v1/admin/users/u",
-            app.admin(),
-            None,
-            json!({"can_approve": "yes"}),
-        )
+        .as_admin()
+        .put("/v1/admin/users/u", json!({"can_approve": "yes"}))
         .await;
     assert_eq!((s, code(&b)), (StatusCode::BAD_REQUEST, "INVALID_BODY"));
     let (s, b) = app
+        .as_admin()
         .put(
             "/v1/admin/users/u",
-            app.admin(),
-            None,
             json!({"can_approve": true, "admin": true}),
         )
         .await;
     assert_eq!((s, code(&b)), (StatusCode::BAD_REQUEST, "INVALID_BODY"));
     let long = "x".repeat(501);
     let (s, b) = app
-        .post_json(
+        .as_admin()
+        .post(
             "/v1/admin/sites",
-            app.admin(),
-            None,
             json!({"pattern": "example.com", "note": long}),
         )
         .await;
@@ -311,28 +298,21 @@ async fn users_permission_is_stored_and_audited() {
     let user = egressgate_store::UserId::parse("alice").unwrap();
     assert_eq!(app.store.can_approve(&user).await.unwrap(), None);
     let (s, b) = app
-        .put(
-            "/v1/admin/users/alice",
-            app.admin(),
-            None,
-            json!({"can_approve": false}),
-        )
+        .as_admin()
+        .put("/v1/admin/users/alice", json!({"can_approve": false}))
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b, json!({"user_id": "alice", "can_approve": false}));
     assert_eq!(app.store.can_approve(&user).await.unwrap(), Some(false));
     let (s, _) = app
-        .put(
-            "/v1/admin/users/alice",
-            app.admin(),
-            None,
-            json!({"can_approve": true}),
-        )
+        .as_admin()
+        .put("/v1/admin/users/alice", json!({"can_approve": true}))
         .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(app.store.can_approve(&user).await.unwrap(), Some(true));
     let (_, audit) = app
-        .get("/v1/admin/audit?kind=admin_change", app.admin(), None)
+        .as_admin()
+        .get("/v1/admin/audit?kind=admin_change")
         .await;
     let rows = audit["audit"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
@@ -345,12 +325,13 @@ async fn users_permission_is_stored_and_audited() {
 async fn audit_filters_and_validates_its_query() {
     let app = TestApp::new().await;
     for p in ["a.example.com", "b.example.com", "c.example.com"] {
-        app.post_json("/v1/admin/sites", app.admin(), None, json!({"pattern": p}))
+        app.as_admin()
+            .post("/v1/admin/sites", json!({"pattern": p}))
             .await;
     }
     app.open_turn("u", "chat-9", true).await;
 
-    let (s, b) = app.get("/v1/admin/audit", app.admin(), None).await;
+    let (s, b) = app.as_admin().get("/v1/admin/audit").await;
     assert_eq!(s, StatusCode::OK);
     let rows = b["audit"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
@@ -370,26 +351,18 @@ async fn audit_filters_and_validates_its_query() {
             .all(|r| r.get("chat_id").is_none())
     );
 
-    let (_, b) = app
-        .get("/v1/admin/audit?kind=turn_opened", app.admin(), None)
-        .await;
+    let (_, b) = app.as_admin().get("/v1/admin/audit?kind=turn_opened").await;
     assert_eq!(b["audit"].as_array().unwrap().len(), 1);
-    let (_, b) = app.get("/v1/admin/audit?limit=2", app.admin(), None).await;
+    let (_, b) = app.as_admin().get("/v1/admin/audit?limit=2").await;
     assert_eq!(b["audit"].as_array().unwrap().len(), 2);
     let (_, b) = app
-        .get(
-            "/v1/admin/audit?since=2999-01-01T00:00:00Z",
-            app.admin(),
-            None,
-        )
+        .as_admin()
+        .get("/v1/admin/audit?since=2999-01-01T00:00:00Z")
         .await;
     assert_eq!(b, json!({"audit": []}));
     let (_, b) = app
-        .get(
-            "/v1/admin/audit?since=2000-01-01T00:00:00Z&kind=admin_change&limit=1000",
-            app.admin(),
-            None,
-        )
+        .as_admin()
+        .get("/v1/admin/audit?since=2000-01-01T00:00:00Z&kind=admin_change&limit=1000")
         .await;
     assert_eq!(b["audit"].as_array().unwrap().len(), 3);
 
@@ -401,9 +374,7 @@ async fn audit_filters_and_validates_its_query() {
         "limit=ten",
         "colour=red",
     ] {
-        let (s, b) = app
-            .get(&format!("/v1/admin/audit?{bad}"), app.admin(), None)
-            .await;
+        let (s, b) = app.as_admin().get(&format!("/v1/admin/audit?{bad}")).await;
         assert_eq!(
             (s, code(&b)),
             (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
@@ -438,12 +409,8 @@ async fn package_pins_are_canonical_and_bad_pins_are_refused() {
         "npm:lodash@^x",
     ] {
         let (s, b) = app
-            .post_json(
-                "/v1/admin/packages",
-                app.admin(),
-                None,
-                json!({"name": bad}),
-            )
+            .as_admin()
+            .post("/v1/admin/packages", json!({"name": bad}))
             .await;
         assert_eq!(
             (s, code(&b)),
@@ -452,7 +419,7 @@ async fn package_pins_are_canonical_and_bad_pins_are_refused() {
         );
         assert!(message(&b).contains("name"), "{b}");
     }
-    let (_, b) = app.get("/v1/admin/packages", app.admin(), None).await;
+    let (_, b) = app.as_admin().get("/v1/admin/packages").await;
     let names: Vec<&str> = b["packages"]
         .as_array()
         .unwrap()
@@ -462,13 +429,7 @@ async fn package_pins_are_canonical_and_bad_pins_are_refused() {
     assert_eq!(names, ["npm:lodash@^4", "numpy==2.1.*"]);
     // Launch-time packages take pins too; a bad one opens no turn.
     let before = app.count("SELECT COUNT(*) FROM turns").await;
-    let (s, b) = app
-        .post_json(
-            "/v1/turns",
-            app.runtime(),
-            None,
-            json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "packages": ["ok", "numpy>>1"]}),
-        )
+    let (s, b) = app.as_runtime().post("/v1/turns", json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "packages": ["ok", "numpy>>1"]}))
         .await;
     assert_eq!(
         (s, code(&b)),

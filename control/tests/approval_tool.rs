@@ -18,13 +18,9 @@ const NOTHING: &str =
     "name the URLs or packages, or run the step first so the blocked sites are recorded";
 
 async fn ask(app: &TestApp, turn_id: &str, body: Value) -> (StatusCode, Value) {
-    app.post_json(
-        &format!("/v1/turns/{turn_id}/approval-requests"),
-        app.runtime(),
-        None,
-        body,
-    )
-    .await
+    app.as_runtime()
+        .post(&format!("/v1/turns/{turn_id}/approval-requests"), body)
+        .await
 }
 
 async fn drafts(app: &TestApp) -> i64 {
@@ -222,12 +218,8 @@ async fn probing_more_hosts_than_a_card_holds_keeps_the_card_usable() {
 
     // The approval grants only what the card listed.
     let (s, reg) = app
-        .post_json(
-            "/v1/interrupts",
-            app.runtime(),
-            None,
-            json!({"draft_id": first["draft_id"]}),
-        )
+        .as_runtime()
+        .post("/v1/interrupts", json!({"draft_id": first["draft_id"]}))
         .await;
     assert_eq!(s, StatusCode::CREATED, "{reg}");
     let message = reg["interrupt"]["message"].as_str().unwrap();
@@ -237,10 +229,9 @@ async fn probing_more_hosts_than_a_card_holds_keeps_the_card_usable() {
     );
     let id = reg["interrupt"]["id"].as_str().unwrap();
     let (s, res) = app
-        .post_json(
+        .anonymous()
+        .post(
             &format!("/v1/interrupts/{id}/resume"),
-            None,
-            None,
             json!({"secret": reg["resume_secret"], "resume": [
                 {"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}),
         )
@@ -277,7 +268,7 @@ async fn bad_json_and_unknown_fields_are_400_and_write_nothing() {
         r#"{"reason": "r", "urls": "https://a.example.com/"}"#,
         r#"{"reason": 1}"#,
     ] {
-        let (s, b) = app.post_raw(&path, app.runtime(), None, raw).await;
+        let (s, b) = app.as_runtime().post_raw(&path, raw).await;
         assert_eq!(
             (s, code(&b)),
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),
@@ -293,13 +284,11 @@ async fn auth_and_turn_lookup() {
     let t = app.open_turn("alice", "c", true).await;
     let path = format!("/v1/turns/{}/approval-requests", t.turn_id);
     let body = json!({"reason": "r", "urls": ["https://a.example.com/"]});
-    let (s, _) = app.post_json(&path, None, None, body.clone()).await;
+    let (s, _) = app.anonymous().post(&path, body.clone()).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    let (s, _) = app.post_json(&path, app.admin(), None, body.clone()).await;
+    let (s, _) = app.as_admin().post(&path, body.clone()).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, b) = app
-        .post_json(&path, app.runtime(), Some("mallory"), body.clone())
-        .await;
+    let (s, b) = app.as_user("mallory").post(&path, body.clone()).await;
     assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"));
     let unknown = egressgate_store::TurnId::generate();
     for id in [unknown.as_str(), "garbage"] {
@@ -311,9 +300,7 @@ async fn auth_and_turn_lookup() {
         );
     }
     assert_eq!(drafts(&app).await, 0);
-    let (s, _) = app
-        .post_json(&path, app.runtime(), Some("alice"), body.clone())
-        .await;
+    let (s, _) = app.as_user("alice").post(&path, body.clone()).await;
     assert_eq!(s, StatusCode::OK);
 
     app.expire_turn(&t.turn_id).await;
@@ -635,12 +622,8 @@ async fn step6_no_human_is_a_fixed_sorted_text_byte_identical_across_calls() {
 async fn step6_a_user_who_may_not_approve_is_not_permitted() {
     let app = TestApp::new().await;
     let (s, _) = app
-        .put(
-            "/v1/admin/users/bob",
-            app.admin(),
-            None,
-            json!({"can_approve": false}),
-        )
+        .as_admin()
+        .put("/v1/admin/users/bob", json!({"can_approve": false}))
         .await;
     assert_eq!(s, StatusCode::OK);
     let t = app.open_turn("bob", "c", true).await;
@@ -662,13 +645,9 @@ async fn step6_a_user_who_may_not_approve_is_not_permitted() {
         "ask"
     );
     // Permission restored: the same turn asks.
-    app.put(
-        "/v1/admin/users/bob",
-        app.admin(),
-        None,
-        json!({"can_approve": true}),
-    )
-    .await;
+    app.as_admin()
+        .put("/v1/admin/users/bob", json!({"can_approve": true}))
+        .await;
     assert_eq!(ask(&app, &t.turn_id, body).await.1["outcome"], "ask");
 }
 
@@ -679,13 +658,9 @@ async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
         ..Settings::default()
     })
     .await;
-    app.put(
-        "/v1/admin/users/trusted",
-        app.admin(),
-        None,
-        json!({"can_approve": true}),
-    )
-    .await;
+    app.as_admin()
+        .put("/v1/admin/users/trusted", json!({"can_approve": true}))
+        .await;
     let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
     let t = app.open_turn("anyone", "c", true).await;
     let (_, b) = ask(&app, &t.turn_id, body.clone()).await;

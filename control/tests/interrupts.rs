@@ -298,9 +298,7 @@ async fn reissue_makes_the_old_secret_stop_working() {
     let app = TestApp::new().await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
     let path = "/v1/chats/c1/interrupt/reissue";
-    let (status, body) = app
-        .post_json(path, app.runtime(), Some("alice"), json!({}))
-        .await;
+    let (status, body) = app.as_user("alice").post(path, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["interrupt"]["id"], r.id.as_str());
     let fresh = body["resume_secret"].as_str().unwrap();
@@ -313,20 +311,14 @@ async fn reissue_makes_the_old_secret_stop_working() {
     let (status, _) = cards::resume(&app, &r.id, fresh, json!({"approved": true})).await;
     assert_eq!(status, StatusCode::OK);
     // Another user, or a chat without an open request: not found.
-    let (status, body) = app
-        .post_json(path, app.runtime(), Some("mallory"), json!({}))
-        .await;
+    let (status, body) = app.as_user("mallory").post(path, json!({})).await;
     assert_eq!(
         (status, code(&body)),
         (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
     );
     let (status, _) = app
-        .post_json(
-            "/v1/chats/none/interrupt/reissue",
-            app.runtime(),
-            Some("alice"),
-            json!({}),
-        )
+        .as_user("alice")
+        .post("/v1/chats/none/interrupt/reissue", json!({}))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
@@ -336,14 +328,14 @@ async fn outcome_answers_from_stored_data() {
     let app = TestApp::new().await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
     let path = format!("/v1/interrupts/{}/outcome", r.id);
-    let (status, body) = app.get(&path, app.runtime(), None).await;
+    let (status, body) = app.as_runtime().get(&path).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["state"], "pending");
     assert_eq!(body["decision"], json!(null));
     assert_eq!(body["card"]["packages"], json!(["requests"]));
-    let (status, _) = app.get(&path, None, None).await;
+    let (status, _) = app.anonymous().get(&path).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = app.get(&path, app.runtime(), Some("mallory")).await;
+    let (status, _) = app.as_user("mallory").get(&path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     cards::resume(
@@ -353,7 +345,7 @@ async fn outcome_answers_from_stored_data() {
         json!({"approved": true, "packages": []}),
     )
     .await;
-    let (_, body) = app.get(&path, app.runtime(), None).await;
+    let (_, body) = app.as_runtime().get(&path).await;
     assert_eq!(body["state"], "claimed");
     assert_eq!(
         body["decision"],
@@ -367,11 +359,8 @@ async fn outcome_answers_from_stored_data() {
     ))
     .await;
     let (_, body) = app
-        .get(
-            &format!("/v1/interrupts/{}/outcome", r.id),
-            app.runtime(),
-            None,
-        )
+        .as_runtime()
+        .get(&format!("/v1/interrupts/{}/outcome", r.id))
         .await;
     assert_eq!(
         body["state"], "expired",

@@ -15,13 +15,12 @@ use serde_json::{Value, json};
 use support::{TestApp, code};
 
 async fn ask(app: &TestApp, turn: &str, urls: &[&str], packages: &[&str]) -> (StatusCode, Value) {
-    app.post_json(
-        &format!("/v1/turns/{turn}/approval-requests"),
-        app.runtime(),
-        None,
-        json!({"reason": "the analysis needs the data", "urls": urls, "packages": packages}),
-    )
-    .await
+    app.as_runtime()
+        .post(
+            &format!("/v1/turns/{turn}/approval-requests"),
+            json!({"reason": "the analysis needs the data", "urls": urls, "packages": packages}),
+        )
+        .await
 }
 
 /// The tool's `ask`, registered: the card's id and secret.
@@ -106,10 +105,9 @@ async fn a_dismissed_card_counts_as_declined_and_an_approved_one_as_approved() {
     let turn = app.open_turn("alice", "c1", true).await;
     let r = ask_and_register(&app, &turn.turn_id, &["https://files.example.com/a.csv"]).await;
     let (status, _) = app
-        .post_json(
+        .anonymous()
+        .post(
             &format!("/v1/interrupts/{}/resume", r.id),
-            None,
-            None,
             json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "cancelled"}]}),
         )
         .await;

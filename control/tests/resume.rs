@@ -176,11 +176,8 @@ async fn past_the_claim_cap_the_card_is_denied_and_its_rows_deleted() {
     assert_eq!(app.count(&stamped).await, 0);
     assert_eq!(app.audit_rows("claim_cap_expired").await, 1);
     let (_, outcome) = app
-        .get(
-            &format!("/v1/interrupts/{}/outcome", r.id),
-            app.runtime(),
-            None,
-        )
+        .as_runtime()
+        .get(&format!("/v1/interrupts/{}/outcome", r.id))
         .await;
     assert_eq!(outcome["state"], "expired");
     assert_eq!(outcome["decision"]["outcome"], "declined");
@@ -367,7 +364,8 @@ async fn only_an_explicit_true_approves() {
     let r = cards::card(&app, "alice", "cx", &["files.example.com"], &[]).await;
     let body = cards::resume_body(&r.id, &r.secret, "cancelled", json!({"approved": true}));
     let (status, body) = app
-        .post_json(&format!("/v1/interrupts/{}/resume", r.id), None, None, body)
+        .anonymous()
+        .post(&format!("/v1/interrupts/{}/resume", r.id), body)
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["decision"]["outcome"], "cancelled");
@@ -392,7 +390,8 @@ async fn an_unknown_or_missing_status_declines() {
             {"interruptId": r.id, "status": status, "payload": {"approved": true}}
         ]});
         let (code_, body) = app
-            .post_json(&format!("/v1/interrupts/{}/resume", r.id), None, None, body)
+            .anonymous()
+            .post(&format!("/v1/interrupts/{}/resume", r.id), body)
             .await;
         assert_eq!(code_, StatusCode::OK, "status {status}: {body}");
         assert_eq!(
@@ -407,7 +406,8 @@ async fn an_unknown_or_missing_status_declines() {
         {"interruptId": r.id, "payload": {"approved": true}}
     ]});
     let (status, body) = app
-        .post_json(&format!("/v1/interrupts/{}/resume", r.id), None, None, body)
+        .anonymous()
+        .post(&format!("/v1/interrupts/{}/resume", r.id), body)
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["decision"]["outcome"], "declined");
@@ -423,7 +423,7 @@ async fn an_entry_without_its_interrupt_id_is_incomplete() {
         json!({"secret": r.secret, "resume": [{"status": "resolved", "payload": {"approved": true}}]}),
         json!({"secret": r.secret}),
     ] {
-        let (status, resp) = app.post_json(&path, None, None, body.clone()).await;
+        let (status, resp) = app.anonymous().post(&path, body.clone()).await;
         assert_eq!(
             (status, code(&resp)),
             (StatusCode::UNPROCESSABLE_ENTITY, "INCOMPLETE_RESUME"),
@@ -499,9 +499,7 @@ async fn wrong_secret_unknown_id_and_another_user_look_the_same() {
     let (s2, unknown) = cards::resume(&app, unknown_id, &r.secret, json!({"approved": true})).await;
     let body = cards::resume_body(&r.id, &r.secret, "resolved", json!({"approved": true}));
     let path = format!("/v1/interrupts/{}/resume", r.id);
-    let (s3, other) = app
-        .post_json(&path, app.runtime(), Some("mallory"), body.clone())
-        .await;
+    let (s3, other) = app.as_user("mallory").post(&path, body.clone()).await;
     assert_eq!(
         (s1, s2, s3),
         (
@@ -514,9 +512,7 @@ async fn wrong_secret_unknown_id_and_another_user_look_the_same() {
     assert_eq!(wrong, other);
     assert_eq!(code(&wrong), "INTERRUPT_NOT_FOUND");
     // The card's own user, through the runtime, may answer.
-    let (status, _) = app
-        .post_json(&path, app.runtime(), Some("alice"), body)
-        .await;
+    let (status, _) = app.as_user("alice").post(&path, body).await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -529,12 +525,8 @@ async fn an_incomplete_resume_is_refused() {
     let other = json!({"interruptId": "int_BBBBBBBBBBBBBBBBBBBBBB", "status": "resolved"});
     for resume in [json!([]), json!([entry, entry]), json!([other])] {
         let (status, body) = app
-            .post_json(
-                &path,
-                None,
-                None,
-                json!({"secret": r.secret, "resume": resume}),
-            )
+            .anonymous()
+            .post(&path, json!({"secret": r.secret, "resume": resume}))
             .await;
         assert_eq!(
             (status, code(&body)),
@@ -542,7 +534,7 @@ async fn an_incomplete_resume_is_refused() {
         );
     }
     let bad = json!({"secret": r.secret, "resume": [entry], "extra": 1});
-    let (status, body) = app.post_json(&path, None, None, bad).await;
+    let (status, body) = app.anonymous().post(&path, bad).await;
     assert_eq!(
         (status, code(&body)),
         (StatusCode::BAD_REQUEST, "INVALID_BODY")
@@ -550,7 +542,7 @@ async fn an_incomplete_resume_is_refused() {
     // metadata is accepted and ignored; the payload may carry anything.
     let ok = json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "resolved",
         "payload": {"approved": true, "note": "fine"}, "metadata": {"client": "x"}}]});
-    let (status, _) = app.post_json(&path, None, None, ok).await;
+    let (status, _) = app.anonymous().post(&path, ok).await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -611,11 +603,8 @@ async fn losing_the_right_to_approve_expires_the_card() {
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
     assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 0);
     let (_, outcome) = app
-        .get(
-            &format!("/v1/interrupts/{}/outcome", r.id),
-            app.runtime(),
-            None,
-        )
+        .as_runtime()
+        .get(&format!("/v1/interrupts/{}/outcome", r.id))
         .await;
     assert_eq!(outcome["state"], "expired");
 }
@@ -668,7 +657,7 @@ async fn a_key_named_twice_is_a_400_and_claims_nothing() {
             r#"{{"secret":"{secret}","resume":[{{"interruptId":"{id}","status":"resolved","payload":{{"approved":true,"packages":[],"packages":["x"]}},"metadata":{{"a":1,"a":2}}}}]}}"#
         ),
     ] {
-        let (status, body) = app.post_raw(&path, None, None, &raw).await;
+        let (status, body) = app.anonymous().post_raw(&path, &raw).await;
         assert_eq!(
             (status, code(&body)),
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),

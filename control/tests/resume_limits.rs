@@ -209,12 +209,8 @@ async fn a_reissued_secret_is_not_refused_by_the_old_secrets_limit() {
         resume(&app, &r.id, "guess").await;
     }
     let (s, b) = app
-        .post_json(
-            "/v1/chats/c1/interrupt/reissue",
-            app.runtime(),
-            Some("alice"),
-            json!({}),
-        )
+        .as_user("alice")
+        .post("/v1/chats/c1/interrupt/reissue", json!({}))
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let fresh = b["resume_secret"].as_str().unwrap();

@@ -95,10 +95,9 @@ async fn ttl_seconds_is_bounded() {
     );
     for bad in [json!(0), json!(-5), json!(7 * 24 * 3600 + 1)] {
         let (s, b) = app
-            .post_json(
+            .as_runtime()
+            .post(
                 "/v1/turns",
-                app.runtime(),
-                None,
                 json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": bad}),
             )
             .await;
@@ -160,7 +159,7 @@ async fn bad_launch_lists_are_422_naming_the_entry_and_nothing_is_written() {
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
-        let (s, b) = app.post_json("/v1/turns", app.runtime(), None, body).await;
+        let (s, b) = app.as_runtime().post("/v1/turns", body).await;
         assert_invalid_input(s, &b, entry, why, &extra.to_string());
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
@@ -182,7 +181,7 @@ async fn malformed_bodies_are_400_invalid_body_and_nothing_is_written() {
         r#"{"user_id": "u", "user_id": "v", "chat_id": "c", "can_ask_human": true}"#,
         "",
     ] {
-        let (s, b) = app.post_raw("/v1/turns", app.runtime(), None, raw).await;
+        let (s, b) = app.as_runtime().post_raw("/v1/turns", raw).await;
         assert_eq!(
             (s, code(&b)),
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),
@@ -196,13 +195,14 @@ async fn malformed_bodies_are_400_invalid_body_and_nothing_is_written() {
 async fn opening_needs_the_runtime_token() {
     let app = TestApp::new().await;
     let body = json!({"user_id": "u", "chat_id": "c", "can_ask_human": true});
-    let (s, b) = app.post_json("/v1/turns", None, None, body.clone()).await;
+    let (s, b) = app.anonymous().post("/v1/turns", body.clone()).await;
     assert_eq!((s, code(&b)), (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
     let (s, _) = app
-        .post_json("/v1/turns", Some("guess"), None, body.clone())
+        .with_token(Some("guess"))
+        .post("/v1/turns", body.clone())
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    let (s, b) = app.post_json("/v1/turns", app.admin(), None, body).await;
+    let (s, b) = app.as_admin().post("/v1/turns", body).await;
     assert_eq!((s, code(&b)), (StatusCode::FORBIDDEN, "FORBIDDEN"));
     assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
 }
@@ -213,10 +213,9 @@ async fn a_hidden_chat_takes_no_new_turns_but_the_same_chat_id_of_another_user_d
     app.open_turn("alice", "c", true).await;
     app.hide_chat("alice", "c").await;
     let (s, b) = app
-        .post_json(
+        .as_runtime()
+        .post(
             "/v1/turns",
-            app.runtime(),
-            None,
             json!({"user_id": "alice", "chat_id": "c", "can_ask_human": true}),
         )
         .await;
@@ -246,9 +245,7 @@ async fn launch_grants_are_audited_canonically() {
             json!({"sites": ["Files.Example.COM.", "*.Example.org"], "packages": ["Foo_Bar"]}),
         )
         .await;
-    let (s, b) = app
-        .get("/v1/admin/audit?kind=turn_opened", app.admin(), None)
-        .await;
+    let (s, b) = app.as_admin().get("/v1/admin/audit?kind=turn_opened").await;
     assert_eq!(s, StatusCode::OK);
     let rows = b["audit"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{b}");
@@ -445,11 +442,8 @@ async fn every_request_on_an_expired_turn_is_410_turn_expired() {
     app.expire_turn(&t.turn_id).await;
     for what in ["refusals", "egress", "policy"] {
         let (s, b) = app
-            .get(
-                &format!("/v1/turns/{}/{what}", t.turn_id),
-                app.runtime(),
-                None,
-            )
+            .as_runtime()
+            .get(&format!("/v1/turns/{}/{what}", t.turn_id))
             .await;
         assert_eq!(
             (s, code(&b)),
@@ -459,10 +453,9 @@ async fn every_request_on_an_expired_turn_is_410_turn_expired() {
         assert!(!message(&b).is_empty(), "{what}: {b}");
     }
     let (s, b) = app
-        .post_json(
+        .as_runtime()
+        .post(
             &format!("/v1/turns/{}/approval-requests", t.turn_id),
-            app.runtime(),
-            None,
             json!({"reason": "r"}),
         )
         .await;
@@ -472,10 +465,10 @@ async fn every_request_on_an_expired_turn_is_410_turn_expired() {
 #[tokio::test]
 async fn unknown_paths_and_methods_answer_with_the_error_shape() {
     let app = TestApp::new().await;
-    let (s, b) = app.get("/v1/no-such-endpoint", app.runtime(), None).await;
+    let (s, b) = app.as_runtime().get("/v1/no-such-endpoint").await;
     assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "NOT_FOUND"), "{b}");
     assert!(!message(&b).is_empty(), "{b}");
-    let (s, b) = app.delete("/v1/turns", app.runtime(), None).await;
+    let (s, b) = app.as_runtime().delete("/v1/turns").await;
     assert_eq!(
         (s, code(&b)),
         (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
@@ -520,7 +513,8 @@ async fn unknown_malformed_or_other_users_turns_are_not_found() {
     for id in [unknown.as_str(), "nonsense", "t_"] {
         for what in ["refusals", "egress", "policy"] {
             let (s, b) = app
-                .get(&format!("/v1/turns/{id}/{what}"), app.runtime(), None)
+                .as_runtime()
+                .get(&format!("/v1/turns/{id}/{what}"))
                 .await;
             assert_eq!(
                 (s, code(&b)),
@@ -531,17 +525,17 @@ async fn unknown_malformed_or_other_users_turns_are_not_found() {
     }
     for what in ["refusals", "egress", "policy"] {
         let path = format!("/v1/turns/{}/{what}", t.turn_id);
-        let (s, b) = app.get(&path, app.runtime(), Some("mallory")).await;
+        let (s, b) = app.as_user("mallory").get(&path).await;
         assert_eq!(
             (s, code(&b)),
             (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"),
             "{what}"
         );
-        let (s, _) = app.get(&path, app.runtime(), Some("alice")).await;
+        let (s, _) = app.as_user("alice").get(&path).await;
         assert_eq!(s, StatusCode::OK, "{what}");
-        let (s, _) = app.get(&path, None, None).await;
+        let (s, _) = app.anonymous().get(&path).await;
         assert_eq!(s, StatusCode::UNAUTHORIZED);
-        let (s, _) = app.get(&path, app.admin(), None).await;
+        let (s, _) = app.as_admin().get(&path).await;
         assert_eq!(s, StatusCode::FORBIDDEN);
     }
 }

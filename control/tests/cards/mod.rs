@@ -75,8 +75,7 @@ pub async fn register_with(app: &TestApp, draft_id: &str, extra: Value) -> (Stat
     for (k, v) in extra.as_object().cloned().unwrap_or_default() {
         body[k] = v;
     }
-    app.post_json("/v1/interrupts", app.runtime(), None, body)
-        .await
+    app.as_runtime().post("/v1/interrupts", body).await
 }
 
 /// Registers a draft, asserting `201`.
@@ -110,13 +109,9 @@ pub fn resume_body(id: &str, secret: &str, status: &str, payload: Value) -> Valu
 /// `POST /v1/interrupts/{id}/resume` without a bearer token.
 pub async fn resume(app: &TestApp, id: &str, secret: &str, payload: Value) -> (StatusCode, Value) {
     let path = format!("/v1/interrupts/{id}/resume");
-    app.post_json(
-        &path,
-        None,
-        None,
-        resume_body(id, secret, "resolved", payload),
-    )
-    .await
+    app.anonymous()
+        .post(&path, resume_body(id, secret, "resolved", payload))
+        .await
 }
 
 /// Approves a card, asserting the claim; returns the claim id.
@@ -129,7 +124,8 @@ pub async fn approve(app: &TestApp, r: &Registered) -> String {
 
 /// `POST /v1/interrupts/{id}/{action}` with `{"claim_id", ...}`.
 pub async fn claim_call(app: &TestApp, id: &str, action: &str, body: Value) -> (StatusCode, Value) {
-    app.post_json(&format!("/v1/interrupts/{id}/{action}"), None, None, body)
+    app.anonymous()
+        .post(&format!("/v1/interrupts/{id}/{action}"), body)
         .await
 }
 
