@@ -66,14 +66,14 @@ impl Held {
     /// Both connections are closed by the proxy within one second of `since`.
     pub async fn assert_closed_within_a_second(&mut self, since: Instant, what: &str) {
         let tunnel = format!("{what}: the tunnel");
-        assert_closed_within_a_second(&mut self.tunnel, since, &tunnel).await;
+        assert_closed_in_a_second(&mut self.tunnel, since, &tunnel).await;
         let keepalive = format!("{what}: the keep-alive connection");
-        assert_closed_within_a_second(&mut self.keepalive, since, &keepalive).await;
+        assert_closed_in_a_second(&mut self.keepalive, since, &keepalive).await;
     }
 }
 
 /// The proxy closes `s` within one second of `since`.
-pub async fn assert_closed_within_a_second(s: &mut TcpStream, since: Instant, what: &str) {
+pub async fn assert_closed_in_a_second(s: &mut TcpStream, since: Instant, what: &str) {
     assert!(wait_closed(s, 3).await.is_ok(), "{what} was not closed");
     let took = since.elapsed();
     assert!(

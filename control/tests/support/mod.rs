@@ -10,8 +10,11 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod answer;
 pub mod caller;
 pub mod setup;
+
+pub use answer::*;
 
 use std::sync::Arc;
 
@@ -248,28 +251,4 @@ async fn fresh_postgres_database(base: &str) -> String {
     admin.close().await;
     let (prefix, _) = base.rsplit_once('/').unwrap_or((base, ""));
     format!("{prefix}/{name}")
-}
-
-/// The `error.code` of an error body.
-pub fn code(body: &Value) -> &str {
-    body["error"]["code"].as_str().unwrap_or("")
-}
-
-/// The `error.message` of an error body.
-pub fn message(body: &Value) -> &str {
-    body["error"]["message"].as_str().unwrap_or("")
-}
-
-/// Asserts a `422 INVALID_INPUT` whose message names `entry` first and says `why`.
-#[track_caller]
-pub fn assert_invalid_input(status: StatusCode, body: &Value, entry: &str, why: &str, case: &str) {
-    assert_eq!(
-        (status, code(body)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
-        "{case}: {body}"
-    );
-    assert!(
-        message(body).starts_with(entry) && message(body).contains(why),
-        "{case}: {body}"
-    );
 }

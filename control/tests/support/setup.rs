@@ -189,6 +189,14 @@ impl TestApp {
         ))
         .await;
     }
+
+    /// Asserts that nothing was written to any of `tables`.
+    pub async fn assert_empty(&self, tables: &[&str]) {
+        for t in tables {
+            let n = self.count(&format!("SELECT COUNT(*) FROM {t}")).await;
+            assert_eq!(n, 0, "rows in {t}");
+        }
+    }
 }
 
 /// A refusal of `host:443` for a turn, now, with nothing else known.
