@@ -119,18 +119,11 @@ async fn draft_errors_come_before_the_one_open_rule() {
 #[tokio::test]
 async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
     let app = Arc::new(TestApp::new().await);
-    let turn = app.open_turn("alice", "c1", true).await;
+    let turn = app.turn("alice", "c1").await;
     let mut drafts = Vec::new();
     for i in 0..8 {
         drafts.push(
-            cards::draft_in_turn(
-                &app,
-                &turn.turn_id,
-                &[&format!("h{i}.example.com")],
-                &[],
-                None,
-            )
-            .await,
+            cards::draft_in_turn(&app, &turn, &[&format!("h{i}.example.com")], &[], None).await,
         );
     }
     let tasks: Vec<_> = drafts

@@ -219,8 +219,8 @@ async fn the_approval_tool_schema_is_for_a_model_as_is() {
     assert_eq!(schema["required"], serde_json::json!(["reason"]));
     assert_eq!(schema["additionalProperties"], false);
     // What the schema allows, the endpoint takes (the runtime adds only its tool_call_id).
-    let turn = app.open_turn("alice", "c1", true).await;
-    let (status, body) = app.as_runtime().post(&format!("/v1/turns/{}/approval-requests", turn.turn_id), serde_json::json!({"reason": "fetch the data", "urls": ["https://files.example.com/a.csv"], "packages": ["requests"]}))
+    let turn = app.turn("alice", "c1").await;
+    let (status, body) = app.as_runtime().post(&format!("/v1/turns/{}/approval-requests", turn), serde_json::json!({"reason": "fetch the data", "urls": ["https://files.example.com/a.csv"], "packages": ["requests"]}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["outcome"], "ask");

@@ -24,7 +24,7 @@ async fn create(app: &TestApp, name: &str, scopes: &[&str]) -> String {
 /// One request per endpoint family, each needing one scope; returns the statuses.
 async fn reach(app: &TestApp, token: &str) -> Vec<(&'static str, StatusCode)> {
     let t = Some(token);
-    let turn = app.open_turn("u", "c", true).await;
+    let turn = app.turn("u", "c").await;
     let mut out = Vec::new();
     let (s, _) = app
         .with_token(t)
@@ -36,7 +36,7 @@ async fn reach(app: &TestApp, token: &str) -> Vec<(&'static str, StatusCode)> {
     out.push(("turns", s));
     let (s, _) = app
         .with_token(t)
-        .get(&format!("/v1/turns/{}/refusals", turn.turn_id))
+        .get(&format!("/v1/turns/{}/refusals", turn))
         .await;
     out.push(("turns", s));
     let (s, _) = app

@@ -265,8 +265,8 @@ async fn launch_grants_are_audited_canonically() {
 #[tokio::test]
 async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
     let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    let turn = TurnId::parse(&t.turn_id).unwrap();
+    let t = app.turn("u", "c").await;
+    let turn = TurnId::parse(&t).unwrap();
     app.admin_site("admin.example.com").await;
     app.insert_approval(
         "u",
@@ -331,7 +331,7 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
     let left = approval_expiry.millis() - Timestamp::now().millis();
     assert!((50_000..=60_000).contains(&left), "{left} ms left");
     assert_eq!(verdicts[1].as_ref().unwrap().expires_at, None);
-    let (s, b) = app.turn_get(&t.turn_id, "refusals").await;
+    let (s, b) = app.turn_get(&t, "refusals").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let mut rows: Vec<(String, String, i64)> = b["refusals"]
         .as_array()
@@ -372,8 +372,8 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
 #[tokio::test]
 async fn refusals_list_the_record_and_the_overflow() {
     let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    let turn = TurnId::parse(&t.turn_id).unwrap();
+    let t = app.turn("u", "c").await;
+    let turn = TurnId::parse(&t).unwrap();
     let ev = |host: &str, port, reason, url: Option<&str>| RefusalEvent {
         turn: turn.clone(),
         host: host.into(),
@@ -407,9 +407,9 @@ async fn refusals_list_the_record_and_the_overflow() {
         )
         .await
         .unwrap();
-    let (s, b) = app.turn_get(&t.turn_id, "refusals").await;
+    let (s, b) = app.turn_get(&t, "refusals").await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    assert_eq!(b["turn_id"], t.turn_id.as_str());
+    assert_eq!(b["turn_id"], t.as_str());
     assert_eq!(b["overflow"], 1, "third host past max-refusals-per-turn");
     let rows = b["refusals"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
@@ -428,8 +428,8 @@ async fn refusals_list_the_record_and_the_overflow() {
     assert_eq!(files["url"], "http://files.example.com/a.csv");
 
     // Another turn of the same chat has its own record.
-    let t2 = app.open_turn("u", "c", true).await;
-    let (_, b2) = app.turn_get(&t2.turn_id, "refusals").await;
+    let t2 = app.turn("u", "c").await;
+    let (_, b2) = app.turn_get(&t2, "refusals").await;
     assert_eq!(b2["refusals"], json!([]));
     assert_eq!(b2["overflow"], 0);
 }
@@ -437,13 +437,13 @@ async fn refusals_list_the_record_and_the_overflow() {
 #[tokio::test]
 async fn every_request_on_an_expired_turn_is_410_turn_expired() {
     let app = TestApp::new().await;
-    let t = app.open_turn("alice", "c", true).await;
-    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
-    app.expire_turn(&t.turn_id).await;
+    let t = app.turn("alice", "c").await;
+    app.refuse_unapproved(&t, "pypi.org").await;
+    app.expire_turn(&t).await;
     for what in ["refusals", "egress", "policy"] {
         let (s, b) = app
             .as_runtime()
-            .get(&format!("/v1/turns/{}/{what}", t.turn_id))
+            .get(&format!("/v1/turns/{}/{what}", t))
             .await;
         assert_eq!(
             (s, code(&b)),
@@ -455,7 +455,7 @@ async fn every_request_on_an_expired_turn_is_410_turn_expired() {
     let (s, b) = app
         .as_runtime()
         .post(
-            &format!("/v1/turns/{}/approval-requests", t.turn_id),
+            &format!("/v1/turns/{}/approval-requests", t),
             json!({"reason": "r"}),
         )
         .await;
@@ -479,8 +479,8 @@ async fn unknown_paths_and_methods_answer_with_the_error_shape() {
 #[tokio::test]
 async fn egress_summarises_allowed_traffic_per_host() {
     let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    let turn = TurnId::parse(&t.turn_id).unwrap();
+    let t = app.turn("u", "c").await;
+    let turn = TurnId::parse(&t).unwrap();
     let ev = |up, down| EgressEvent {
         turn: turn.clone(),
         host: Host::parse("pypi.org").unwrap(),
@@ -493,9 +493,9 @@ async fn egress_summarises_allowed_traffic_per_host() {
         .record_egress(&[ev(10, 1000), ev(5, 500)])
         .await
         .unwrap();
-    let (s, b) = app.turn_get(&t.turn_id, "egress").await;
+    let (s, b) = app.turn_get(&t, "egress").await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    assert_eq!(b["turn_id"], t.turn_id.as_str());
+    assert_eq!(b["turn_id"], t.as_str());
     let rows = b["egress"].as_array().unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["host"], "pypi.org");
@@ -508,7 +508,7 @@ async fn egress_summarises_allowed_traffic_per_host() {
 #[tokio::test]
 async fn unknown_malformed_or_other_users_turns_are_not_found() {
     let app = TestApp::new().await;
-    let t = app.open_turn("alice", "c", true).await;
+    let t = app.turn("alice", "c").await;
     let unknown = TurnId::generate();
     for id in [unknown.as_str(), "nonsense", "t_"] {
         for what in ["refusals", "egress", "policy"] {
@@ -524,7 +524,7 @@ async fn unknown_malformed_or_other_users_turns_are_not_found() {
         }
     }
     for what in ["refusals", "egress", "policy"] {
-        let path = format!("/v1/turns/{}/{what}", t.turn_id);
+        let path = format!("/v1/turns/{}/{what}", t);
         let (s, b) = app.as_user("mallory").get(&path).await;
         assert_eq!(
             (s, code(&b)),
@@ -578,8 +578,8 @@ async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
     assert_eq!(b["expires_at"], t.body["expires_at"]);
 
     // A later turn of the same chat sees the chat's approvals but not the first turn's launch list.
-    let t2 = app.open_turn("u", "c", true).await;
-    let (_, b2) = app.turn_get(&t2.turn_id, "policy").await;
+    let t2 = app.turn("u", "c").await;
+    let (_, b2) = app.turn_get(&t2, "policy").await;
     assert_eq!(
         b2["sites"],
         json!(["*.pythonhosted.org", "data.example.com"])
@@ -608,8 +608,8 @@ async fn wildcards_stored_before_the_suffix_rule_tightened_allow_nothing() {
         Duration::from_secs(3600),
     )
     .await;
-    let t = app.open_turn("u", "c", true).await;
-    let (s, b) = app.turn_get(&t.turn_id, "policy").await;
+    let t = app.turn("u", "c").await;
+    let (s, b) = app.turn_get(&t, "policy").await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["sites"], json!([]));
     let (user, chat) = (

@@ -1,6 +1,6 @@
-//! Helpers shared by the interrupt, resume and approvals tests: a turn with a draft card
-//! (built through the store, so these tests do not depend on the approval tool's merging),
-//! registration and resume requests.
+//! Helpers shared by the approval-tool, interrupt, resume and approvals tests: the approval
+//! tool's request, a turn with a draft card (built through the store, so the card tests do not
+//! depend on the approval tool's merging), registration, and the person's answers.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,7 +8,32 @@ use axum::http::StatusCode;
 use egressgate_store::{Card, Host, PackageSpec, Timestamp, TurnId};
 use serde_json::{Value, json};
 
-use crate::support::TestApp;
+use crate::support::{Answer, TestApp};
+
+/// The approval tool: `POST /v1/turns/{turn_id}/approval-requests` with `body`.
+pub async fn ask(app: &TestApp, turn_id: &str, body: Value) -> Answer {
+    let path = format!("/v1/turns/{turn_id}/approval-requests");
+    app.as_runtime().post(&path, body).await
+}
+
+/// The approval tool asked for `urls` (a fixed reason, no packages).
+pub async fn ask_urls(app: &TestApp, turn_id: &str, urls: &[&str]) -> Answer {
+    let reason = "the analysis needs the data";
+    ask(
+        app,
+        turn_id,
+        json!({"reason": reason, "urls": urls, "packages": []}),
+    )
+    .await
+}
+
+/// The approval tool asked for `urls` answers `ask`, and its draft is registered: the card.
+pub async fn asked(app: &TestApp, turn_id: &str, urls: &[&str]) -> Registered {
+    let (status, body) = ask_urls(app, turn_id, urls).await;
+    let outcome = (status, body["outcome"].as_str());
+    assert_eq!(outcome, (StatusCode::OK, Some("ask")), "{body}");
+    register(app, body["draft_id"].as_str().unwrap(), json!({})).await
+}
 
 /// A registered card: its interrupt id and resume secret, plus the registration body.
 pub struct Registered {
@@ -112,6 +137,14 @@ pub async fn resume(app: &TestApp, id: &str, secret: &str, payload: Value) -> (S
     app.anonymous()
         .post(&path, resume_body(id, secret, "resolved", payload))
         .await
+}
+
+/// The person dismisses the card (`cancelled`, no payload): the resume's status.
+pub async fn dismiss(app: &TestApp, r: &Registered) -> StatusCode {
+    let resume =
+        json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "cancelled"}]});
+    let path = format!("/v1/interrupts/{}/resume", r.id);
+    app.anonymous().post(&path, resume).await.0
 }
 
 /// Approves a card, asserting the claim; returns the claim id.

@@ -38,6 +38,11 @@ impl TestApp {
         }
     }
 
+    /// Opens a turn of (user, chat) that may ask a human, with no launch lists: its id.
+    pub async fn turn(&self, user: &str, chat: &str) -> String {
+        self.open_turn(user, chat, true).await.turn_id
+    }
+
     /// Opens a turn with no launch lists.
     pub async fn open_turn(&self, user: &str, chat: &str, can_ask_human: bool) -> OpenedTurn {
         self.open_turn_with(user, chat, can_ask_human, json!({}))
@@ -73,6 +78,20 @@ impl TestApp {
             .record_refusals(&[event], 256)
             .await
             .expect("record refusal");
+    }
+
+    /// Records a refusal of `host:443` for `reason`, as the proxy would.
+    pub async fn refuse_for(&self, turn_id: &str, host: &str, reason: RefusalReason) {
+        self.record(refusal(turn_id, host, reason)).await;
+    }
+
+    /// `PUT /v1/admin/users/{user}` with `can_approve`: the answer's status.
+    pub async fn set_can_approve(&self, user: &str, can: bool) -> StatusCode {
+        let path = format!("/v1/admin/users/{user}");
+        self.as_admin()
+            .put(&path, json!({"can_approve": can}))
+            .await
+            .0
     }
 
     /// Records a `not_approved` refusal of `host:443` for a turn, as the proxy would.
