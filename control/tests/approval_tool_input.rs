@@ -193,7 +193,7 @@ async fn probing_more_hosts_than_a_card_holds_keeps_the_card_usable() {
     let message = reg.body["interrupt"]["message"].as_str().unwrap();
     let not_shown = "27 more blocked sites not shown";
     assert!(message.contains(not_shown), "{message}");
-    let (s, res) = cards::resume(&app, &reg.id, &reg.secret, json!({"approved": true})).await;
+    let (s, res) = cards::click(&app, &reg).await;
     assert_eq!(s, StatusCode::OK, "{res}");
     assert_eq!(res["decision"]["sites"], card["sites"]);
     assert_eq!(

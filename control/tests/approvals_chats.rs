@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use egressgate_store::Timestamp;
 use serde_json::json;
-use support::{TestApp, code};
+use support::{TestApp, assert_error, code};
 
 #[tokio::test]
 async fn an_approval_writes_rows_the_chat_can_list() {
@@ -49,7 +49,7 @@ async fn a_decline_removes_only_its_own_cards_rows() {
     let app = TestApp::new().await;
     let a = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
     let claim = cards::approve(&app, &a).await;
-    cards::claim_call(&app, &a.id, "complete", json!({"claim_id": claim})).await;
+    cards::claim(&app, &a, "complete", &claim).await;
     app.insert_approval(
         "alice",
         "c1",
@@ -115,31 +115,19 @@ async fn hiding_a_chat_expires_its_card_and_revokes_everything() {
     let app = TestApp::new().await;
     let done = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
     let claim = cards::approve(&app, &done).await;
-    cards::claim_call(&app, &done.id, "complete", json!({"claim_id": claim})).await;
+    cards::claim(&app, &done, "complete", &claim).await;
     let pending = cards::card(&app, "alice", "c1", &["b.example.com"], &[]).await;
 
     // Another user's chat of the same id, and an unknown chat, are not found.
     let (status, body) = app.as_user("mallory").delete("/v1/chats/c1").await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "CHAT_NOT_FOUND")
-    );
+    assert_error(status, &body, (StatusCode::NOT_FOUND, "CHAT_NOT_FOUND"), "");
     let (status, _) = app.as_user("alice").delete("/v1/chats/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let (status, body) = app.as_user("alice").delete("/v1/chats/c1").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = cards::resume(
-        &app,
-        &pending.id,
-        &pending.secret,
-        json!({"approved": true}),
-    )
-    .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::GONE, "INTERRUPT_EXPIRED")
-    );
+    let (status, body) = cards::click(&app, &pending).await;
+    assert_error(status, &body, (StatusCode::GONE, "INTERRUPT_EXPIRED"), "");
     let (_, list) = app.as_user("alice").get("/v1/chats/c1/approvals").await;
     assert_eq!(list, json!({"approvals": []}));
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
@@ -147,7 +135,7 @@ async fn hiding_a_chat_expires_its_card_and_revokes_everything() {
     // New turns are refused.
     let body = json!({"user_id": "alice", "chat_id": "c1", "can_ask_human": true});
     let (status, body) = app.as_runtime().post("/v1/turns", body).await;
-    assert_eq!((status, code(&body)), (StatusCode::GONE, "CHAT_HIDDEN"));
+    assert_error(status, &body, (StatusCode::GONE, "CHAT_HIDDEN"), "");
     // Hiding twice is harmless.
     let (status, _) = app.as_user("alice").delete("/v1/chats/c1").await;
     assert_eq!(status, StatusCode::OK);
@@ -170,14 +158,18 @@ async fn an_audit_failure_revokes_nothing() {
         .as_user("alice")
         .delete("/v1/chats/c1/approvals/site/a.example.com")
         .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED"),
+        "",
     );
     let (status, body) = app.as_user("alice").delete("/v1/chats/c1").await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED"),
+        "",
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 1);
     assert_eq!(

@@ -15,7 +15,7 @@ use egressgate_control::Settings;
 use egressgate_store::Timestamp;
 use egressgate_store::blob::{BlobError, BlobFuture, BlobRef, BlobStore, DirBlobStore};
 use serde_json::json;
-use support::{TestApp, code};
+use support::{TestApp, assert_error, code};
 
 #[tokio::test]
 async fn registration_returns_an_ag_ui_interrupt() {
@@ -75,21 +75,25 @@ async fn registration_returns_an_ag_ui_interrupt() {
 async fn draft_errors_come_before_the_one_open_rule() {
     let app = TestApp::new().await;
     let (status, body) = cards::register_with(&app, "dr_AAAAAAAAAAAAAAAAAAAAAA", json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND"),
+        "",
     );
     let (status, body) = cards::register_with(&app, "nonsense", json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND"),
+        "",
     );
 
     let (turn, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
     cards::register(&app, &d, json!({})).await;
     // Used draft while the chat has an open request: DRAFT_USED, not INTERRUPT_PENDING.
     let (status, body) = cards::register_with(&app, &d, json!({})).await;
-    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "DRAFT_USED"));
+    assert_error(status, &body, (StatusCode::CONFLICT, "DRAFT_USED"), "");
     // Expired draft while the chat has an open request: DRAFT_NOT_FOUND.
     let d2 = cards::draft_in_turn(&app, &turn, &["pypi.org"], &[], None).await;
     app.exec_sql(&format!(
@@ -97,16 +101,20 @@ async fn draft_errors_come_before_the_one_open_rule() {
     ))
     .await;
     let (status, body) = cards::register_with(&app, &d2, json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND"),
+        "",
     );
     // A usable draft in the same chat meets the one-open rule.
     let d3 = cards::draft_in_turn(&app, &turn, &["pypi.org"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d3, json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::CONFLICT, "INTERRUPT_PENDING")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::CONFLICT, "INTERRUPT_PENDING"),
+        "",
     );
     let unused = format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d3}' AND used_at IS NULL");
     assert_eq!(
@@ -159,7 +167,7 @@ async fn a_closed_request_makes_room_for_the_next_card() {
     let (turn, d) = cards::draft(&app, "alice", "c1", &["a.example.com"], &[], None).await;
     let r = cards::register(&app, &d, json!({})).await;
     let claim = cards::approve(&app, &r).await;
-    let (status, _) = cards::claim_call(&app, &r.id, "complete", json!({"claim_id": claim})).await;
+    let (status, _) = cards::claim(&app, &r, "complete", &claim).await;
     assert_eq!(status, StatusCode::OK);
     // Done: a new card may replace it (in the same turn, as a resumed run would).
     let d = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
@@ -194,9 +202,11 @@ async fn a_failed_snapshot_write_leaves_no_pointer() {
     let app = TestApp::with_blobs(Settings::default(), Some(Arc::new(BrokenBlobs))).await;
     let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "c25hcA=="})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED"),
+        "",
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     assert_eq!(
@@ -217,16 +227,20 @@ async fn an_oversized_snapshot_is_refused_with_no_pointer() {
     let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
     let big = base64_of(&[7u8; 17]);
     let (status, body) = cards::register_with(&app, &d, json!({"snapshot": big})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED"),
+        "",
     );
     // Far past the limit (the body itself is over the read limit): the same answer.
     let huge = base64_of(&vec![7u8; 200_000]);
     let (status, body) = cards::register_with(&app, &d, json!({"snapshot": huge})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED"),
+        "",
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     // At the limit it is accepted.
@@ -289,25 +303,29 @@ fn cid(s: &str) -> egressgate_store::ChatId {
 #[tokio::test]
 async fn reissue_makes_the_old_secret_stop_working() {
     let app = TestApp::new().await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     let path = "/v1/chats/c1/interrupt/reissue";
     let (status, body) = app.as_user("alice").post(path, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["interrupt"]["id"], r.id.as_str());
     let fresh = body["resume_secret"].as_str().unwrap();
     assert_ne!(fresh, r.secret);
-    let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
+    let (status, body) = cards::click(&app, &r).await;
+    assert_error(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND"),
+        "",
     );
     let (status, _) = cards::resume(&app, &r.id, fresh, json!({"approved": true})).await;
     assert_eq!(status, StatusCode::OK);
     // Another user, or a chat without an open request: not found.
     let (status, body) = app.as_user("mallory").post(path, json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND"),
+        "",
     );
     let (status, _) = app
         .as_user("alice")
@@ -345,7 +363,7 @@ async fn outcome_answers_from_stored_data() {
         json!({"outcome": "approved", "sites": ["files.example.com"], "packages": []})
     );
 
-    let r = cards::card(&app, "alice", "c2", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c2").await;
     app.exec_sql(&format!(
         "UPDATE interrupts SET expires_at = 1 WHERE interrupt_id = '{}'",
         r.id
@@ -371,7 +389,7 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     // A claim id nobody holds: CLAIM_LOST and nothing written.
     let d2 = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d2, json!({"claim_id": "not-a-claim"})).await;
-    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
+    assert_error(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"), "");
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
@@ -399,8 +417,7 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     assert_eq!(app.count(&reset).await, 1);
     assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 1);
     // The old claim is gone with the old request.
-    let (status, body) =
-        cards::claim_call(&app, &first.id, "heartbeat", json!({"claim_id": claim})).await;
+    let (status, body) = cards::claim(&app, &first, "heartbeat", &claim).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     // The first card's approvals stay; the new card is answerable.
     assert_eq!(
@@ -415,7 +432,7 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     // Chaining again with the (now replaced) first claim fails.
     let d3 = cards::draft_in_turn(&app, &turn, &["c.example.com"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d3, json!({"claim_id": claim})).await;
-    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
+    assert_error(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"), "");
 }
 
 #[tokio::test]
@@ -424,9 +441,11 @@ async fn an_audit_failure_registers_nothing() {
     let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
     cards::break_audit(&app).await;
     let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    assert_error(
+        status,
+        &body,
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED"),
+        "",
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     assert_eq!(
@@ -440,7 +459,7 @@ async fn an_audit_failure_registers_nothing() {
 async fn the_janitor_purges_old_rows_and_orphaned_blobs() {
     let (_tmp, dir) = blob_dir();
     let app = TestApp::with_blobs(Settings::default(), Some(Arc::new(dir.clone()))).await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     let orphan = dir.put(b"orphan".to_vec()).await.unwrap();
     let now = Timestamp::now().plus(Duration::from_secs(2));
     let grace = Duration::from_secs(1);
@@ -464,6 +483,6 @@ async fn the_janitor_purges_old_rows_and_orphaned_blobs() {
             .unwrap();
     assert_eq!((counts.interrupts, counts.blobs), (1, 1));
     // A purged request is unknown.
-    let (status, _) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
+    let (status, _) = cards::click(&app, &r).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

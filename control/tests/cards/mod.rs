@@ -35,6 +35,14 @@ pub async fn asked(app: &TestApp, turn_id: &str, urls: &[&str]) -> Registered {
     register(app, body["draft_id"].as_str().unwrap(), json!({})).await
 }
 
+/// Settings whose lease lapses in 300 ms, so a test can wait one out.
+pub fn short_lease() -> egressgate_control::Settings {
+    egressgate_control::Settings {
+        lease: std::time::Duration::from_millis(300),
+        ..egressgate_control::Settings::default()
+    }
+}
+
 /// A registered card: its interrupt id and resume secret, plus the registration body.
 pub struct Registered {
     /// Interrupt id.
@@ -124,6 +132,33 @@ pub async fn card(
 ) -> Registered {
     let (_, d) = draft(app, user, chat, sites, packages, None).await;
     register(app, &d, json!({"snapshot": "c25hcHNob3Q="})).await
+}
+
+/// A card for `files.example.com` in a fresh turn of (user, chat): the common case.
+pub async fn files_card(app: &TestApp, user: &str, chat: &str) -> Registered {
+    card(app, user, chat, &["files.example.com"], &[]).await
+}
+
+/// The person clicks Approve (`{"approved": true}`): the answer, unchecked.
+pub async fn click(app: &TestApp, r: &Registered) -> Answer {
+    resume(app, &r.id, &r.secret, json!({"approved": true})).await
+}
+
+/// `POST /v1/interrupts/{id}/resume` with `body` as is, without a bearer token.
+pub async fn resume_as(app: &TestApp, r: &Registered, body: Value) -> Answer {
+    let path = format!("/v1/interrupts/{}/resume", r.id);
+    app.anonymous().post(&path, body).await
+}
+
+/// `POST /v1/interrupts/{id}/{action}` (`heartbeat`, `complete`) with the claim id alone.
+pub async fn claim(app: &TestApp, r: &Registered, action: &str, claim_id: &str) -> Answer {
+    claim_call(app, &r.id, action, json!({"claim_id": claim_id})).await
+}
+
+/// The resumed run finishes with `answer`: `complete` with the claim.
+pub async fn complete_with(app: &TestApp, r: &Registered, claim: &str, answer: &Value) -> Answer {
+    let body = json!({"claim_id": claim, "answer": answer});
+    claim_call(app, &r.id, "complete", body).await
 }
 
 /// The resume body for one entry.
