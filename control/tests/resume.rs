@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use egressgate_control::Settings;
 use egressgate_store::Timestamp;
 use serde_json::{Value, json};
-use support::{TestApp, assert_error, code};
+use support::{TestApp, assert_code, assert_error, code};
 
 #[tokio::test]
 async fn fifty_concurrent_clicks_claim_exactly_once() {
@@ -141,9 +141,9 @@ async fn a_lapsed_lease_lets_the_next_click_claim() {
     assert_ne!(first, second);
     // The first worker's claim is gone.
     let (status, body) = cards::claim(&app, &r, "heartbeat", &first).await;
-    assert_error(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"), "");
+    assert_code(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"));
     let (status, body) = cards::claim(&app, &r, "complete", &first).await;
-    assert_error(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"), "");
+    assert_code(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"));
     let (status, _) = cards::claim(&app, &r, "heartbeat", &second).await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -163,7 +163,7 @@ async fn past_the_claim_cap_the_card_is_denied_and_its_rows_deleted() {
     assert_eq!(app.count(&stamped).await, 2);
     tokio::time::sleep(Duration::from_millis(400)).await;
     let (status, body) = cards::click(&app, &r).await;
-    assert_error(status, &body, (StatusCode::GONE, "INTERRUPT_EXPIRED"), "");
+    assert_code(status, &body, (StatusCode::GONE, "INTERRUPT_EXPIRED"));
     assert_eq!(app.count(&stamped).await, 0);
     assert_eq!(app.audit_rows("claim_cap_expired").await, 1);
     let (_, outcome) = app
@@ -199,10 +199,10 @@ async fn heartbeats_never_pass_the_deadline() {
     assert!(lease <= Timestamp::parse_rfc3339(&deadline).unwrap());
     tokio::time::sleep(Duration::from_millis(700)).await;
     let (status, body) = cards::claim(&app, &r, "heartbeat", &claim).await;
-    assert_error(status, &body, (StatusCode::GONE, "DEADLINE_PASSED"), "");
+    assert_code(status, &body, (StatusCode::GONE, "DEADLINE_PASSED"));
     // A stranger's claim id is simply not the claim.
     let (status, body) = cards::claim(&app, &r, "heartbeat", "nope").await;
-    assert_error(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"), "");
+    assert_code(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"));
 }
 
 #[tokio::test]
@@ -285,7 +285,7 @@ async fn a_second_card_of_the_same_user_waits_for_a_slot() {
     let b = cards::card(&app, "alice", "c2", &["b.example.com"], &[]).await;
     let claim = cards::approve(&app, &a).await;
     let (status, body) = cards::click(&app, &b).await;
-    assert_error(status, &body, (StatusCode::TOO_MANY_REQUESTS, "BUSY"), "");
+    assert_code(status, &body, (StatusCode::TOO_MANY_REQUESTS, "BUSY"));
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending'",

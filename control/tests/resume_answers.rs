@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use support::{TestApp, assert_error, code};
+use support::{TestApp, assert_code, code};
 
 #[tokio::test]
 async fn only_an_explicit_true_approves() {
@@ -110,11 +110,10 @@ async fn an_invalid_decision_claims_nothing() {
             json!({"approved": true, "packages": packages}),
         )
         .await;
-        assert_error(
+        assert_code(
             status,
             &body,
             (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_DECISION"),
-            "",
         );
     }
     let untouched = format!(
@@ -145,12 +144,7 @@ async fn a_reclaim_must_repeat_the_first_decision() {
     cards::approve(&app, &r).await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": false})).await;
-    assert_error(
-        status,
-        &body,
-        (StatusCode::CONFLICT, "DECISION_CONFLICT"),
-        "",
-    );
+    assert_code(status, &body, (StatusCode::CONFLICT, "DECISION_CONFLICT"));
     assert_eq!(
         app.count("SELECT COUNT(*) FROM approvals").await,
         1,
@@ -197,16 +191,15 @@ async fn an_incomplete_resume_is_refused() {
             .anonymous()
             .post(&path, json!({"secret": r.secret, "resume": resume}))
             .await;
-        assert_error(
+        assert_code(
             status,
             &body,
             (StatusCode::UNPROCESSABLE_ENTITY, "INCOMPLETE_RESUME"),
-            "",
         );
     }
     let bad = json!({"secret": r.secret, "resume": [entry], "extra": 1});
     let (status, body) = app.anonymous().post(&path, bad).await;
-    assert_error(status, &body, (StatusCode::BAD_REQUEST, "INVALID_BODY"), "");
+    assert_code(status, &body, (StatusCode::BAD_REQUEST, "INVALID_BODY"));
     // metadata is accepted and ignored; the payload may carry anything.
     let ok = json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "resolved",
         "payload": {"approved": true, "note": "fine"}, "metadata": {"client": "x"}}]});

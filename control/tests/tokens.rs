@@ -10,7 +10,7 @@ mod support;
 use axum::http::StatusCode;
 use egressgate_store::Secret;
 use serde_json::{Value, json};
-use support::{TestApp, assert_error, code, message};
+use support::{TestApp, assert_code, code, message};
 
 async fn create(app: &TestApp, name: &str, scopes: &[&str]) -> String {
     let (s, b) = app
@@ -100,7 +100,7 @@ async fn each_scope_opens_its_endpoints_only() {
         );
     }
     let (s, b) = app.as_runtime().get("/v1/admin/tokens").await;
-    assert_error(s, &b, (StatusCode::FORBIDDEN, "FORBIDDEN"), "");
+    assert_code(s, &b, (StatusCode::FORBIDDEN, "FORBIDDEN"));
 }
 
 #[tokio::test]
@@ -166,7 +166,7 @@ async fn rotation_needs_no_restart_and_expiry_is_401() {
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     let (s, b) = app.as_admin().delete("/v1/admin/tokens/runtime-a").await;
-    assert_error(s, &b, (StatusCode::NOT_FOUND, "TOKEN_NOT_FOUND"), "");
+    assert_code(s, &b, (StatusCode::NOT_FOUND, "TOKEN_NOT_FOUND"));
     assert_eq!(app.audit_rows("admin_change").await, 3);
 
     // Expired (now ≥ its expiry): 401, like an unknown token.
@@ -176,7 +176,7 @@ async fn rotation_needs_no_restart_and_expiry_is_401() {
         .with_token(Some(&new))
         .get("/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy")
         .await;
-    assert_error(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"), "");
+    assert_code(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
     assert!(message(&b).contains("expired"), "{b}");
 }
 
@@ -232,7 +232,7 @@ async fn bad_token_requests_are_refused_and_write_nothing() {
             r#"{"name": "x", "scopes": ["turns"], "scopes": ["admin"]}"#,
         )
         .await;
-    assert_error(s, &b, (StatusCode::BAD_REQUEST, "INVALID_BODY"), "");
+    assert_code(s, &b, (StatusCode::BAD_REQUEST, "INVALID_BODY"));
     assert_eq!(app.count("SELECT COUNT(*) FROM scoped_tokens").await, 1);
     assert_eq!(app.audit_rows("admin_change").await, 1);
     // A token never created is 401; a scoped token is never accepted as the admin token.

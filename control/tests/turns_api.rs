@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use egressgate_store::db::refusals::{EgressEvent, RefusalCandidate, RefusalEvent, Subject};
 use egressgate_store::{ChatId, Host, RefusalReason, Secret, Timestamp, TurnId, UserId};
 use serde_json::json;
-use support::{TestApp, assert_error, assert_invalid_input, code, message};
+use support::{TestApp, assert_code, assert_invalid_input, code, message};
 
 fn credential(proxy_url: &str) -> (String, String) {
     let rest = proxy_url.strip_prefix("http://").expect("http scheme");
@@ -196,14 +196,14 @@ async fn opening_needs_the_runtime_token() {
     let app = TestApp::new().await;
     let body = json!({"user_id": "u", "chat_id": "c", "can_ask_human": true});
     let (s, b) = app.anonymous().post("/v1/turns", body.clone()).await;
-    assert_error(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"), "");
+    assert_code(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
     let (s, _) = app
         .with_token(Some("guess"))
         .post("/v1/turns", body.clone())
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     let (s, b) = app.as_admin().post("/v1/turns", body).await;
-    assert_error(s, &b, (StatusCode::FORBIDDEN, "FORBIDDEN"), "");
+    assert_code(s, &b, (StatusCode::FORBIDDEN, "FORBIDDEN"));
     assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
 }
 
@@ -588,7 +588,7 @@ async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
 
     app.expire_turn(&t.turn_id).await;
     let (s, b) = app.turn_get(&t.turn_id, "policy").await;
-    assert_error(s, &b, (StatusCode::GONE, "TURN_EXPIRED"), "");
+    assert_code(s, &b, (StatusCode::GONE, "TURN_EXPIRED"));
 }
 
 #[tokio::test]
@@ -698,7 +698,7 @@ async fn the_turn_credential_reads_its_own_policy_and_nothing_else() {
         &cred,
     )
     .await;
-    assert_error(s1, &b1, (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"), "");
+    assert_code(s1, &b1, (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"));
     assert_eq!((s1, &b1), (s2, &b2));
 
     // Every other endpoint refuses the credential as it refuses no token at all.

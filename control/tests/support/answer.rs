@@ -41,6 +41,12 @@ pub fn assert_error(s: StatusCode, body: &Value, want: (StatusCode, &str), case:
     assert_eq!((s, code(body)), want, "{case}: {body}");
 }
 
+/// Asserts an error answer: `want`'s status and `error.code` (the body names the row).
+#[track_caller]
+pub fn assert_code(s: StatusCode, body: &Value, want: (StatusCode, &str)) {
+    assert_eq!((s, code(body)), want, "{body}");
+}
+
 /// One string field of every entry of a JSON list (`pointer` as in `/detail/action`).
 pub fn pluck<'a>(list: &'a Value, pointer: &str) -> Vec<&'a str> {
     list.as_array()
