@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use cards::ask;
-use egressgate_control::Settings;
 use egressgate_store::{DraftId, RefusalReason};
 use serde_json::{Value, json};
 use support::{TestApp, assert_error};
@@ -194,16 +193,17 @@ async fn step5_already_approved_by_admin_launch_or_chat_grants() {
             json!({"sites": ["pypi.org"], "packages": ["pandas"]}),
         )
         .await;
-    app.insert_approval(
-        "u",
-        "c",
-        "site",
-        "data.example.org",
-        Duration::from_secs(3600),
-    )
+    app.insert_approvals(&[
+        (
+            "u",
+            "c",
+            "site",
+            "data.example.org",
+            Duration::from_secs(3600),
+        ),
+        ("u", "c", "package", "requests", Duration::from_secs(3600)),
+    ])
     .await;
-    app.insert_approval("u", "c", "package", "requests", Duration::from_secs(3600))
-        .await;
     app.refuse_unapproved(&t.turn_id, "pypi.org").await;
 
     let body = json!({
@@ -227,14 +227,13 @@ async fn step5_drops_only_what_is_granted_to_this_chat_and_still_valid() {
     app.admin_site("*.example.com").await;
     let t = app.turn("u", "c").await;
     let hour = Duration::from_secs(3600);
-    app.insert_approval("u", "c", "site", "mine.example.org", hour)
-        .await;
-    app.insert_approval("u", "c", "site", "stale.example.org", Duration::ZERO)
-        .await;
-    app.insert_approval("u", "other-chat", "site", "other-chat.example.org", hour)
-        .await;
-    app.insert_approval("someone-else", "c", "site", "other-user.example.org", hour)
-        .await;
+    app.insert_approvals(&[
+        ("u", "c", "site", "mine.example.org", hour),
+        ("u", "c", "site", "stale.example.org", Duration::ZERO),
+        ("u", "other-chat", "site", "other-chat.example.org", hour),
+        ("someone-else", "c", "site", "other-user.example.org", hour),
+    ])
+    .await;
     let (s, b) = ask(
         &app,
         &t,
@@ -337,11 +336,7 @@ async fn step6_a_user_who_may_not_approve_is_not_permitted() {
 
 #[tokio::test]
 async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
-    let app = TestApp::with_settings(Settings {
-        default_can_approve: false,
-        ..Settings::default()
-    })
-    .await;
+    let app = TestApp::configured(|s| s.default_can_approve = false).await;
     app.set_can_approve("trusted", true).await;
     let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
     let t = app.turn("anyone", "c").await;
@@ -354,11 +349,7 @@ async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
 
 #[tokio::test]
 async fn refused_packages_are_merged_into_the_card_one_row_each_and_capped() {
-    let app = TestApp::with_settings(Settings {
-        card_max_packages: 3,
-        ..Settings::default()
-    })
-    .await;
+    let app = TestApp::configured(|s| s.card_max_packages = 3).await;
     let t = app.turn("u", "c").await;
     for p in ["numpy", "scipy", "npm:left-pad", "pandas"] {
         app.refuse_package(&t, "pypi.org", p).await;

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use cards::ask;
-use egressgate_control::Settings;
 use serde_json::json;
 use support::{INVALID_BODY, INVALID_INPUT, TestApp, assert_error, assert_invalid_input, message};
 
@@ -118,13 +117,12 @@ async fn step1_invalid_input_names_the_entry_and_why_and_writes_nothing() {
 
 #[tokio::test]
 async fn step1_card_caps() {
-    let settings = Settings {
-        card_max_sites: 2,
-        card_max_urls: 3,
-        card_max_packages: 2,
-        ..Settings::default()
-    };
-    let app = TestApp::with_settings(settings).await;
+    let app = TestApp::configured(|s| {
+        s.card_max_sites = 2;
+        s.card_max_urls = 3;
+        s.card_max_packages = 2;
+    })
+    .await;
     let t = app.turn("u", "c").await;
     let four_urls: Vec<String> = (0..4)
         .map(|i| format!("https://a.example.com/{i}"))
@@ -150,11 +148,7 @@ async fn step1_card_caps() {
 
 #[tokio::test]
 async fn probing_more_hosts_than_a_card_holds_keeps_the_card_usable() {
-    let app = TestApp::with_settings(Settings {
-        card_max_sites: 5,
-        ..Settings::default()
-    })
-    .await;
+    let app = TestApp::configured(|s| s.card_max_sites = 5).await;
     let t = app.turn("u", "c").await;
     // A script probes 30 hosts, then the one it needed is refused last.
     for i in 0..30 {

@@ -178,12 +178,11 @@ async fn past_the_claim_cap_the_card_is_denied_and_its_rows_deleted() {
 
 #[tokio::test]
 async fn heartbeats_never_pass_the_deadline() {
-    let settings = Settings {
-        lease: Duration::from_secs(30),
-        resume_deadline: Duration::from_millis(600),
-        ..Settings::default()
-    };
-    let app = TestApp::with_settings(settings).await;
+    let app = TestApp::configured(|s| {
+        s.lease = Duration::from_secs(30);
+        s.resume_deadline = Duration::from_millis(600);
+    })
+    .await;
     let r = cards::files_card(&app, "alice", "c1").await;
     let (_, body) = cards::click(&app, &r).await;
     let claim = body["claim"]["claim_id"].as_str().unwrap().to_owned();
@@ -207,11 +206,7 @@ async fn heartbeats_never_pass_the_deadline() {
 
 #[tokio::test]
 async fn complete_then_replay_runs_nothing_and_takes_no_slot() {
-    let settings = Settings {
-        resume_slots_per_user: 1,
-        ..Settings::default()
-    };
-    let app = TestApp::with_settings(settings).await;
+    let app = TestApp::configured(|s| s.resume_slots_per_user = 1).await;
     let r = cards::files_card(&app, "alice", "c1").await;
     let claim = cards::approve(&app, &r).await;
     assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 1);
@@ -276,11 +271,7 @@ async fn a_large_answer_is_kept_in_the_blob_store_and_replayed_whole() {
 
 #[tokio::test]
 async fn a_second_card_of_the_same_user_waits_for_a_slot() {
-    let settings = Settings {
-        resume_slots_per_user: 1,
-        ..Settings::default()
-    };
-    let app = TestApp::with_settings(settings).await;
+    let app = TestApp::configured(|s| s.resume_slots_per_user = 1).await;
     let a = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
     let b = cards::card(&app, "alice", "c2", &["b.example.com"], &[]).await;
     let claim = cards::approve(&app, &a).await;

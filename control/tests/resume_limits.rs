@@ -116,11 +116,7 @@ async fn wrong_secrets_are_written_in_batches_not_one_by_one() {
 
 #[tokio::test]
 async fn a_few_rejections_are_written_after_the_flush_delay() {
-    let app = TestApp::with_settings(Settings {
-        rejection_flush_after: Duration::from_millis(100),
-        ..Settings::default()
-    })
-    .await;
+    let app = TestApp::configured(|s| s.rejection_flush_after = Duration::from_millis(100)).await;
     let r = cards::files_card(&app, "alice", "c1").await;
     for _ in 0..3 {
         let (s, _, _) = resume(&app, &r.id, "nope").await;

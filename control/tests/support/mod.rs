@@ -72,6 +72,13 @@ impl TestApp {
         Self::with_settings(Settings::default()).await
     }
 
+    /// A control plane whose default settings `change` adjusts (the row's one or two knobs).
+    pub async fn configured(change: impl FnOnce(&mut Settings)) -> Self {
+        let mut settings = Settings::default();
+        change(&mut settings);
+        Self::with_settings(settings).await
+    }
+
     /// A control plane with the given settings.
     pub async fn with_settings(settings: Settings) -> Self {
         Self::with_blobs(settings, None).await

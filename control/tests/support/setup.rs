@@ -102,24 +102,14 @@ impl TestApp {
 
     /// `POST /v1/admin/sites` with the admin token.
     pub async fn admin_site(&self, pattern: &str) -> Answer {
-        self.post_json(
-            "/v1/admin/sites",
-            self.admin(),
-            None,
-            json!({"pattern": pattern}),
-        )
-        .await
+        let site = json!({"pattern": pattern});
+        self.as_admin().post("/v1/admin/sites", site).await
     }
 
     /// `POST /v1/admin/packages` with the admin token.
     pub async fn admin_package(&self, name: &str) -> Answer {
-        self.post_json(
-            "/v1/admin/packages",
-            self.admin(),
-            None,
-            json!({"name": name}),
-        )
-        .await
+        let package = json!({"name": name});
+        self.as_admin().post("/v1/admin/packages", package).await
     }
 
     /// `GET /v1/turns/{turn_id}/{what}` with the runtime token.
@@ -190,6 +180,14 @@ impl TestApp {
         assert_eq!(n, 1, "chat ({user}, {chat}) exists");
     }
 
+    /// Inserts approval rows directly: (user, chat, kind `site` or `package`, value, time to
+    /// live) each.
+    pub async fn insert_approvals(&self, rows: &[(&str, &str, &str, &str, Duration)]) {
+        for (user, chat, kind, value, ttl) in rows {
+            self.insert_approval(user, chat, kind, value, *ttl).await;
+        }
+    }
+
     /// Inserts an approval row directly (kind `site` or `package`), expiring `ttl` from now.
     pub async fn insert_approval(
         &self,
@@ -218,8 +216,9 @@ impl TestApp {
     }
 }
 
-/// A refusal of `host:443` for a turn, now, with nothing else known.
-fn refusal(turn_id: &str, host: &str, reason: RefusalReason) -> RefusalEvent {
+/// A refusal of `host:443` for a turn, now, with nothing else known (as the proxy hands the
+/// store one).
+pub fn refusal(turn_id: &str, host: &str, reason: RefusalReason) -> RefusalEvent {
     RefusalEvent {
         turn: TurnId::parse(turn_id).expect("turn id"),
         host: host.to_owned(),
