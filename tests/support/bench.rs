@@ -20,6 +20,14 @@ impl GateBuilder {
             .fold(self, |b, name| b.resolve(name, "127.0.0.1"))
     }
 
+    /// The gate's own DNS: each (name, address) is one `--resolve` answer (a name listed twice
+    /// has two answers).
+    pub fn answers(self, answers: &[(&str, &str)]) -> Self {
+        answers
+            .iter()
+            .fold(self, |b, (name, addr)| b.resolve(name, addr))
+    }
+
     /// `--allow-cidr 127.0.0.0/8`: loopback is dialable, so a rule that failed to refuse
     /// would really reach an origin.
     pub fn loopback(self) -> Self {

@@ -212,17 +212,19 @@ pub async fn proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> Resp {
 /// `CONNECT authority` with the turn's credential; returns the response head and the stream.
 pub async fn connect(proxy: SocketAddr, turn: &Turn, authority: &str) -> (Resp, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(
-        format!(
-            "CONNECT {authority} HTTP/1.1\r\nhost: {authority}\r\nproxy-authorization: {}\r\n\r\n",
-            turn.auth_header()
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
+    s.write_all(connect_head(turn, authority).as_bytes())
+        .await
+        .unwrap();
     let r = read_head_only(&mut s).await;
     (r, s)
+}
+
+/// The head of `CONNECT authority` with the turn's credential.
+pub fn connect_head(turn: &Turn, authority: &str) -> String {
+    let auth = turn.auth_header();
+    format!(
+        "CONNECT {authority} HTTP/1.1\r\nhost: {authority}\r\nproxy-authorization: {auth}\r\n\r\n"
+    )
 }
 
 /// A response head and its `content-length` body, tolerating a proxy that closes early (the

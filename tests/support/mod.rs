@@ -11,12 +11,15 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod battery;
 pub mod bench;
 pub mod client;
 pub mod examples;
 pub mod flow;
 pub mod held;
+pub mod hello;
 pub mod inspect;
+pub mod netns;
 pub mod origin;
 pub mod pg;
 pub mod registry;
