@@ -209,6 +209,26 @@ pub async fn proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> Resp {
     .await
 }
 
+/// One absolute-form `GET http://{authority}{path}` on an open proxy connection, which stays
+/// open, with the turn's credential; `rest` ends the head (`"\r\n"`, or more header lines
+/// and a body). Answered within 10 seconds.
+pub async fn get_on(
+    s: &mut TcpStream,
+    turn: &Turn,
+    authority: &str,
+    path: &str,
+    rest: &str,
+) -> Resp {
+    let auth = turn.auth_header();
+    let req = format!(
+        "GET http://{authority}{path} HTTP/1.1\r\nhost: {authority}\r\nproxy-authorization: {auth}\r\n{rest}"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    within(10, "answer from the proxy", read_response(s))
+        .await
+        .unwrap()
+}
+
 /// `CONNECT authority` with the turn's credential; returns the response head and the stream.
 pub async fn connect(proxy: SocketAddr, turn: &Turn, authority: &str) -> (Resp, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 use super::*;
@@ -13,15 +12,7 @@ use super::*;
 pub use super::FILES;
 
 async fn get_on(s: &mut TcpStream, turn: &Turn, port: u16) -> Resp {
-    let req = format!(
-        "GET http://{FILES}:{port}/data.csv HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
-        turn.auth_header()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), read_response(s))
-        .await
-        .expect("proxy answered in time")
-        .unwrap()
+    super::get_on(s, turn, &format!("{FILES}:{port}"), "/data.csv", "\r\n").await
 }
 
 /// A person approves [`FILES`] for the turn's chat (through the card flow).

@@ -1,5 +1,6 @@
 //! TLS ClientHellos as raw bytes, for the tests that judge first bytes: a real rustls hello,
-//! the same re-framed as two records, and one grown past what a parser will take.
+//! the same re-framed as two records, one grown past what a parser will take, and one
+//! carrying an Encrypted Client Hello extension.
 
 use std::sync::Arc;
 
@@ -82,4 +83,58 @@ pub fn oversized_hello(hello: &[u8]) -> Vec<u8> {
         records.extend_from_slice(chunk);
     }
     records
+}
+
+fn u16be(n: usize) -> [u8; 2] {
+    u16::try_from(n).unwrap().to_be_bytes()
+}
+
+fn extension(kind: u16, body: &[u8]) -> Vec<u8> {
+    let mut e = kind.to_be_bytes().to_vec();
+    e.extend(u16be(body.len()));
+    e.extend(body);
+    e
+}
+
+/// A TLS 1.3 ClientHello naming `sni`, carrying an `encrypted_client_hello` (0xfe0d) outer
+/// extension: HPKE suite, config id, a 32-byte encapsulated key and a payload (random-looking,
+/// as in a GREASE ECH extension, which has the same shape as a real one).
+pub fn ech_client_hello(sni: &str) -> Vec<u8> {
+    let mut name = vec![0u8]; // host_name
+    name.extend(u16be(sni.len()));
+    name.extend(sni.as_bytes());
+    let mut server_name = u16be(name.len()).to_vec();
+    server_name.extend(name);
+    let mut key_share = u16be(36).to_vec();
+    key_share.extend([0x00, 0x1d, 0x00, 0x20]);
+    key_share.extend([0x42; 32]);
+    let mut ech = vec![0x00, 0x00, 0x01, 0x00, 0x01, 0x07]; // outer, HKDF-SHA256, AES-128-GCM, config 7
+    ech.extend(u16be(32));
+    ech.extend([0x11; 32]);
+    ech.extend(u16be(144));
+    ech.extend([0x5a; 144]);
+    let exts = [
+        extension(0x0000, &server_name),
+        extension(0x000a, &[0x00, 0x02, 0x00, 0x1d]),
+        extension(0x000d, &[0x00, 0x04, 0x08, 0x04, 0x04, 0x03]),
+        extension(0x002b, &[0x02, 0x03, 0x04]),
+        extension(0x0033, &key_share),
+        extension(0xfe0d, &ech),
+    ]
+    .concat();
+    let mut body = vec![0x03, 0x03];
+    body.extend([0x24; 32]); // random
+    body.push(32);
+    body.extend([0x33; 32]); // legacy session id
+    body.extend([0x00, 0x02, 0x13, 0x01]); // TLS_AES_128_GCM_SHA256
+    body.extend([0x01, 0x00]); // no compression
+    body.extend(u16be(exts.len()));
+    body.extend(exts);
+    let mut hs = vec![0x01, 0x00];
+    hs.extend(u16be(body.len()));
+    hs.extend(body);
+    let mut record = vec![0x16, 0x03, 0x01];
+    record.extend(u16be(hs.len()));
+    record.extend(hs);
+    record
 }
