@@ -67,9 +67,7 @@ impl Api {
         }
         req.push_str("\r\n");
         req.push_str(body);
-        let mut s = TcpStream::connect(self.addr).await.unwrap();
-        s.write_all(req.as_bytes()).await.unwrap();
-        read_response(&mut s).await.unwrap()
+        send_raw(self.addr, &req).await
     }
 
     pub async fn post(&self, path: &str, token: &str, body: serde_json::Value) -> Resp {
@@ -186,6 +184,13 @@ pub async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<R
         headers,
         body,
     })
+}
+
+/// Sends a whole request to `addr` on a new connection and reads the response.
+pub async fn send_raw(addr: SocketAddr, req: &str) -> Resp {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    read_response(&mut s).await.unwrap()
 }
 
 /// Sends raw bytes to the proxy and reads one response.

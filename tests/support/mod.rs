@@ -21,6 +21,7 @@ pub mod hello;
 pub mod inspect;
 pub mod netns;
 pub mod origin;
+pub mod person;
 pub mod pg;
 pub mod registry;
 pub mod sse;

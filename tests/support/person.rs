@@ -1,0 +1,50 @@
+//! The person's side shared by `tests/person_side*.rs`: a gate whose look-alike names resolve
+//! to the loopback origin, a registered card from the approval tool, and a request with any
+//! headers (cookies, Origin, CSRF) to the control listener.
+
+use serde_json::json;
+
+use super::*;
+
+/// A gate that may reach the origin under [`FILES`] and a few names the dry run compares
+/// (`a.example.com`, `example.com`, `badexample.com`), with `extra` flags.
+pub async fn setup(extra: &[&str]) -> (Gate, Origin) {
+    let o = origin().await;
+    let names = [FILES, "a.example.com", "example.com", "badexample.com"];
+    let g = gate().reach(&o).names(&names).args(extra).ready().await;
+    (g, o)
+}
+
+/// The approval tool asked for `packages` (and what the turn was refused), registered:
+/// (interrupt id, resume secret).
+pub async fn card(api: &Api, turn: &Turn, packages: &[&str]) -> (String, String) {
+    let body = json!({"reason": "the analysis needs the data file", "packages": packages});
+    let (_, id, secret) = ask_with(api, turn, body).await;
+    (id, secret)
+}
+
+/// Any request with any headers, read to the end.
+pub async fn raw(
+    api: &Api,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Resp {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
+        api.addr
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method != "GET" {
+        req.push_str(&format!(
+            "content-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    send_raw(api.addr, &req).await
+}
