@@ -12,7 +12,7 @@ use support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_agent_runs_both_branches() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate_for_origin(port);
     for (flag, expect_download) in [("--approve", "200"), ("--decline", "403")] {
         let out = run_example(&g, port, "agent_tool.py", &[flag]);

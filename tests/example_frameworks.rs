@@ -16,7 +16,7 @@ async fn the_agui_agent_pauses_and_resumes_once() {
         return;
     }
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate_for_origin(port);
     for (args, download, stored) in [
         (&[][..], "now answers 200", "stored: done approved"),
@@ -58,7 +58,7 @@ async fn the_langgraph_adapter_re_runs_the_node_without_asking_twice() {
         return;
     }
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate_for_origin(port);
     for (args, outcome, download) in [
         (&[][..], "resumed: approved", "after the decision: 200"),

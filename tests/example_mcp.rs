@@ -16,7 +16,7 @@ async fn the_mcp_client_example_over_stdio_and_http() {
         return;
     }
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate_for_origin(port);
     for transport in ["stdio", "http"] {
         let out = run_example_ok(

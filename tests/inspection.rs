@@ -45,7 +45,7 @@ async fn a_client_trusting_only_the_deployment_ca_reaches_an_inspected_host() {
         line.is_some(),
         "the decision line says the request was inspected"
     );
-    let metrics = api.call("GET", "/metrics", None, None, None).await;
+    let metrics = api.open_get("/metrics").await;
     assert!(
         metrics
             .text()
@@ -107,7 +107,7 @@ async fn read_allows_downloads_and_refuses_uploads_with_a_recorded_403_inside_tl
             .unwrap_or_else(|| panic!("no refusal row after {m}: {rec}"));
         assert_eq!(row["method"], m);
         assert_eq!(row["approvable"], true);
-        let port = s.origin.addr.port();
+        let port = s.origin.port();
         assert_eq!(
             row["url"],
             format!("https://{HOST}:{port}/up"),
@@ -157,7 +157,7 @@ async fn a_host_that_is_not_inspected_still_shows_the_origins_own_certificate() 
     api.admin_site(HOST).await;
     let turn = api.turn("u", "c", &[]).await;
     // Trusting only the origin's CA works: the tunnel is opaque.
-    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let authority = format!("{HOST}:{}", s.origin.port());
     let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
     let r = tls_get(stream, s.origin_pki.client(), HOST).await.unwrap();
     assert_eq!(r.status, 200);
@@ -182,7 +182,7 @@ async fn inspect_flag_inspects_a_host_allowed_by_a_launch_site_and_sni_mismatch_
     assert_eq!(r.status, 200, "{}", r.text());
     // A leaf for one host is never served for another: an SNI that is not the CONNECT host is
     // domain fronting, refused before any certificate is presented.
-    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let authority = format!("{HOST}:{}", s.origin.port());
     let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
     let err = handshake(stream, client, "other.example.com").await;
     assert!(
@@ -223,18 +223,18 @@ async fn read_is_enforced_per_request_in_plain_http_forwarding_too() {
     let gate = gate()
         .resolve(HOST, "127.0.0.1")
         .args(&["--allow-cidr", "127.0.0.0/8", "--inspect", HOST])
-        .args(&["--allow-port", &plain.addr.port().to_string()])
+        .args(&["--allow-port", &plain.port().to_string()])
         .start();
     let api = gate.api();
     // Covered by --inspect, so `read` is accepted without `inspect: true`.
     let r = add_site(&api, serde_json::json!({"pattern": HOST, "access": "read"})).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let turn = api.turn("u", "c", &[]).await;
-    let url = format!("http://{HOST}:{}/data", plain.addr.port());
+    let url = plain.url(HOST, "/data");
     assert_eq!(proxy_get(gate.proxy(), &turn, &url).await.status, 200);
     let raw = format!(
         "POST {url} HTTP/1.1\r\nhost: {HOST}:{}\r\nproxy-authorization: {}\r\ncontent-length: 1\r\nconnection: close\r\n\r\nx",
-        plain.addr.port(),
+        plain.port(),
         turn.auth_header()
     );
     let r = proxy_raw(gate.proxy(), &raw).await;
@@ -327,7 +327,7 @@ async fn over_h2(
     path: &str,
 ) -> (u16, http::Version, Option<String>, String) {
     use http_body_util::BodyExt as _;
-    let port = s.origin.addr.port();
+    let port = s.origin.port();
     let (r, stream) = connect(s.gate.proxy(), turn, &format!("{HOST}:{port}")).await;
     assert_eq!(r.status, 200);
     let tls = handshake(stream, client, HOST).await.unwrap();
@@ -414,7 +414,7 @@ async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it
     let turn = api.turn("u", "c", &[]).await;
     let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
     // Not approved at all yet: CONNECT is refused, recorded, and merged into the card.
-    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let authority = format!("{HOST}:{}", s.origin.port());
     let (r, _) = connect(s.gate.proxy(), &turn, &authority).await;
     assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
     let (id, secret) = ask(&api, &turn, &[]).await;
@@ -557,7 +557,7 @@ async fn launch_time_sites_may_be_read_only_on_inspected_hosts() {
 async fn a_read_grant_on_a_host_no_longer_inspected_fails_closed_until_a_person_grants_full() {
     let origin_pki = pki(&[HOST]);
     let origin = tls_origin(&origin_pki).await;
-    let port = origin.addr.port().to_string();
+    let port = origin.port().to_string();
     let started = |dir: Option<tempfile::TempDir>, inspect: bool| {
         let mut g = gate().resolve(HOST, "127.0.0.1").args(&[
             "--allow-cidr",
@@ -583,7 +583,7 @@ async fn a_read_grant_on_a_host_no_longer_inspected_fails_closed_until_a_person_
     // Restarted without --inspect: the proxy cannot see inside this host's TLS any more.
     let g = started(Some(g.kill()), false);
     let api = g.api();
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     let authority = format!("{HOST}:{port}");
     let (_, stream) = connect(g.proxy(), &turn, &authority).await;
     assert!(

@@ -19,7 +19,7 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
     let dir = tempfile::tempdir().unwrap();
     let upstream_ca = dir.path().join("upstream-ca.pem");
     std::fs::write(&upstream_ca, pem_of(&origin_pki.ca_der)).unwrap();
-    let port = origin.addr.port().to_string();
+    let port = origin.port().to_string();
     let proxy = || {
         gate()
             .subcommand("proxy")
@@ -43,7 +43,7 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
         .start();
     let api = control.api();
     add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let ca = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    let ca = api.open_get("/v1/ca.pem").await.text();
     assert_eq!(ca.matches("BEGIN CERTIFICATE").count(), 1, "{ca}");
     let client = client_trusting(&ca, &[b"http/1.1"]);
     let turn = api.turn("u", "c", &[]).await;
@@ -79,7 +79,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("until 20"), "the stated time: {stderr}");
-    let bundle = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    let bundle = api.open_get("/v1/ca.pem").await.text();
     assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2, "{bundle}");
     assert!(
         bundle.ends_with(&old),
@@ -104,7 +104,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(served, Some(200), "leaves are minted under the new CA");
-    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let authority = format!("{HOST}:{}", s.origin.port());
     let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
     assert!(
         handshake(stream, client_trusting(&old, &[]), HOST)

@@ -181,7 +181,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.text());
-    let ca = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    let ca = api.open_get("/v1/ca.pem").await.text();
     let ca_file = w.join("deployment-ca.pem");
     std::fs::write(&ca_file, ca).unwrap();
     let turn = api.turn("u", "c", &[]).await;

@@ -48,7 +48,7 @@ async fn the_sandbox_trusts_the_deployment_ca_fetched_from_the_control_plane() {
     let turn = api.turn("u", "c", &[]).await;
     let proxy_url = format!("http://{}@{}", turn.credential, s.gate.proxy());
     let control = format!("http://{}", s.gate.control.unwrap());
-    let script = trust_script(s.origin.addr.port(), true);
+    let script = trust_script(s.origin.port(), true);
     let out = tokio::task::spawn_blocking(move || {
         sandbox(&proxy_url, &["--control-url", &control], &script)
     })
@@ -71,7 +71,7 @@ async fn the_sandbox_takes_the_ca_from_a_file_without_isolation_too_and_refuses_
     let proxy_url = format!("http://{}@{}", turn.credential, s.gate.proxy());
     let ca_file = s.gate.data_dir.path().join("deployment-ca.pem");
     std::fs::write(&ca_file, &s.ca_pem).unwrap();
-    let script = trust_script(s.origin.addr.port(), false);
+    let script = trust_script(s.origin.port(), false);
     let (p, f) = (proxy_url.clone(), ca_file.to_str().unwrap().to_owned());
     let out = tokio::task::spawn_blocking(move || {
         sandbox(&p, &["--no-isolate", "--ca-file", &f], &script)

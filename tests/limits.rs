@@ -23,7 +23,7 @@ fn gate_for(o: &Origin, extra: &[&str]) -> Gate {
         .arg("--allow-cidr")
         .arg("127.0.0.0/8")
         .arg("--allow-port")
-        .arg(&o.addr.port().to_string());
+        .arg(&o.port().to_string());
     for a in extra {
         b = b.arg(a);
     }
@@ -31,7 +31,7 @@ fn gate_for(o: &Origin, extra: &[&str]) -> Gate {
 }
 
 fn files_url(o: &Origin) -> String {
-    format!("http://{FILES}:{}/", o.addr.port())
+    o.url(FILES, "/")
 }
 
 /// A well-behaved forwarded request must succeed within `within`.
@@ -47,12 +47,10 @@ async fn served_promptly(proxy: SocketAddr, turn: &Turn, url: &str, within: Dura
 
 /// Opens a CONNECT tunnel to the origin and proves it carries a request.
 async fn open_tunnel(proxy: SocketAddr, turn: &Turn, o: &Origin) -> TcpStream {
-    let (head, mut s) = tokio::time::timeout(
-        Duration::from_secs(5),
-        connect(proxy, turn, &format!("{FILES}:{}", o.addr.port())),
-    )
-    .await
-    .expect("CONNECT answered");
+    let (head, mut s) =
+        tokio::time::timeout(Duration::from_secs(5), connect(proxy, turn, &o.at(FILES)))
+            .await
+            .expect("CONNECT answered");
     assert_eq!(
         head.status,
         200,
@@ -74,7 +72,7 @@ async fn tunnel_eventually(
 ) -> TcpStream {
     let deadline = Instant::now() + within;
     loop {
-        let (head, mut s) = connect(proxy, turn, &format!("{FILES}:{}", o.addr.port())).await;
+        let (head, mut s) = connect(proxy, turn, &o.at(FILES)).await;
         if head.status == 200 {
             let r = get_over(&mut s, FILES).await.unwrap();
             assert_eq!(r.status, 200);
@@ -96,8 +94,8 @@ async fn slow_loris_heads_are_closed_while_others_are_served() {
     let g = gate_for(&o, &["--header-read-timeout", "1s"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let p = o.addr.port();
+    let turn = g.turn("u", "c").await;
+    let p = o.port();
     let started = Instant::now();
 
     // Partial heads that stall.
@@ -162,8 +160,8 @@ async fn oversized_request_head_is_431_and_the_proxy_keeps_serving() {
     let g = gate_for(&o, &["--max-header-bytes", "8192"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let p = o.addr.port();
+    let turn = g.turn("u", "c").await;
+    let p = o.port();
     let big = format!(
         "GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\nx-big: {}\r\n\r\n",
         turn.auth_header(),
@@ -207,16 +205,16 @@ async fn per_turn_connection_limit_is_429_limit_exceeded_and_frees_up() {
     let g = gate_for(&o, &["--max-connections-per-turn", "2"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     let t1 = open_tunnel(g.proxy(), &turn, &o).await;
     let _t2 = open_tunnel(g.proxy(), &turn, &o).await;
 
-    let (third, _s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    let (third, _s) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(third.status, 429, "{:?}", third.text());
     assert_eq!(third.header("x-egress-refused"), Some("limit_exceeded"));
     assert_eq!(third.header("x-egress-approvable"), Some("false"));
     // A forwarded request of the same turn counts too while both tunnels are open.
-    let fwd = proxy_get(g.proxy(), &turn, &files_url(&o)).await;
+    let fwd = g.get(&turn, &files_url(&o)).await;
     assert_eq!(
         (fwd.status, fwd.header("x-egress-refused")),
         (429, Some("limit_exceeded"))
@@ -229,7 +227,7 @@ async fn per_turn_connection_limit_is_429_limit_exceeded_and_frees_up() {
     assert!(row["count"].as_i64().unwrap() >= 2, "{row}");
 
     // Another turn is not limited by this one's connections.
-    let other = api.turn("u2", "c2", &[]).await;
+    let other = g.turn("u2", "c2").await;
     let _o1 = open_tunnel(g.proxy(), &other, &o).await;
 
     // Closing one tunnel frees a slot.
@@ -239,7 +237,7 @@ async fn per_turn_connection_limit_is_429_limit_exceeded_and_frees_up() {
 
 /// A keep-alive client connection that has been served once and stays open.
 async fn keep_alive_conn(proxy: SocketAddr, turn: &Turn, o: &Origin) -> TcpStream {
-    let p = o.addr.port();
+    let p = o.port();
     let mut s = TcpStream::connect(proxy).await.unwrap();
     s.write_all(format!("GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\n\r\n", turn.auth_header()).as_bytes())
         .await
@@ -292,7 +290,7 @@ async fn total_connection_limit_is_429_and_the_proxy_recovers() {
     let g = gate_for(&o, &["--max-connections", "3"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(keep_alive_conn(g.proxy(), &turn, &o).await);
@@ -312,7 +310,7 @@ async fn total_connection_limit_counts_open_tunnels() {
     let g = gate_for(&o, &["--max-connections", "3"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     let mut tunnels = Vec::new();
     for _ in 0..3 {
         tunnels.push(open_tunnel(g.proxy(), &turn, &o).await);
@@ -335,7 +333,7 @@ async fn idle_tunnel_is_closed_while_a_busy_one_stays_open() {
     let g = gate_for(&o, &["--idle-timeout", "1s"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     let mut idle = open_tunnel(g.proxy(), &turn, &o).await;
     let mut busy = open_tunnel(g.proxy(), &turn, &o).await;
     let busy_task = tokio::spawn(async move {
@@ -393,7 +391,7 @@ async fn tunnel_ends_when_its_turn_expires() {
         "tunnel ended {ended:?} after a 2 s turn opened"
     );
     assert_eq!(
-        proxy_get(g.proxy(), &turn, &files_url(&o)).await.status,
+        g.get(&turn, &files_url(&o)).await.status,
         407,
         "the expired credential is refused"
     );
@@ -406,7 +404,7 @@ async fn open_tunnels_keep_working_during_the_drain() {
     let g = gate_for(&o, &["--drain-timeout", "3s"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     let proxy = g.proxy();
     let mut t = open_tunnel(proxy, &turn, &o).await;
     let started = Instant::now();
@@ -438,8 +436,8 @@ async fn a_silent_tunnel_is_closed_at_the_drain_timeout() {
     let g = gate_for(&o, &["--drain-timeout", "1s"]);
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let (head, mut silent) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    let turn = g.turn("u", "c").await;
+    let (head, mut silent) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200, "CONNECT: {}", head.text());
     let dialled = Instant::now() + Duration::from_secs(5);
     while o.connection_count() == 0 {

@@ -23,7 +23,7 @@ async fn the_proxy_listener_speaks_tls() {
             "--allow-cidr",
             "127.0.0.0/8",
             "--allow-port",
-            &o.addr.port().to_string(),
+            &o.port().to_string(),
         ])
         .args(&[
             "--tls-cert",
@@ -34,7 +34,7 @@ async fn the_proxy_listener_speaks_tls() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(der).unwrap();
@@ -54,7 +54,7 @@ async fn the_proxy_listener_speaks_tls() {
     let req = format!(
         "GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\nconnection: close\r\n\r\n",
         turn.auth_header(),
-        p = o.addr.port()
+        p = o.port()
     );
     tls.write_all(req.as_bytes()).await.unwrap();
     let r = read_response(&mut tls).await.unwrap();
@@ -188,7 +188,7 @@ async fn fake_dns() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize
 async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
     let o = origin().await;
     let (dns, queries) = fake_dns().await;
-    let port = o.addr.port().to_string();
+    let port = o.port().to_string();
     let url = format!("http://{FILES}:{port}/");
     // Without an allowed range the loopback answer is refused as private_address...
     let g = gate()
@@ -196,8 +196,8 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let turn = g.turn("u", "c").await;
+    let r = g.get(&turn, &url).await;
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("private_address"));
     assert!(
@@ -218,8 +218,8 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    let turn = g.turn("u", "c").await;
+    assert_eq!(g.get(&turn, &url).await.status, 200);
     assert_eq!(o.requests().len(), 1);
 }
 

@@ -13,9 +13,8 @@ async fn json_log_lines_carry_the_decision_fields() {
         .resolve("files.example.com", "127.0.0.1")
         .args(&["--log-format", "json", "--allow-cidr", "127.0.0.0/8"])
         .start();
-    let api = g.api();
-    let turn = api.turn("alice", "c-json", &[]).await;
-    let r = proxy_get(g.proxy(), &turn, "http://files.example.com/data.csv").await;
+    let turn = g.turn("alice", "c-json").await;
+    let r = g.get(&turn, "http://files.example.com/data.csv").await;
     assert_eq!(r.status, 403);
     // The line is written as the refusal is answered; stderr is read on another thread.
     let found = g
@@ -115,7 +114,7 @@ fn common(v: &Value, turn: &Turn, chat: &str, host: &str, port: u16) {
 #[tokio::test]
 async fn every_status_gets_one_decision_line_with_its_fields() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let closed = free_port();
     // A DNS server that never answers (UDP and TCP), for the 504.
     // A free UDP port is not always free for TCP (another test may hold it): try again.
@@ -141,8 +140,8 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     api.admin_site(SLOW).await;
 
     // 200, forwarded, through the admin list: the address dialled and the bytes.
-    let t1 = api.turn("alice", "c1", &[]).await;
-    let r = proxy_get(g.proxy(), &t1, &format!("http://{FILES}:{port}/a")).await;
+    let t1 = g.turn("alice", "c1").await;
+    let r = g.get(&t1, &format!("http://{FILES}:{port}/a")).await;
     assert_eq!(r.status, 200);
     let v = line(&g, "200 forward", |v| {
         v["status"] == 200 && v["kind"] == "forward" && v["turn_id"] == t1.id.as_str()
@@ -162,7 +161,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
 
     // 403, then 200 through a person's approval: the line names the card.
     let url = format!("http://{OTHER}:{port}/data.csv");
-    assert_eq!(proxy_get(g.proxy(), &t1, &url).await.status, 403);
+    assert_eq!(g.get(&t1, &url).await.status, 403);
     let v = line(&g, "403", |v| v["status"] == 403 && v["host"] == OTHER).await;
     common(&v, &t1, "c1", OTHER, port);
     assert_eq!(v["decision"], "refuse");
@@ -170,7 +169,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert!(v.get("grant").is_none(), "{v}");
     let (id, secret) = ask(&api, &t1, &[&url]).await;
     approve_card(&api, &id, &secret).await;
-    assert_eq!(proxy_get(g.proxy(), &t1, &url).await.status, 200);
+    assert_eq!(g.get(&t1, &url).await.status, 200);
     let v = line(&g, "200 approval", |v| {
         v["status"] == 200 && v["host"] == OTHER
     })
@@ -219,7 +218,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
         id: t1.id.clone(),
         credential: format!("{}:not-the-secret", t1.id),
     };
-    let r = proxy_get(g.proxy(), &wrong, &format!("http://{FILES}:{port}/")).await;
+    let r = g.get(&wrong, &format!("http://{FILES}:{port}/")).await;
     assert_eq!(r.status, 407);
     let v = line(&g, "407", |v| v["status"] == 407).await;
     assert_eq!(v["decision"], "fail");
@@ -227,7 +226,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert_eq!(v["host"], FILES);
 
     // 502: an allowed host whose port has no listener.
-    let r = proxy_get(g.proxy(), &t1, &format!("http://{FILES}:{closed}/")).await;
+    let r = g.get(&t1, &format!("http://{FILES}:{closed}/")).await;
     assert_eq!(r.status, 502, "{}", r.text());
     let v = line(&g, "502", |v| v["status"] == 502).await;
     common(&v, &t1, "c1", FILES, closed);
@@ -236,7 +235,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert_eq!(v["grant"], "admin");
 
     // 504: an allowed host whose DNS never answers.
-    let r = proxy_get(g.proxy(), &t1, &format!("http://{SLOW}:{port}/")).await;
+    let r = g.get(&t1, &format!("http://{SLOW}:{port}/")).await;
     assert_eq!(r.status, 504, "{}", r.text());
     let v = line(&g, "504", |v| v["status"] == 504).await;
     common(&v, &t1, "c1", SLOW, port);
@@ -258,12 +257,11 @@ async fn a_refusal_that_cannot_be_recorded_logs_its_503() {
         .args(&["--log-format", "json", "--allow-cidr", "127.0.0.0/8"])
         .args(&["--db-statement-timeout", "1s"])
         .start();
-    let api = g.api();
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
     pg.down();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}/")).await;
+        let r = g.get(&turn, &format!("http://{FILES}/")).await;
         if r.status == 503 {
             break;
         }
@@ -284,7 +282,7 @@ async fn sampled_gate(sampling: &str) -> (Gate, Origin, Turn) {
         .resolve(FILES, "127.0.0.1")
         .resolve(OTHER, "127.0.0.1")
         .args(&["--log-format", "json", "--allow-cidr", "127.0.0.0/8"])
-        .args(&["--allow-port", &o.addr.port().to_string()])
+        .args(&["--allow-port", &o.port().to_string()])
         .args(&["--log-allowed", sampling])
         .start();
     let api = g.api();
@@ -302,22 +300,22 @@ fn count(g: &Gate, decision: &str) -> usize {
 #[tokio::test]
 async fn allowed_lines_are_sampled_and_refusals_never() {
     let (g, o, turn) = sampled_gate("none").await;
-    let port = o.addr.port();
+    let port = o.port();
     for i in 0..5 {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/{i}")).await;
+        let r = g.get(&turn, &format!("http://{FILES}:{port}/{i}")).await;
         assert_eq!(r.status, 200);
     }
     assert_eq!(o.requests().len(), 5);
-    let r = proxy_get(g.proxy(), &turn, &format!("http://{OTHER}:{port}/")).await;
+    let r = g.get(&turn, &format!("http://{OTHER}:{port}/")).await;
     assert_eq!(r.status, 403);
     line(&g, "the refusal", |v| v["decision"] == "refuse").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(count(&g, "allow"), 0, "none: {:#?}", decisions(&g));
 
     let (g, o, turn) = sampled_gate("1/3").await;
-    let port = o.addr.port();
+    let port = o.port();
     for i in 0..6 {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/{i}")).await;
+        let r = g.get(&turn, &format!("http://{FILES}:{port}/{i}")).await;
         assert_eq!(r.status, 200);
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -332,7 +330,7 @@ async fn allowed_lines_are_sampled_and_refusals_never() {
     // Refusals are never sampled: three different hosts, three lines.
     for h in ["a", "b", "c"] {
         let url = format!("http://{h}.{OTHER}:{port}/");
-        assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+        assert_eq!(g.get(&turn, &url).await.status, 403);
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
@@ -347,19 +345,19 @@ async fn allowed_lines_are_sampled_and_refusals_never() {
 #[tokio::test]
 async fn repeated_identical_refusals_are_limited_with_a_suppressed_count() {
     let (g, o, turn) = sampled_gate("all").await;
-    let port = o.addr.port();
+    let port = o.port();
     let url = format!("http://{OTHER}:{port}/retry");
     let started = std::time::Instant::now();
     for _ in 0..20 {
-        assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+        assert_eq!(g.get(&turn, &url).await.status, 403);
     }
     let storm = started.elapsed();
     // A different host is not held back by the storm.
     let url2 = format!("http://x.{OTHER}:{port}/");
-    assert_eq!(proxy_get(g.proxy(), &turn, &url2).await.status, 403);
+    assert_eq!(g.get(&turn, &url2).await.status, 403);
     line(&g, "another host", |v| v["host"] == format!("x.{OTHER}")).await;
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    assert_eq!(g.get(&turn, &url).await.status, 403);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
         let lines: Vec<Value> = decisions(&g)

@@ -23,7 +23,7 @@ fn value(text: &str, name: &str, parts: &[&str]) -> f64 {
 #[tokio::test]
 async fn metrics_cover_both_planes() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let closed = free_port();
     let g = gate()
         .resolve(FILES, "127.0.0.1")
@@ -31,12 +31,12 @@ async fn metrics_cover_both_planes() {
         .args(&["--allow-port", &format!("{port},{closed}")])
         .start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
     // Control: a route with an id in its path, answered 200.
     assert_eq!(api.refusals(&turn).await["turn_id"], turn.id.as_str());
     // A card, approved once; a second click while the claim is held is a conflict.
     let url = format!("http://{FILES}:{port}/data.csv");
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    assert_eq!(g.get(&turn, &url).await.status, 403);
     let (id, secret) = ask(&api, &turn, &[]).await;
     approve_card(&api, &id, &secret).await;
     let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
@@ -46,12 +46,12 @@ async fn metrics_cover_both_planes() {
         id: turn.id.clone(),
         credential: format!("{}:wrong", turn.id),
     };
-    assert_eq!(proxy_get(g.proxy(), &wrong, &url).await.status, 407);
+    assert_eq!(g.get(&wrong, &url).await.status, 407);
     api.admin_site(FILES).await;
-    let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{closed}/")).await;
+    let r = g.get(&turn, &format!("http://{FILES}:{closed}/")).await;
     assert_eq!(r.status, 502);
     // A revocation closes a tunnel: counted.
-    let other = api.turn("alice", "c2", &[]).await;
+    let other = g.turn("alice", "c2").await;
     let mut held = Held::open(g.proxy(), &other, port).await;
     let r = api
         .call(
@@ -66,7 +66,7 @@ async fn metrics_cover_both_planes() {
     held.assert_closed_within_a_second(std::time::Instant::now(), "admin removal")
         .await;
 
-    let scrape = api.call("GET", "/metrics", None, None, None).await;
+    let scrape = api.open_get("/metrics").await;
     assert_eq!(scrape.status, 200);
     let text = scrape.text();
     let requests = "egressgate_control_requests_total";

@@ -22,7 +22,7 @@ async fn setup() -> (Gate, Origin) {
         .arg("--allow-cidr")
         .arg("127.0.0.0/8")
         .arg("--allow-port")
-        .arg(&o.addr.port().to_string())
+        .arg(&o.port().to_string())
         .start();
     (g, o)
 }
@@ -32,13 +32,10 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
     let (g, o) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let url = format!("http://{FILES}:{}/", o.addr.port());
+    let url = o.url(FILES, "/");
     let no_auth = proxy_raw(
         g.proxy(),
-        &format!(
-            "GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n",
-            o.addr.port()
-        ),
+        &format!("GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n", o.port()),
     )
     .await;
     assert_eq!(no_auth.status, 407);
@@ -46,17 +43,17 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
         no_auth.header("proxy-authenticate"),
         Some("Basic realm=\"egressgate\"")
     );
-    let turn = api.turn("u1", "c1", &[]).await;
+    let turn = g.turn("u1", "c1").await;
     let wrong = Turn {
         id: turn.id.clone(),
         credential: format!("{}:not-the-secret", turn.id),
     };
-    assert_eq!(proxy_get(g.proxy(), &wrong, &url).await.status, 407);
+    assert_eq!(g.get(&wrong, &url).await.status, 407);
     let unknown = Turn {
         id: "t_x".into(),
         credential: "t_AAAAAAAAAAAAAAAAAAAAAA:whatever".into(),
     };
-    assert_eq!(proxy_get(g.proxy(), &unknown, &url).await.status, 407);
+    assert_eq!(g.get(&unknown, &url).await.status, 407);
     let garbage = proxy_raw(
         g.proxy(),
         &format!("GET {url} HTTP/1.1\r\nproxy-authorization: Basic !!!\r\n\r\n"),
@@ -67,7 +64,7 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
         o.requests().is_empty(),
         "the origin must not be reached without a credential"
     );
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    assert_eq!(g.get(&turn, &url).await.status, 200);
 }
 
 /// A turn that expires one second after it is opened.
@@ -96,7 +93,7 @@ async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_cred
         id: turn.id.clone(),
         credential: format!("{}:not-the-secret", turn.id),
     };
-    let port = o.addr.port();
+    let port = o.port();
     let get = |t: &Turn| {
         format!(
             "GET http://{FILES}:{port}/ HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
@@ -128,10 +125,10 @@ async fn expired_turn_gets_407() {
     let api = g.api();
     api.admin_site(FILES).await;
     let turn = one_second_turn(&api).await;
-    let target = format!("http://{FILES}:{}/", o.addr.port());
-    assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 200);
+    let target = o.url(FILES, "/");
+    assert_eq!(g.get(&turn, &target).await.status, 200);
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry
-    assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 407);
+    assert_eq!(g.get(&turn, &target).await.status, 407);
 }
 
 #[tokio::test]
@@ -139,8 +136,8 @@ async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
     let (g, o) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u1", "c1", &[]).await;
-    let port = o.addr.port();
+    let turn = g.turn("u1", "c1").await;
+    let port = o.port();
     let raw = format!(
         "GET http://{FILES}:{port}/data.csv?x=1 HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\
          proxy-connection: keep-alive\r\nconnection: close, x-secret-hop\r\nx-secret-hop: 1\r\nx-end-to-end: kept\r\n\r\n",
@@ -192,12 +189,12 @@ async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
         .arg("--allow-cidr")
         .arg("127.0.0.0/8")
         .arg("--allow-port")
-        .arg(&o.addr.port().to_string())
+        .arg(&o.port().to_string())
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u1", "c1", &[]).await;
-    let (head, stream) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    let turn = g.turn("u1", "c1").await;
+    let (head, stream) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200);
     let r = tls_get(stream, pki.client(), FILES).await.unwrap();
     assert_eq!(r.status, 200);
@@ -208,9 +205,9 @@ async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
 async fn unapproved_host_is_refused_clearly_recorded_once_and_counted() {
     let (g, o) = setup().await;
     let api = g.api();
-    let turn = api.turn("u1", "c1", &[]).await;
-    let url = format!("http://{FILES}:{}/secret.csv?token=abc#frag", o.addr.port());
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let turn = g.turn("u1", "c1").await;
+    let url = o.url(FILES, "/secret.csv?token=abc#frag");
+    let r = g.get(&turn, &url).await;
     assert_eq!(r.status, 403);
     assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
     assert_eq!(r.header("x-egress-approvable"), Some("true"));
@@ -233,12 +230,12 @@ async fn unapproved_host_is_refused_clearly_recorded_once_and_counted() {
     assert_eq!(rows[0]["count"], 1);
     assert_eq!(
         rows[0]["url"],
-        format!("http://{FILES}:{}/secret.csv", o.addr.port()),
+        o.url(FILES, "/secret.csv"),
         "query and fragment stripped"
     );
-    let (head, _s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    let (head, _s) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 403);
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    assert_eq!(g.get(&turn, &url).await.status, 403);
     let rec = api.refusals(&turn).await;
     assert_eq!(
         rec["refusals"].as_array().unwrap().len(),
@@ -266,10 +263,10 @@ async fn refusals_are_kept_per_turn_and_launch_sites_only_for_their_turn() {
     let (g, o) = setup().await;
     let api = g.api();
     let with_launch = api.turn("u1", "c1", &[FILES]).await;
-    let plain = api.turn("u1", "c1", &[]).await;
-    let url = format!("http://{FILES}:{}/", o.addr.port());
-    assert_eq!(proxy_get(g.proxy(), &with_launch, &url).await.status, 200);
-    assert_eq!(proxy_get(g.proxy(), &plain, &url).await.status, 403);
+    let plain = g.turn("u1", "c1").await;
+    let url = o.url(FILES, "/");
+    assert_eq!(g.get(&with_launch, &url).await.status, 200);
+    assert_eq!(g.get(&plain, &url).await.status, 403);
     assert_eq!(
         api.refusals(&with_launch).await["refusals"]
             .as_array()
@@ -292,8 +289,8 @@ async fn wildcards_match_subdomains_only_and_hosts_are_normalised() {
     let api = g.api();
     api.admin_site("*.wild.example.org").await;
     api.admin_site("EXAMPLE.com.").await;
-    let turn = api.turn("u1", "c1", &[]).await;
-    let p = o.addr.port();
+    let turn = g.turn("u1", "c1").await;
+    let p = o.port();
     for (host, status) in [
         ("a.wild.example.org", 200),
         ("A.WILD.Example.ORG.", 200),
@@ -302,7 +299,7 @@ async fn wildcards_match_subdomains_only_and_hosts_are_normalised() {
         ("Example.COM.", 200),
         ("badexample.com", 403),
     ] {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{host}:{p}/")).await;
+        let r = g.get(&turn, &format!("http://{host}:{p}/")).await;
         assert_eq!(r.status, status, "{host}: {}", r.text());
     }
     let rows = api.refusals(&turn).await;
@@ -323,7 +320,7 @@ async fn wildcards_match_subdomains_only_and_hosts_are_normalised() {
 async fn malformed_proxy_requests_are_400_and_not_recorded() {
     let (g, _o) = setup().await;
     let api = g.api();
-    let turn = api.turn("u1", "c1", &[]).await;
+    let turn = g.turn("u1", "c1").await;
     let auth = turn.auth_header();
     for raw in [
         format!(
@@ -383,7 +380,7 @@ async fn api_refuses_missing_unknown_and_wrong_role_tokens() {
 #[tokio::test]
 async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
     let o = origin().await;
-    let port = o.addr.port().to_string();
+    let port = o.port().to_string();
     let g = gate()
         .resolve(FILES, "127.0.0.1")
         .resolve("evil.example.com", "127.0.0.1")
@@ -394,7 +391,7 @@ async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u1", "c1", &[]).await;
+    let turn = g.turn("u1", "c1").await;
     assert_eq!(
         proxy_get(
             g.proxy(),
@@ -416,7 +413,7 @@ async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
         .start();
     let api = g.api();
     assert_eq!(
-        proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/"))
+        g.get(&turn, &format!("http://{FILES}:{port}/"))
             .await
             .status,
         200,

@@ -40,7 +40,7 @@ fn client_hello(sni: &str) -> Vec<u8> {
 #[tokio::test]
 async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate()
         .resolve(FILES, "127.0.0.1")
         // No --allow-cidr for INSIDE: its address is private, which is never shadowed.
@@ -50,11 +50,11 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
         .args(&["--mode", "shadow"])
         .start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
 
     // not_approved: shadowed, so the origin is reached.
     let url = format!("http://{FILES}:{port}/data.csv");
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let r = g.get(&turn, &url).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), "origin says hi");
     let rec = api.refusals(&turn).await;
@@ -92,13 +92,13 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
     assert_eq!(r.json()["error"]["code"], "NOTHING_TO_APPROVE");
 
     // ip_literal, internal_name and private_address are never shadowed.
-    let r = proxy_get(g.proxy(), &turn, &format!("http://127.0.0.1:{port}/")).await;
+    let r = g.get(&turn, &format!("http://127.0.0.1:{port}/")).await;
     assert_eq!(r.status, 403);
     assert_eq!(r.header("x-egress-refused"), Some("ip_literal"));
-    let r = proxy_get(g.proxy(), &turn, &format!("http://db.internal:{port}/")).await;
+    let r = g.get(&turn, &format!("http://db.internal:{port}/")).await;
     assert_eq!(r.status, 403);
     assert_eq!(r.header("x-egress-refused"), Some("internal_name"));
-    let r = proxy_get(g.proxy(), &turn, &format!("http://{INSIDE}:{port}/")).await;
+    let r = g.get(&turn, &format!("http://{INSIDE}:{port}/")).await;
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("private_address"));
     let rec = api.refusals(&turn).await;
@@ -131,7 +131,7 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
 #[tokio::test]
 async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate()
         .resolve(FILES, "127.0.0.1")
         .args(&["--allow-cidr", "127.0.0.0/8"])
@@ -139,9 +139,9 @@ async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
         .start();
     let api = g.api();
     let url = format!("http://{FILES}:{port}/data.csv");
-    let alice = api.turn("alice", "c1", &[]).await;
-    let bob = api.turn("bob", "c1", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &alice, &url).await.status, 403);
+    let alice = g.turn("alice", "c1").await;
+    let bob = g.turn("bob", "c1").await;
+    assert_eq!(g.get(&alice, &url).await.status, 403);
 
     let put = |user: &'static str, body: serde_json::Value| async move {
         api.call(
@@ -159,7 +159,7 @@ async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     // Alice's open turn is re-read after the change (one poll), then shadowed.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     loop {
-        let r = proxy_get(g.proxy(), &alice, &url).await;
+        let r = g.get(&alice, &url).await;
         if r.status == 200 {
             break;
         }
@@ -173,7 +173,7 @@ async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     let rec = api.refusals(&alice).await;
     assert_eq!(refusal_row(&rec, FILES, "not_approved")["shadow"], true);
     // Bob stays enforced.
-    let r = proxy_get(g.proxy(), &bob, &url).await;
+    let r = g.get(&bob, &url).await;
     assert_eq!(r.status, 403);
     let rec = api.refusals(&bob).await;
     assert!(
@@ -186,7 +186,7 @@ async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     let r = put("alice", json!({"mode": "enforce"})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while proxy_get(g.proxy(), &alice, &url).await.status != 403 {
+    while g.get(&alice, &url).await.status != 403 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "enforce never came back"

@@ -107,6 +107,19 @@ impl Listed {
     }
 }
 
+/// A proxy-only process on the database at `db` (the scale-out and split-process rows).
+pub fn proxy_on(db: &str) -> GateBuilder {
+    gate().subcommand("proxy").database(db)
+}
+
+/// A control-only process on the database at `db` that hands runtimes the proxy at `public`.
+pub fn control_on(db: &str, public: &str) -> GateBuilder {
+    gate()
+        .subcommand("control")
+        .database(db)
+        .args(&["--proxy-public-url", public])
+}
+
 impl Gate {
     /// Asserts that a log line with every needle arrives (bounded, 5 s).
     pub async fn assert_logged(&self, needles: &[&str], what: &str) {

@@ -54,24 +54,12 @@ pub async fn ask_with(
     turn: &Turn,
     body: serde_json::Value,
 ) -> (serde_json::Value, String, String) {
-    let r = api
-        .post(
-            &format!("/v1/turns/{}/approval-requests", turn.id),
-            RUNTIME,
-            body,
-        )
-        .await;
+    let r = approval_request(api, turn, body).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_eq!(v["outcome"], "ask", "{v}");
     let card = v["card"].clone();
-    let r = api
-        .post(
-            "/v1/interrupts",
-            RUNTIME,
-            serde_json::json!({"draft_id": v["draft_id"]}),
-        )
-        .await;
+    let r = register(api, serde_json::json!({"draft_id": v["draft_id"]})).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
     (
@@ -79,6 +67,24 @@ pub async fn ask_with(
         v["interrupt"]["id"].as_str().unwrap().to_owned(),
         v["resume_secret"].as_str().unwrap().to_owned(),
     )
+}
+
+/// The approval tool: `POST /v1/turns/{turn}/approval-requests` with `body`.
+pub async fn approval_request(api: &Api, turn: &Turn, body: serde_json::Value) -> Resp {
+    let path = format!("/v1/turns/{}/approval-requests", turn.id);
+    api.post(&path, RUNTIME, body).await
+}
+
+/// Registers a draft as an interrupt: `POST /v1/interrupts` with `body` (`draft_id`, and
+/// `snapshot` or `claim_id` when the row needs them).
+pub async fn register(api: &Api, body: serde_json::Value) -> Resp {
+    api.post("/v1/interrupts", RUNTIME, body).await
+}
+
+/// The person clicks Approve on card `id`: its resume answer, unchecked.
+pub async fn click_approve(api: &Api, id: &str, secret: &str) -> Resp {
+    let approved = serde_json::json!({"approved": true});
+    resume(api, id, secret, "resolved", approved).await
 }
 
 /// Resumes interrupt `id` with one decision, with the card's secret.

@@ -43,7 +43,7 @@ pub async fn setup(extra: &[&str]) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let upstream_ca = dir.path().join("upstream-ca.pem");
     std::fs::write(&upstream_ca, pem_of(&origin_pki.ca_der)).unwrap();
-    let port = origin.addr.port().to_string();
+    let port = origin.port().to_string();
     let gate = gate()
         .data_dir(dir)
         .resolve(HOST, "127.0.0.1")
@@ -51,7 +51,7 @@ pub async fn setup(extra: &[&str]) -> Setup {
         .args(&["--upstream-ca", upstream_ca.to_str().unwrap()])
         .args(extra)
         .start();
-    let r = gate.api().call("GET", "/v1/ca.pem", None, None, None).await;
+    let r = gate.api().open_get("/v1/ca.pem").await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.header("content-type"), Some("application/x-pem-file"));
     let ca_pem = r.text();
@@ -79,7 +79,7 @@ pub async fn over_tls(
     sni: &str,
     request: &str,
 ) -> std::io::Result<Resp> {
-    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let authority = format!("{HOST}:{}", s.origin.port());
     let (r, stream) = connect(s.gate.proxy(), turn, &authority).await;
     assert_eq!(r.status, 200, "CONNECT: {}", r.text());
     let mut tls = handshake(stream, client, sni).await?;
