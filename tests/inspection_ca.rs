@@ -14,19 +14,12 @@ use tokio::io::AsyncWriteExt as _;
 #[tokio::test]
 async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
     let pg = support::pg::PgCluster::start();
-    let origin_pki = pki(&[HOST]);
-    let origin = tls_origin(&origin_pki).await;
-    let dir = tempfile::tempdir().unwrap();
-    let upstream_ca = dir.path().join("upstream-ca.pem");
-    std::fs::write(&upstream_ca, pem_of(&origin_pki.ca_der)).unwrap();
-    let port = origin.port().to_string();
+    let upstream = Upstream::start().await;
     let proxy = || {
-        gate()
+        upstream
+            .gate()
             .subcommand("proxy")
             .database(&pg.url())
-            .resolve(HOST, "127.0.0.1")
-            .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
-            .args(&["--upstream-ca", upstream_ca.to_str().unwrap()])
             .start()
     };
     // Started together, so both may find no CA yet: the first write wins, the other reads it.
@@ -36,11 +29,7 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
         (a.join().unwrap(), b.join().unwrap())
     });
     let public = p1.proxy().to_string();
-    let control = gate()
-        .subcommand("control")
-        .database(&pg.url())
-        .args(&["--proxy-public-url", &public])
-        .start();
+    let control = control_on(&pg.url(), &public).start();
     let api = control.api();
     add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
     let ca = api.open_get("/v1/ca.pem").await.text();
@@ -48,7 +37,7 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
     let client = client_trusting(&ca, &[b"http/1.1"]);
     let turn = api.turn("u", "c", &[]).await;
     for p in [&p1, &p2] {
-        let (r, stream) = connect(p.proxy(), &turn, &format!("{HOST}:{port}")).await;
+        let (r, stream) = connect(p.proxy(), &turn, &upstream.origin.at(HOST)).await;
         assert_eq!(r.status, 200);
         let mut tls = handshake(stream, client.clone(), HOST).await.unwrap();
         tls.write_all(request("GET", "/", "").as_bytes())
@@ -57,7 +46,7 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
         let r = read_response(&mut tls).await.unwrap();
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    assert_eq!(origin.requests().len(), 2);
+    assert_eq!(upstream.origin.requests().len(), 2);
 }
 
 #[tokio::test]
