@@ -14,10 +14,12 @@
 pub mod battery;
 pub mod bench;
 pub mod client;
+pub mod decisions;
 pub mod examples;
 pub mod flow;
 pub mod held;
 pub mod hello;
+pub mod hostile;
 pub mod inspect;
 pub mod netns;
 pub mod origin;
