@@ -28,18 +28,10 @@ fn st() -> std::process::Command {
 }
 
 fn have_schemathesis() -> bool {
-    let ok = st()
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "schemathesis is missing; .ci/run installs it"
-        );
-        eprintln!("skipped: schemathesis is missing (pip install schemathesis)");
-    }
-    ok
+    support::examples::available(
+        st().arg("--version"),
+        "schemathesis (pip install schemathesis)",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,15 +5,13 @@
 
 mod support;
 
-use support::examples::{gate_for_origin, run_example};
+use support::examples::{example_bench, gate_for_origin, run_example};
 use support::*;
 
 // Multi-threaded: the test blocks on the Python process while its origin must keep serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_agent_runs_both_branches() {
-    let o = origin().await;
-    let port = o.port();
-    let g = gate_for_origin(port);
+    let (_o, g, port) = example_bench().await;
     for (flag, expect_download) in [("--approve", "200"), ("--decline", "403")] {
         let out = run_example(&g, port, "agent_tool.py", &[flag]);
         let stdout = String::from_utf8_lossy(&out.stdout);

@@ -153,21 +153,19 @@ async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it
         "{schema}"
     );
     // Widening or inventing a level is refused, and nothing is claimed.
-    let r = resume(
+    let r = answer(
         &api,
         &id,
         &secret,
-        "resolved",
         serde_json::json!({"approved": true, "access": "admin"}),
     )
     .await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "INVALID_DECISION");
-    let r = resume(
+    let r = answer(
         &api,
         &id,
         &secret,
-        "resolved",
         serde_json::json!({"approved": true, "access": "read"}),
     )
     .await;
@@ -187,11 +185,10 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     let api = s.gate.api();
     let turn = api.turn("u", "c", &[]).await;
     let (id, secret) = ask(&api, &turn, &[&format!("https://{HOST}/data.csv")]).await;
-    let r = resume(
+    let r = answer(
         &api,
         &id,
         &secret,
-        "resolved",
         serde_json::json!({"approved": true, "access": "read"}),
     )
     .await;
@@ -204,14 +201,7 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
         "nothing was written"
     );
     // The same card can still be approved at its own level.
-    let r = resume(
-        &api,
-        &id,
-        &secret,
-        "resolved",
-        serde_json::json!({"approved": true}),
-    )
-    .await;
+    let r = answer(&api, &id, &secret, serde_json::json!({"approved": true})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
         r.json()["decision"]["access"],

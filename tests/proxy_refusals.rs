@@ -10,20 +10,15 @@ mod support;
 use support::*;
 
 async fn setup() -> (Gate, Origin) {
-    let o = origin().await;
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .resolve("a.wild.example.org", "127.0.0.1")
-        .resolve("wild.example.org", "127.0.0.1")
-        .resolve("badexample.com", "127.0.0.1")
-        .resolve("example.com", "127.0.0.1")
-        .resolve("other.example.net", "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&o.port().to_string())
-        .start();
-    (g, o)
+    reachable(&[
+        FILES,
+        "a.wild.example.org",
+        "wild.example.org",
+        "badexample.com",
+        "example.com",
+        "other.example.net",
+    ])
+    .await
 }
 
 #[tokio::test]

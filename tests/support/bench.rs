@@ -107,6 +107,12 @@ impl Listed {
     }
 }
 
+/// A loopback origin and a gate that may reach it under `names`, nothing listed yet.
+pub async fn reachable(names: &[&str]) -> (Gate, Origin) {
+    let o = origin().await;
+    (gate().reach(&o).names(names).ready().await, o)
+}
+
 /// A proxy-only process on the database at `db` (the scale-out and split-process rows).
 pub fn proxy_on(db: &str) -> GateBuilder {
     gate().subcommand("proxy").database(db)
@@ -195,8 +201,14 @@ impl Api {
 
     /// `PUT /v1/admin/users/{user}` with `can_approve`.
     pub async fn set_can_approve(&self, user: &str, can: bool) -> Resp {
-        let body = serde_json::json!({"can_approve": can}).to_string();
+        self.set_user(user, serde_json::json!({"can_approve": can}))
+            .await
+    }
+
+    /// `PUT /v1/admin/users/{user}` with `body` (`can_approve`, `mode`).
+    pub async fn set_user(&self, user: &str, body: serde_json::Value) -> Resp {
         let path = format!("/v1/admin/users/{user}");
+        let body = body.to_string();
         self.call("PUT", &path, Some(ADMIN), None, Some(&body))
             .await
     }

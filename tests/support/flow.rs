@@ -81,6 +81,11 @@ pub async fn register(api: &Api, body: serde_json::Value) -> Resp {
     api.post("/v1/interrupts", RUNTIME, body).await
 }
 
+/// The person answers card `id` with `payload` (status `resolved`): the resume's answer.
+pub async fn answer(api: &Api, id: &str, secret: &str, payload: serde_json::Value) -> Resp {
+    resume(api, id, secret, "resolved", payload).await
+}
+
 /// The person clicks Approve on card `id`: its resume answer, unchecked.
 pub async fn click_approve(api: &Api, id: &str, secret: &str) -> Resp {
     let approved = serde_json::json!({"approved": true});
