@@ -147,17 +147,13 @@ async fn the_ca_key_file_is_private_never_logged_and_ca_print_matches_the_endpoi
         "the CA key never reaches the log"
     );
     let data = s.gate.data_dir.path().join("data");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+    let out = egressgate()
         .args(["ca", "print", "--data-dir"])
         .arg(&data)
         .env_remove("DATABASE_URL")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     if std::env::var("EGRESSGATE_TEST_POSTGRES_URL").is_err() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), s.ca_pem);
     }

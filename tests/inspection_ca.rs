@@ -57,7 +57,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
     let turn = api.turn("u", "c", &[]).await;
     let old = s.ca_pem.clone();
     let data = s.gate.data_dir.path().join("data");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+    let mut cmd = support::egressgate();
     cmd.args(["ca", "rotate", "--overlap", "1h", "--data-dir"])
         .arg(&data)
         .env_remove("DATABASE_URL");
@@ -109,7 +109,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
 }
 
 fn egressgate(args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+    let mut c = support::egressgate();
     for (k, _) in std::env::vars() {
         if k.starts_with("EGRESSGATE_") || k == "DATABASE_URL" {
             c.env_remove(k);

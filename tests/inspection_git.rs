@@ -130,6 +130,12 @@ fn ok(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Commits what is staged in `dir` as a test author, with `message`.
+fn commit(dir: &std::path::Path, message: &str) {
+    let who = ["-c", "user.name=t", "-c", "user.email=t@e"];
+    ok(&git(dir, &[&who[..], &["commit", "-qm", message]].concat()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn git_clone_works_under_read_and_git_push_is_refused() {
     let work = tempfile::tempdir().unwrap();
@@ -143,18 +149,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
     ok(&git(&seed, &["init", "-q", "-b", "main"]));
     std::fs::write(seed.join("README"), "hello\n").unwrap();
     ok(&git(&seed, &["add", "README"]));
-    ok(&git(
-        &seed,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@e",
-            "commit",
-            "-qm",
-            "one",
-        ],
-    ));
+    commit(&seed, "one");
     let bare = root.join("repo.git");
     ok(&git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]));
     ok(&git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]));
@@ -203,18 +198,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
     let clone = w.join("clone");
     std::fs::write(clone.join("NEW"), "upload\n").unwrap();
     ok(&git(&clone, &["add", "NEW"]));
-    ok(&git(
-        &clone,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@e",
-            "commit",
-            "-qm",
-            "two",
-        ],
-    ));
+    commit(&clone, "two");
     let out = via(&clone, &["push", "origin", "main"]);
     assert!(!out.status.success(), "push must fail");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,6 +8,7 @@
 
 mod support;
 
+use serde_json::json;
 use support::inspect::*;
 use support::*;
 
@@ -17,7 +18,7 @@ async fn read_allows_downloads_and_refuses_uploads_with_a_recorded_403_inside_tl
     let api = s.gate.api();
     let r = add_site(
         &api,
-        serde_json::json!({"pattern": HOST, "inspect": true, "access": "read"}),
+        json!({"pattern": HOST, "inspect": true, "access": "read"}),
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.text());
@@ -67,21 +68,17 @@ async fn read_allows_downloads_and_refuses_uploads_with_a_recorded_403_inside_tl
 async fn read_without_inspection_is_refused_with_a_clear_422_and_nothing_is_stored() {
     let s = setup(&[]).await;
     let api = s.gate.api();
-    let r = add_site(&api, serde_json::json!({"pattern": HOST, "access": "read"})).await;
+    let r = add_site(&api, json!({"pattern": HOST, "access": "read"})).await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "INVALID_INPUT");
     let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
     assert!(msg.contains("inspect"), "{msg}");
-    let r = add_site(
-        &api,
-        serde_json::json!({"pattern": HOST, "access": "write"}),
-    )
-    .await;
+    let r = add_site(&api, json!({"pattern": HOST, "access": "write"})).await;
     assert_eq!(r.status, 422, "{}", r.text());
-    let r = add_site(&api, serde_json::json!({"pattern": HOST, "inspect": "yes"})).await;
+    let r = add_site(&api, json!({"pattern": HOST, "inspect": "yes"})).await;
     assert_eq!(r.status, 400, "{}", r.text());
     let list = api.get("/v1/admin/sites", ADMIN).await.json();
-    assert_eq!(list["sites"], serde_json::json!([]), "nothing was written");
+    assert_eq!(list["sites"], json!([]), "nothing was written");
 }
 
 #[tokio::test]
@@ -94,7 +91,7 @@ async fn read_is_enforced_per_request_in_plain_http_forwarding_too() {
         .start();
     let api = gate.api();
     // Covered by --inspect, so `read` is accepted without `inspect: true`.
-    let r = add_site(&api, serde_json::json!({"pattern": HOST, "access": "read"})).await;
+    let r = add_site(&api, json!({"pattern": HOST, "access": "read"})).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let turn = api.turn("u", "c", &[]).await;
     let url = plain.url(HOST, "/data");
@@ -124,7 +121,7 @@ async fn approving_a_method_not_allowed_refusal_grants_full_access() {
         .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
         .await
         .json();
-    assert_eq!(card["card"]["sites"], serde_json::json!([HOST]), "{card}");
+    assert_eq!(card["card"]["sites"], json!([HOST]), "{card}");
     approve_card(&api, &id, &secret).await;
     let approvals = api.chat_approvals("u", "c").await;
     assert_eq!(approvals["approvals"][0]["access"], "full", "{approvals}");
@@ -147,28 +144,16 @@ async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it
         .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
         .await
         .json();
-    assert_eq!(
-        schema["card"]["sites"],
-        serde_json::json!([HOST]),
-        "{schema}"
-    );
+    assert_eq!(schema["card"]["sites"], json!([HOST]), "{schema}");
     // Widening or inventing a level is refused, and nothing is claimed.
-    let r = answer(
-        &api,
-        &id,
-        &secret,
-        serde_json::json!({"approved": true, "access": "admin"}),
-    )
-    .await;
+    let decide = async |access: &str| {
+        let payload = json!({"approved": true, "access": access});
+        answer(&api, &id, &secret, payload).await
+    };
+    let r = decide("admin").await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "INVALID_DECISION");
-    let r = answer(
-        &api,
-        &id,
-        &secret,
-        serde_json::json!({"approved": true, "access": "read"}),
-    )
-    .await;
+    let r = decide("read").await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["decision"]["access"], "read", "{}", r.text());
     let approvals = api.chat_approvals("u", "c").await;
@@ -189,19 +174,15 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
         &api,
         &id,
         &secret,
-        serde_json::json!({"approved": true, "access": "read"}),
+        json!({"approved": true, "access": "read"}),
     )
     .await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert!(r.text().contains("does not inspect"), "{}", r.text());
     let approvals = api.chat_approvals("u", "c").await;
-    assert_eq!(
-        approvals["approvals"],
-        serde_json::json!([]),
-        "nothing was written"
-    );
+    assert_eq!(approvals["approvals"], json!([]), "nothing was written");
     // The same card can still be approved at its own level.
-    let r = answer(&api, &id, &secret, serde_json::json!({"approved": true})).await;
+    let r = answer(&api, &id, &secret, json!({"approved": true})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
         r.json()["decision"]["access"],
@@ -218,28 +199,24 @@ async fn launch_time_sites_may_be_read_only_on_inspected_hosts() {
         api.post(
             "/v1/turns",
             RUNTIME,
-            serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "sites": sites}),
+            json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "sites": sites}),
         )
     };
     // Not inspected: refused, and no turn was opened.
-    let r = open(serde_json::json!([{"pattern": "other.example.org", "access": "read"}])).await;
+    let r = open(json!([{"pattern": "other.example.org", "access": "read"}])).await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert!(r.text().contains("sites[0]"), "{}", r.text());
-    let r = open(serde_json::json!([{"pattern": HOST, "access": "upload"}])).await;
+    let r = open(json!([{"pattern": HOST, "access": "upload"}])).await;
     assert_eq!(r.status, 422, "{}", r.text());
-    let r = open(serde_json::json!([{"pattern": HOST, "acces": "read"}])).await;
+    let r = open(json!([{"pattern": HOST, "acces": "read"}])).await;
     assert_eq!(r.status, 400, "an unknown field: {}", r.text());
     let audit = api
         .get("/v1/admin/audit?kind=turn_opened", ADMIN)
         .await
         .json();
-    assert_eq!(
-        audit["audit"],
-        serde_json::json!([]),
-        "nothing was written: {audit}"
-    );
+    assert_eq!(audit["audit"], json!([]), "nothing was written: {audit}");
 
-    let r = open(serde_json::json!([{"pattern": HOST, "access": "read"}])).await;
+    let r = open(json!([{"pattern": HOST, "access": "read"}])).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
     let url = url::Url::parse(v["proxy_url"].as_str().unwrap()).unwrap();
@@ -251,7 +228,7 @@ async fn launch_time_sites_may_be_read_only_on_inspected_hosts() {
         .get(&format!("/v1/turns/{}/policy", turn.id), RUNTIME)
         .await
         .json();
-    assert_eq!(policy["sites"], serde_json::json!([HOST]), "{policy}");
+    assert_eq!(policy["sites"], json!([HOST]), "{policy}");
     let client = client_trusting(&s.ca_pem, &[b"http/1.1"]);
     let r = s.request(&turn, client.clone(), ("GET", "/", "")).await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -281,11 +258,7 @@ async fn a_read_grant_on_a_host_no_longer_inspected_fails_closed_until_a_person_
         g.start()
     };
     let g = started(None, true);
-    let r = add_site(
-        &g.api(),
-        serde_json::json!({"pattern": HOST, "access": "read"}),
-    )
-    .await;
+    let r = add_site(&g.api(), json!({"pattern": HOST, "access": "read"})).await;
     assert_eq!(r.status, 201, "{}", r.text());
     // Restarted without --inspect: the proxy cannot see inside this host's TLS any more.
     let g = started(Some(g.kill()), false);

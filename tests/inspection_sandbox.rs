@@ -10,7 +10,7 @@ use support::inspect::*;
 
 /// `egressgate sandbox run` with `extra` flags (the CA source), running `script` under `sh`.
 fn sandbox(proxy_url: &str, extra: &[&str], script: &str) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+    support::egressgate()
         .args(["sandbox", "run", "--proxy-url", proxy_url])
         .args(extra)
         .args(["--", "sh", "-c", script])

@@ -74,7 +74,7 @@ async fn the_proxy_listener_speaks_tls() {
 }
 
 fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+    egressgate()
         .arg("admin")
         .args(args)
         .arg("--data-dir")
@@ -86,7 +86,7 @@ fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
 
 /// `egressgate migrate` on a fresh data dir: it creates the database `admin` then keeps.
 fn migrated(data: &std::path::Path) {
-    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+    let migrated = egressgate()
         .args(["migrate", "--data-dir"])
         .arg(data)
         .env_remove("DATABASE_URL")
@@ -107,11 +107,7 @@ fn admin_cli_keeps_the_lists_like_the_api() {
         &["sites", "add", "*.Example.COM.", "--note", "docs mirror"],
         &data,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "added *.example.com\n"
@@ -242,11 +238,7 @@ fn admin_cli_manages_named_tokens() {
         ],
         &data,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let secret = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(secret.len() >= 43, "the secret alone on stdout: {secret:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -50,13 +50,11 @@ async fn json_log_lines_carry_the_decision_fields() {
 #[test]
 fn an_unknown_log_format_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
-        .args(["serve", "--log-format", "xml", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = cli_failure(
+        &mut egressgate()
+            .args(["serve", "--log-format", "xml", "--data-dir"])
+            .arg(dir.path().join("data")),
+    );
     assert!(
         e.contains("--log-format \"xml\": expected text or json"),
         "{e}"

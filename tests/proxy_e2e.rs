@@ -275,42 +275,28 @@ fn bad_flags_and_unreachable_database_are_one_line_errors() {
 
 #[test]
 fn config_file_env_and_flags_layer_in_order() {
-    let bin = env!("CARGO_BIN_EXE_egressgate");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("eg.toml");
+    let migrate = || {
+        let mut c = egressgate();
+        c.args(["migrate", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(dir.path().join("d"));
+        c
+    };
     std::fs::write(&cfg, "turn-ttl = \"nonsense\"\n").unwrap();
     // The file's bad value is reported...
-    let out = std::process::Command::new(bin)
-        .args(["migrate", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("d"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("turn-ttl"));
+    let e = cli_failure(&mut migrate());
+    assert!(e.contains("turn-ttl"), "{e}");
     // ...unless the environment overrides it, and a flag overrides the environment.
-    let out = std::process::Command::new(bin)
-        .args(["migrate", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("d"))
+    let out = migrate()
         .env("EGRESSGATE_TURN_TTL", "also-bad")
         .args(["--turn-ttl", "2h"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     std::fs::write(&cfg, "no-such-key = 1\n").unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["migrate", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("d"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "unknown keys are errors");
+    let e = cli_failure(&mut migrate());
+    assert!(!e.is_empty(), "unknown keys are errors");
 }

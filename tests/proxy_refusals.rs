@@ -9,6 +9,14 @@ mod support;
 
 use support::*;
 
+/// How many rows the turn's refusal record has.
+async fn refusal_rows(api: &Api, turn: &Turn) -> usize {
+    api.refusals(turn).await["refusals"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
 async fn setup() -> (Gate, Origin) {
     reachable(&[
         FILES,
@@ -87,20 +95,8 @@ async fn refusals_are_kept_per_turn_and_launch_sites_only_for_their_turn() {
     let url = o.url(FILES, "/");
     assert_eq!(g.get(&with_launch, &url).await.status, 200);
     assert_eq!(g.get(&plain, &url).await.status, 403);
-    assert_eq!(
-        api.refusals(&with_launch).await["refusals"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
-    assert_eq!(
-        api.refusals(&plain).await["refusals"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(refusal_rows(&api, &with_launch).await, 0);
+    assert_eq!(refusal_rows(&api, &plain).await, 1);
 }
 
 #[tokio::test]
@@ -155,13 +151,7 @@ async fn malformed_proxy_requests_are_400_and_not_recorded() {
         let r = proxy_raw(g.proxy(), &raw).await;
         assert_eq!(r.status, 400, "{raw:?} → {} {}", r.status, r.text());
     }
-    assert_eq!(
-        api.refusals(&turn).await["refusals"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_eq!(refusal_rows(&api, &turn).await, 0);
 }
 
 #[tokio::test]

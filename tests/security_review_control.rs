@@ -44,7 +44,7 @@ fn a_bad_control_addr_is_one_line_and_a_non_zero_exit() {
         (vec![], Some("127.0.0.1:80,junk"), "EGRESSGATE_CONTROL_ADDR"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+        let mut cmd = egressgate();
         cmd.arg("proxy")
             .arg("--data-dir")
             .arg(dir.path())

@@ -198,14 +198,12 @@ async fn a_bad_mode_is_refused_and_changes_nothing() {
 #[test]
 fn a_bad_deployment_mode_is_one_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
-        .args(["serve", "--mode", "audit", "--data-dir"])
-        .arg(dir.path().join("d"))
-        .env_remove("EGRESSGATE_MODE")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = cli_failure(
+        &mut egressgate()
+            .args(["serve", "--mode", "audit", "--data-dir"])
+            .arg(dir.path().join("d"))
+            .env_remove("EGRESSGATE_MODE"),
+    );
     assert!(e.contains("--mode") && e.contains("audit"), "{e}");
     assert!(!dir.path().join("d").exists(), "nothing was written: {e}");
 }

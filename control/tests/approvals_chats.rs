@@ -47,9 +47,7 @@ async fn an_approval_writes_rows_the_chat_can_list() {
 #[tokio::test]
 async fn a_decline_removes_only_its_own_cards_rows() {
     let app = TestApp::new().await;
-    let a = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
-    let claim = cards::approve(&app, &a).await;
-    cards::claim(&app, &a, "complete", &claim).await;
+    let a = cards::completed(&app, "alice", "c1", &["a.example.com"]).await;
     app.insert_approval(
         "alice",
         "c1",
@@ -113,9 +111,7 @@ async fn revoking_one_approval() {
 #[tokio::test]
 async fn hiding_a_chat_expires_its_card_and_revokes_everything() {
     let app = TestApp::new().await;
-    let done = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
-    let claim = cards::approve(&app, &done).await;
-    cards::claim(&app, &done, "complete", &claim).await;
+    cards::completed(&app, "alice", "c1", &["a.example.com"]).await;
     let pending = cards::card(&app, "alice", "c1", &["b.example.com"], &[]).await;
 
     // Another user's chat of the same id, and an unknown chat, are not found.

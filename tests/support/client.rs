@@ -48,25 +48,17 @@ impl Api {
         user: Option<&str>,
         body: Option<&str>,
     ) -> Resp {
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-            self.addr
-        );
-        if let Some(t) = token {
-            req.push_str(&format!("authorization: Bearer {t}\r\n"));
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = Vec::new();
+        if let Some(b) = &bearer {
+            headers.push(("authorization", b.as_str()));
         }
         if let Some(u) = user {
-            req.push_str(&format!("x-egressgate-user: {u}\r\n"));
+            headers.push(("x-egressgate-user", u));
         }
         let body = body.unwrap_or("");
-        if !body.is_empty() || method == "POST" || method == "PUT" {
-            req.push_str(&format!(
-                "content-type: application/json\r\ncontent-length: {}\r\n",
-                body.len()
-            ));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
+        let typed = !body.is_empty() || method == "POST" || method == "PUT";
+        let req = request_text(self.addr, (method, path), &headers, (body, typed));
         send_raw(self.addr, &req).await
     }
 
@@ -184,6 +176,29 @@ pub async fn read_response<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<R
         headers,
         body,
     })
+}
+
+/// The text of one `connection: close` request to `addr` with `headers`; a JSON
+/// `content-type` and `content-length` when `typed`, then `body`.
+pub fn request_text(
+    addr: SocketAddr,
+    (method, path): (&str, &str),
+    headers: &[(&str, &str)],
+    (body, typed): (&str, bool),
+) -> String {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if typed {
+        let len = body.len();
+        req.push_str(&format!(
+            "content-type: application/json\r\ncontent-length: {len}\r\n"
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    req
 }
 
 /// Sends a whole request to `addr` on a new connection and reads the response.

@@ -308,6 +308,28 @@ impl GateBuilder {
     }
 }
 
+/// The `egressgate` binary as a command, for the CLI rows (one-line errors, `migrate`,
+/// `ca print`, the admin CLI).
+pub fn egressgate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_egressgate"))
+}
+
+/// Asserts a CLI run exited 0, showing its standard error otherwise.
+#[track_caller]
+pub fn assert_success(out: &std::process::Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+}
+
+/// Runs a CLI command that must fail, asserts it did, and returns its standard error.
+#[track_caller]
+pub fn cli_failure(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    err
+}
+
 /// A port that was free a moment ago on 127.0.0.1 (for `start_on`; tests inside a private
 /// network namespace make the race harmless).
 pub fn free_port() -> u16 {

@@ -31,20 +31,7 @@ pub async fn raw(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Resp {
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-        api.addr
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() || method != "GET" {
-        req.push_str(&format!(
-            "content-type: application/json\r\ncontent-length: {}\r\n",
-            body.len()
-        ));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
+    let typed = !body.is_empty() || method != "GET";
+    let req = request_text(api.addr, (method, path), headers, (body, typed));
     send_raw(api.addr, &req).await
 }

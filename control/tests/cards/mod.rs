@@ -190,6 +190,15 @@ pub async fn approve(app: &TestApp, r: &Registered) -> String {
     body["claim"]["claim_id"].as_str().unwrap().to_owned()
 }
 
+/// A card for `sites` in a fresh turn of (user, chat), approved and its run completed: the
+/// card, whose approval rows now stand on their own.
+pub async fn completed(app: &TestApp, user: &str, chat: &str, sites: &[&str]) -> Registered {
+    let r = card(app, user, chat, sites, &[]).await;
+    let claim_id = approve(app, &r).await;
+    claim(app, &r, "complete", &claim_id).await;
+    r
+}
+
 /// `POST /v1/interrupts/{id}/{action}` with `{"claim_id", ...}`.
 pub async fn claim_call(app: &TestApp, id: &str, action: &str, body: Value) -> (StatusCode, Value) {
     app.anonymous()
