@@ -54,9 +54,9 @@ async fn an_origin_whose_certificate_does_not_verify_is_a_502_and_gets_no_bytes(
     let rogue = tls_origin(&pki(&[HOST])).await;
     let rogue_port = rogue.addr.port().to_string();
     let s = setup(&["--allow-port", &rogue_port]).await;
-    let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = s
+        .listed_turn(serde_json::json!({"pattern": HOST, "inspect": true}))
+        .await;
     let (r, stream) = connect(s.gate.proxy(), &turn, &format!("{HOST}:{rogue_port}")).await;
     assert_eq!(r.status, 200);
     let mut tls = handshake(stream, client_trusting(&s.ca_pem, &[]), HOST)

@@ -53,8 +53,9 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
 async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_old_one_trusted() {
     let s = setup(&[]).await;
     let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = s
+        .listed_turn(serde_json::json!({"pattern": HOST, "inspect": true}))
+        .await;
     let old = s.ca_pem.clone();
     let data = s.gate.data_dir.path().join("data");
     let mut cmd = support::egressgate();

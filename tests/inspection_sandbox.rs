@@ -43,9 +43,9 @@ fn trust_script(port: u16, mounted: bool) -> String {
 #[tokio::test]
 async fn the_sandbox_trusts_the_deployment_ca_fetched_from_the_control_plane() {
     let s = setup(&[]).await;
-    let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = s
+        .listed_turn(serde_json::json!({"pattern": HOST, "inspect": true}))
+        .await;
     let proxy_url = format!("http://{}@{}", turn.credential, s.gate.proxy());
     let control = format!("http://{}", s.gate.control.unwrap());
     let script = trust_script(s.origin.port(), true);
@@ -65,9 +65,9 @@ async fn the_sandbox_trusts_the_deployment_ca_fetched_from_the_control_plane() {
 #[tokio::test]
 async fn the_sandbox_takes_the_ca_from_a_file_without_isolation_too_and_refuses_a_bad_one() {
     let s = setup(&[]).await;
-    let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = s
+        .listed_turn(serde_json::json!({"pattern": HOST, "inspect": true}))
+        .await;
     let proxy_url = format!("http://{}@{}", turn.credential, s.gate.proxy());
     let ca_file = s.gate.data_dir.path().join("deployment-ca.pem");
     std::fs::write(&ca_file, &s.ca_pem).unwrap();

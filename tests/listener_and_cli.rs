@@ -84,6 +84,14 @@ fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
+/// A fresh data directory, migrated: (the temp dir that holds it, its path).
+fn migrated_dir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    migrated(&data);
+    (dir, data)
+}
+
 /// `egressgate migrate` on a fresh data dir: it creates the database `admin` then keeps.
 fn migrated(data: &std::path::Path) {
     let migrated = egressgate()
@@ -100,9 +108,7 @@ fn migrated(data: &std::path::Path) {
 
 #[test]
 fn admin_cli_keeps_the_lists_like_the_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    migrated(&data);
+    let (_dir, data) = migrated_dir();
     let out = admin(
         &["sites", "add", "*.Example.COM.", "--note", "docs mirror"],
         &data,
@@ -221,9 +227,7 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
 
 #[test]
 fn admin_cli_manages_named_tokens() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    migrated(&data);
+    let (_dir, data) = migrated_dir();
     let out = admin(
         &[
             "tokens",

@@ -103,6 +103,11 @@ impl Setup {
     /// [`HOST`] listed as inspected with `access` (201 asserted), and a turn of (`u`, `c`).
     pub async fn inspected_turn(&self, access: &str) -> Turn {
         let site = serde_json::json!({"pattern": HOST, "inspect": true, "access": access});
+        self.listed_turn(site).await
+    }
+
+    /// `site` added to the administrator's list (201 asserted), and a turn of (`u`, `c`).
+    pub async fn listed_turn(&self, site: serde_json::Value) -> Turn {
         let r = add_site(&self.gate.api(), site).await;
         assert_eq!(r.status, 201, "{}", r.text());
         self.gate.turn("u", "c").await
