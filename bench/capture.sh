@@ -11,70 +11,25 @@
 #
 # Writes bench/results/capture.md. No traffic leaves 127.0.0.1.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH="$ROOT/bench"
+# ROOT, BENCH, LOADGEN; log, die, make_work, cleanup (stops PIDS on exit), build_all,
+# new_tokens, start_origin, start_egressgate.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LOG_TAG=capture-bench
 N=${N:-2000}
 HOST=bench.example.com
-LOADGEN_TARGET=/var/tmp/egressgate-bench-target
-LOADGEN="$LOADGEN_TARGET/release/loadgen"
 
-log() { printf '[capture-bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "FAILED: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (capture needs it)"
 command -v python3 >/dev/null || die "python3 is needed"
 command -v nft >/dev/null || die "nft is needed (package nftables)"
 
-WORK=$(mktemp -d /tmp/egressgate-capture-bench.XXXXXX)
-PIDS=()
-cleanup() {
-    local rc=$?
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-
-wait_addr() {
-    local file=$1 pattern=$2 pid=$3
-    for _ in $(seq 300); do
-        local line
-        line=$(grep -m1 -a "$pattern" "$file" 2>/dev/null || true)
-        if [ -n "$line" ]; then
-            sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || die "process $pid exited before logging '$pattern'"
-        sleep 0.1
-    done
-    die "timed out waiting for '$pattern' in $file"
-}
-
-if [ -z "${EGRESSGATE:-}" ]; then
-    log "building egressgate (release)"
-    (cd "$ROOT" && cargo build --release --quiet --bin egressgate) || die "egressgate build failed"
-    EGRESSGATE="${CARGO_TARGET_DIR:-$ROOT/target}/release/egressgate"
-fi
-log "building the load generator's origin (release)"
-CARGO_TARGET_DIR=$LOADGEN_TARGET cargo build --release --quiet --manifest-path "$BENCH/loadgen/Cargo.toml" \
-    || die "loadgen build failed"
-
-"$LOADGEN" origin --listen 127.0.0.1:0 2>"$WORK/origin.log" &
-PIDS+=("$!")
-ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$!")
+make_work capture-bench
+build_all
+start_origin
 PORT=${ORIGIN##*:}
-
-token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-export EGRESSGATE_ADMIN_TOKEN="bench-admin-$(token)"
-export EGRESSGATE_RUNTIME_TOKEN="bench-runtime-$(token)"
-env -u EGRESSGATE_LOG -u DATABASE_URL -u EGRESSGATE_DATABASE_URL \
-    "$EGRESSGATE" serve --data-dir "$WORK/data" \
-    --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 \
-    --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 --allow-port "$PORT" \
-    2>"$WORK/egressgate.log" >/dev/null &
-EG_PID=$!
-PIDS+=("$EG_PID")
-CONTROL=$(wait_addr "$WORK/egressgate.log" "control plane listening" "$EG_PID")
+new_tokens
+start_egressgate "$WORK/egressgate.log" --data-dir "$WORK/data" \
+    --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 --allow-port "$PORT"
+CONTROL=$EG_CONTROL
 PROXY_URL=$(curl -sS --fail -X POST "http://$CONTROL/v1/turns" \
     -H "Authorization: Bearer $EGRESSGATE_RUNTIME_TOKEN" -H 'content-type: application/json' \
     -d "{\"user_id\":\"bench\",\"chat_id\":\"capture\",\"can_ask_human\":true,\"sites\":[\"$HOST\"]}" |

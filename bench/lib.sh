@@ -1,10 +1,31 @@
-# Shared by bench/run.sh and bench/scale.sh (sourced, not run): logging, stopping every process
-# in PIDS on exit (and removing WORK unless KEEP_WORKDIR=1 or the run failed), and waiting for
-# a process to log its address or to listen.
+# Shared by the bench scripts (sourced, not run: `source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"`):
+# where things are (ROOT, BENCH, RESULTS, LOADGEN), logging, a work directory WORK whose
+# processes (PIDS) are stopped on exit (WORK is removed unless KEEP_WORKDIR=1 or the run
+# failed), building the two binaries, starting the origin and egressgate, and waiting for a
+# process to log its address or to listen.
 # shellcheck shell=bash
 
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$ROOT/bench"
+RESULTS="$BENCH/results"
+# The load generator is its own cargo project, built into LOADGEN_TARGET.
+LOADGEN_TARGET=${LOADGEN_TARGET:-/var/tmp/egressgate-bench-target}
+LOADGEN="$LOADGEN_TARGET/release/loadgen"
+PIDS=()
+WORK=
+# egressgate's log filter for one start_egressgate call (`EG_LOG_FILTER=… start_egressgate …`);
+# empty: its default (info), as shipped. Not read from the caller's environment.
+EG_LOG_FILTER=
+
+log() { printf '[%s %s] %s\n' "${LOG_TAG:-bench}" "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+
+# Creates WORK, /tmp/egressgate-NAME.XXXXXX, readable by all (a sandboxed client runs as
+# nobody and must read its script).
+make_work() {
+    WORK=$(mktemp -d "/tmp/egressgate-$1.XXXXXX")
+    chmod 755 "$WORK"
+}
 
 cleanup() {
     local rc=$?
@@ -24,7 +45,9 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null || true
     done
     wait 2>/dev/null || true
-    if [ "${KEEP_WORKDIR:-0}" = 1 ] || [ "$rc" != 0 ]; then
+    if [ -z "$WORK" ]; then
+        :
+    elif [ "${KEEP_WORKDIR:-0}" = 1 ] || [ "$rc" != 0 ]; then
         log "configs and logs kept in $WORK"
     else
         rm -rf "$WORK"
@@ -34,12 +57,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Waits until FILE has a line containing PATTERN and prints the value after "addr=".
+# Waits until FILE has a line containing PATTERN after its first SKIP lines (default 0: a log
+# appended to by several starts skips the earlier starts' lines) and prints the value after
+# "addr=".
 wait_addr() {
-    local file=$1 pattern=$2 pid=$3
+    local file=$1 pattern=$2 pid=$3 skip=${4:-0}
     for _ in $(seq 300); do
         local line
-        line=$(grep -m1 -a "$pattern" "$file" 2>/dev/null || true)
+        line=$(tail -n +"$((skip + 1))" "$file" 2>/dev/null | grep -m1 -a "$pattern" || true)
         local addr
         addr=$(sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2)
         # A line caught while it is still being written has no address yet: read it again.
@@ -67,10 +92,17 @@ wait_port() {
     die "$name did not listen on 127.0.0.1:$port"
 }
 
+# Notes PID (started just now, listening on PORT) for the stop on exit, and waits for it.
+started() {
+    local pid=$1 port=$2 name=$3
+    PIDS+=("$pid")
+    wait_port "$port" "$pid" "$name"
+    log "$name on 127.0.0.1:$port (pid $pid)"
+}
 
 # Builds egressgate (release, into CARGO_TARGET_DIR or the repository's target/) and the load
-# generator (its own cargo project, into /var/tmp/egressgate-bench-target); sets EGRESSGATE
-# and LOADGEN. EGRESSGATE=path in the environment skips the egressgate build.
+# generator (into LOADGEN_TARGET); sets EGRESSGATE. EGRESSGATE=path in the environment skips
+# the egressgate build.
 build_all() {
     if [ -z "${EGRESSGATE:-}" ]; then
         log "building egressgate (release)"
@@ -80,7 +112,44 @@ build_all() {
     fi
     [ -x "$EGRESSGATE" ] || die "no egressgate binary at $EGRESSGATE"
     log "building the load generator (release)"
-    CARGO_TARGET_DIR=/var/tmp/egressgate-bench-target cargo build --release --quiet \
-        --manifest-path "$ROOT/bench/loadgen/Cargo.toml" || die "loadgen build failed"
-    LOADGEN=/var/tmp/egressgate-bench-target/release/loadgen
+    CARGO_TARGET_DIR=$LOADGEN_TARGET cargo build --release --quiet \
+        --manifest-path "$BENCH/loadgen/Cargo.toml" || die "loadgen build failed"
+}
+
+# Fresh admin and runtime tokens for this run's egressgate, exported (loadgen reads the
+# runtime one to open turns).
+new_tokens() {
+    local admin runtime
+    admin=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    runtime=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    export EGRESSGATE_ADMIN_TOKEN="bench-admin-$admin"
+    export EGRESSGATE_RUNTIME_TOKEN="bench-runtime-$runtime"
+}
+
+# Starts the loopback origin (more `loadgen origin` flags in "$@"), logging to
+# $WORK/origin.log; sets ORIGIN_PID and ORIGIN (its address).
+start_origin() {
+    "$LOADGEN" origin --listen 127.0.0.1:0 "$@" 2>"$WORK/origin.log" &
+    ORIGIN_PID=$!
+    PIDS+=("$ORIGIN_PID")
+    ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$ORIGIN_PID")
+}
+
+# Starts `egressgate serve` with both listeners on a free loopback port and "$@" added,
+# appending its log to LOG; sets EG_PID, EG_PROXY and EG_CONTROL. Logging as EG_LOG_FILTER
+# says; no log filter or database URL from the caller's environment.
+start_egressgate() {
+    local log=$1 skip
+    shift
+    touch "$log"
+    skip=$(wc -l <"$log")
+    local logenv=(-u EGRESSGATE_LOG)
+    [ -n "$EG_LOG_FILTER" ] && logenv=("EGRESSGATE_LOG=$EG_LOG_FILTER")
+    env -u DATABASE_URL -u EGRESSGATE_DATABASE_URL "${logenv[@]}" \
+        "$EGRESSGATE" serve --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 "$@" \
+        2>>"$log" >/dev/null &
+    EG_PID=$!
+    PIDS+=("$EG_PID")
+    EG_PROXY=$(wait_addr "$log" "proxy listening" "$EG_PID" "$skip")
+    EG_CONTROL=$(wait_addr "$log" "control plane listening" "$EG_PID" "$skip")
 }

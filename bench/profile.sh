@@ -10,32 +10,30 @@
 # seconds), then prints the hottest symbols. STRACE=1 counts system calls with `strace -c -f`
 # instead; NOPERF=1 only measures; EG_ARGS adds egressgate flags (e.g. "--log-allowed none");
 # IDLE and IDLE_EGRESSGATE set workload 7's tunnel counts (as in bench/run.sh).
-# Run bench/run.sh once first (it builds both binaries).
+# EG=path names the egressgate binary; LOADGEN_TARGET as in bench/run.sh. Run bench/run.sh once
+# first (it builds both binaries).
 set -euo pipefail
 W=${1:?usage: bench/profile.sh WORKLOADS [DURATION]}
 D=${2:-6}
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LOADGEN=/var/tmp/egressgate-bench-target/release/loadgen
-EG=${EG:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egressgate}
-[ -x "$LOADGEN" ] && [ -x "$EG" ] || { echo "build first: bash bench/run.sh" >&2; exit 1; }
-WORK=$(mktemp -d /tmp/egressgate-profile.XXXXXX)
+# ROOT, LOADGEN; log, die, make_work, cleanup (stops PIDS on exit), new_tokens, start_origin,
+# start_egressgate. The work directory is kept (the profile is in it).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+KEEP_WORKDIR=1
+EGRESSGATE=${EG:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egressgate}
+[ -x "$LOADGEN" ] && [ -x "$EGRESSGATE" ] || die "build first: bash bench/run.sh"
+make_work profile
 ulimit -n "$(ulimit -Hn)"
-strip() { sed 's/\x1b\[[0-9;]*m//g'; }
-addr_in() { for _ in $(seq 100); do a=$(strip <"$1" | grep "$2" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2); [ -n "$a" ] && { echo "$a"; return; }; sleep 0.1; done; exit 1; }
-"$LOADGEN" origin --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --cert-out "$WORK/origin-cert.der" \
-    2>"$WORK/origin.log" & OP=$!
-ORIGIN=$(addr_in "$WORK/origin.log" "origin listening")
-TLS_ORIGIN=$(addr_in "$WORK/origin.log" "origin tls listening")
-export EGRESSGATE_ADMIN_TOKEN="profile-admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-export EGRESSGATE_RUNTIME_TOKEN="profile-runtime-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-env -u EGRESSGATE_LOG "$EG" serve --data-dir "$WORK/data" --proxy-listen 127.0.0.1:0 \
-    --control-listen 127.0.0.1:0 --resolve bench.example.com=127.0.0.1 --allow-cidr 127.0.0.0/8 \
+start_origin --tls-listen 127.0.0.1:0 --cert-out "$WORK/origin-cert.der"
+TLS_ORIGIN=$(wait_addr "$WORK/origin.log" "origin tls listening" "$ORIGIN_PID")
+new_tokens
+# shellcheck disable=SC2086
+start_egressgate "$WORK/egressgate.log" --data-dir "$WORK/data" \
+    --resolve bench.example.com=127.0.0.1 --allow-cidr 127.0.0.0/8 \
     --allow-port "${ORIGIN##*:}" --allow-port "${TLS_ORIGIN##*:}" --max-connections 20000 \
-    ${EG_ARGS:-} \
-    2>"$WORK/egressgate.log" >/dev/null & EP=$!
-trap 'kill $EP $OP 2>/dev/null || true' EXIT
-PX=$(addr_in "$WORK/egressgate.log" "proxy listening")
-CT=$(addr_in "$WORK/egressgate.log" "control plane listening")
+    ${EG_ARGS:-}
+EP=$EG_PID
+PX=$EG_PROXY
+CT=$EG_CONTROL
 RECORDER=
 if [ -z "${NOPERF:-}" ]; then
     (

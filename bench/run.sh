@@ -13,11 +13,13 @@
 # The peers' settings (their best by default; bench/sweep.sh varies them): PEER_BY (ip: the
 # peers are sent the origin's address; name: the benchmark host, answered from a hosts file),
 # TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (1).
+# EGRESSGATE=path skips the egressgate build; LOADGEN_TARGET is where the load generator is
+# built (/var/tmp/egressgate-bench-target).
 set -euo pipefail
+# ROOT, BENCH, RESULTS, LOADGEN; log, die, make_work, cleanup (stops PIDS on exit), wait_addr,
+# wait_port, started, build_all, new_tokens, start_origin, start_egressgate.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH="$ROOT/bench"
-RESULTS="$BENCH/results"
 HOST=bench.example.com
 BLOCKED=unapproved.example.net
 DURATION=${DURATION:-5}
@@ -36,12 +38,7 @@ SQ_WORKERS=${SQ_WORKERS:-1}
 # The report is written to bench/results/$OUT_NAME.md (and $OUT_NAME-raw.txt).
 OUT_NAME=${OUT_NAME:-latest}
 COMMAND="bash bench/run.sh"
-
-WORK=$(mktemp -d /tmp/egressgate-bench.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-# log, die, cleanup (stops PIDS on exit), wait_addr, wait_port.
-source "$BENCH/lib.sh"
+make_work bench
 
 # --- limits ---------------------------------------------------------------------------------
 HARD_NOFILE=$(ulimit -Hn)
@@ -68,31 +65,17 @@ SQUID=/usr/sbin/squid
 # --- build ----------------------------------------------------------------------------------
 build_all
 # --- origin ---------------------------------------------------------------------------------
-"$LOADGEN" origin --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0 --tls-name "$HOST" \
-    --cert-out "$WORK/origin-cert.der" 2>"$WORK/origin.log" &
-ORIGIN_PID=$!
-PIDS+=("$ORIGIN_PID")
-ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$ORIGIN_PID")
+start_origin --tls-listen 127.0.0.1:0 --tls-name "$HOST" --cert-out "$WORK/origin-cert.der"
 ORIGIN_PORT=${ORIGIN##*:}
 TLS_ORIGIN=$(wait_addr "$WORK/origin.log" "origin tls listening" "$ORIGIN_PID")
 TLS_PORT=${TLS_ORIGIN##*:}
 log "origin on $ORIGIN, TLS 1.3 on $TLS_ORIGIN"
 
 # --- egressgate -----------------------------------------------------------------------------
-token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-export EGRESSGATE_ADMIN_TOKEN="bench-admin-$(token)"
-export EGRESSGATE_RUNTIME_TOKEN="bench-runtime-$(token)"
-# Default logging (info), as shipped; no database URL from the caller's environment.
-env -u EGRESSGATE_LOG -u DATABASE_URL -u EGRESSGATE_DATABASE_URL \
-    "$EGRESSGATE" serve --data-dir "$WORK/egressgate-data" \
-    --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 \
+new_tokens
+start_egressgate "$WORK/egressgate.log" --data-dir "$WORK/egressgate-data" \
     --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 \
-    --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000 \
-    2>"$WORK/egressgate.log" >/dev/null &
-EG_PID=$!
-PIDS+=("$EG_PID")
-EG_PROXY=$(wait_addr "$WORK/egressgate.log" "proxy listening" "$EG_PID")
-EG_CONTROL=$(wait_addr "$WORK/egressgate.log" "control plane listening" "$EG_PID")
+    --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000
 log "egressgate proxy on $EG_PROXY, control plane on $EG_CONTROL (pid $EG_PID)"
 
 # --- tinyproxy and squid --------------------------------------------------------------------
@@ -134,9 +117,7 @@ name)
 *) die "PEER_BY must be ip or name" ;;
 esac
 TP_PID=$!
-PIDS+=("$TP_PID")
-wait_port "$TP_PORT" "$TP_PID" tinyproxy
-log "tinyproxy on 127.0.0.1:$TP_PORT (pid $TP_PID)"
+started "$TP_PID" "$TP_PORT" tinyproxy
 
 mkdir -p "$WORK/squid"
 cat >"$WORK/squid/squid.conf" <<EOF
@@ -170,9 +151,7 @@ chown -R proxy:proxy "$WORK/squid" 2>/dev/null || chmod 777 "$WORK/squid"
 if [ "$SQ_WORKERS" = 1 ]; then SQ_MODE=-N; else SQ_MODE=--foreground; fi
 "$SQUID" "$SQ_MODE" -f "$WORK/squid/squid.conf" >"$WORK/squid/stdout.log" 2>&1 &
 SQ_PID=$!
-PIDS+=("$SQ_PID")
-wait_port "$SQ_PORT" "$SQ_PID" squid
-log "squid on 127.0.0.1:$SQ_PORT (pid $SQ_PID)"
+started "$SQ_PID" "$SQ_PORT" squid
 
 # --- run ------------------------------------------------------------------------------------
 mkdir -p "$RESULTS"

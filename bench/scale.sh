@@ -15,9 +15,7 @@
 # Knobs: SAMPLES (400), TURNS (100000), REFUSALS (1000000), APPROVALS (100000),
 # HOURS (48), TURNS_PER_HOUR (2000), RETENTION (24h), SCALE_PG_URL, SCALE_PG=0 skips PostgreSQL.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH="$ROOT/bench"
-RESULTS="$BENCH/results"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SAMPLES=${SAMPLES:-400}
 TURNS=${TURNS:-100000}
 REFUSALS=${REFUSALS:-1000000}
@@ -25,15 +23,9 @@ APPROVALS=${APPROVALS:-100000}
 HOURS=${HOURS:-48}
 TURNS_PER_HOUR=${TURNS_PER_HOUR:-2000}
 RETENTION=${RETENTION:-24h}
-WORK=$(mktemp -d /tmp/egressgate-scale.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-source "$BENCH/lib.sh"
+make_work scale
 build_all
-
-token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-export EGRESSGATE_ADMIN_TOKEN="bench-admin-$(token)"
-export EGRESSGATE_RUNTIME_TOKEN="bench-runtime-$(token)"
+new_tokens
 
 # --- PostgreSQL: a throwaway cluster, as .ci/run starts one ----------------------------------
 PG_URL=${SCALE_PG_URL:-}
@@ -61,36 +53,10 @@ EG_PID=
 start_eg() { # backend (sqlite|postgres), extra args...
     local backend=$1
     shift
-    local db=(--data-dir "$WORK/data-$backend") log="$WORK/egressgate-$backend.log" skip
-    touch "$log"
-    skip=$(wc -l <"$log")
+    local db=(--data-dir "$WORK/data-$backend")
     [ "$backend" = postgres ] && db+=(--database-url "$PG_URL")
-    # Default logging (info) unless EG_LOG is set; no database URL from the caller's environment.
-    local logenv=(-u EGRESSGATE_LOG)
-    [ -n "${EG_LOG:-}" ] && logenv=("EGRESSGATE_LOG=$EG_LOG")
-    env -u DATABASE_URL -u EGRESSGATE_DATABASE_URL "${logenv[@]}" \
-        "$EGRESSGATE" serve "${db[@]}" --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 \
-        "$@" 2>>"$log" >/dev/null &
-    EG_PID=$!
-    PIDS+=("$EG_PID")
-    EG_PROXY=$(wait_addr_after "$log" "proxy listening" "$EG_PID" "$skip")
-    EG_CONTROL=$(wait_addr_after "$log" "control plane listening" "$EG_PID" "$skip")
-}
-# The address in the first PATTERN line after line SKIP of FILE (the log is appended to by
-# every start, so earlier starts' lines are skipped).
-wait_addr_after() {
-    local file=$1 pattern=$2 pid=$3 skip=$4
-    for _ in $(seq 300); do
-        local line
-        line=$(tail -n +"$((skip + 1))" "$file" 2>/dev/null | grep -m1 -a "$pattern" || true)
-        if [ -n "$line" ]; then
-            sed -e 's/\x1b\[[0-9;]*m//g' <<<"$line" | grep -o 'addr=[^ ]*' | head -1 | cut -d= -f2
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || { tail -20 "$file" >&2; die "egressgate exited during start-up"; }
-        sleep 0.1
-    done
-    die "egressgate did not log '$pattern'"
+    # Every start appends to the backend's one log.
+    start_egressgate "$WORK/egressgate-$backend.log" "${db[@]}" "$@"
 }
 stop_eg() {
     kill -TERM "$EG_PID" 2>/dev/null || true
@@ -247,7 +213,7 @@ for b in "${BACKENDS[@]}"; do
     load_history "$b"
     read -r t rf e sz <<<"$(counts "$b")"
     printf '| %s | after %s h of traffic, before the janitor | %s | %s | %s | %s |\n' "$b" "$HOURS" "$t" "$rf" "$e" "$(mib "$sz")" >>"$OUT"
-    EG_LOG="info,egressgate=debug,sqlx=warn,hyper=warn" start_eg "$b" --interrupt-retention "$RETENTION"
+    EG_LOG_FILTER="info,egressgate=debug,sqlx=warn,hyper=warn" start_eg "$b" --interrupt-retention "$RETENTION"
     wait_janitor "$b"
     stop_eg
     read -r t rf e sz <<<"$(counts "$b")"

@@ -6,8 +6,9 @@
 #
 # Knobs: DURATION (2), REPS (3), SWEEP_WORKLOADS (3,9), the rest as in run.sh.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RESULTS="$ROOT/bench/results"
+# ROOT, BENCH, RESULTS; log.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LOG_TAG=sweep
 OUT="$RESULTS/peer-sweep.md"
 export DURATION=${DURATION:-2} REPS=${REPS:-3}
 export WORKLOADS=${SWEEP_WORKLOADS:-3,9}
@@ -33,10 +34,9 @@ mkdir -p "$RESULTS"
 for v in "${VARIANTS[@]}"; do
     label=${v%%|*}
     envs=${v#*|}
-    printf '[sweep] %s\n' "$label" >&2
+    log "$label"
     # shellcheck disable=SC2086
-    env $envs OUT_NAME=sweep bash "$ROOT/bench/run.sh" >/dev/null
-    # The throughput rows of the report, minus the ratio columns.
+    env $envs OUT_NAME=sweep bash "$BENCH/run.sh" >/dev/null
     # The throughput rows of the report, each peer also as a share of direct in the same run
     # (which cancels most of the machine's background load between variants).
     grep -E '^\| (3|9)\. ' "$RESULTS/sweep.md" | head -2 | while IFS='|' read -r _ w d e t s _; do

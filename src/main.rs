@@ -25,6 +25,8 @@ fn main() -> ExitCode {
                 no_isolate,
                 ca_file,
                 control_url,
+                as_user,
+                gate_data_dir,
                 command,
             },
     } = cli.command
@@ -39,6 +41,8 @@ fn main() -> ExitCode {
                     ca: ca_file
                         .map(egressgate_sandbox::CaSource::File)
                         .or(control_url.map(egressgate_sandbox::CaSource::ControlUrl)),
+                    as_user,
+                    gate_data_dirs: gate_data_dir,
                     command,
                 })
             });

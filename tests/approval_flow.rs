@@ -46,7 +46,7 @@ async fn approve_then_the_same_turn_downloads() {
         .json();
     assert_eq!(outcome["state"], "pending");
     assert_eq!(outcome["card"]["sites"], json!([FILES]));
-    let r = answer(&api, &id, &secret, json!({"approved": true})).await;
+    let r = answer_card(&api, &id, &secret, json!({"approved": true})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["decision"]["outcome"], "approved");
     // The very next request of the same turn passes: no cache hides a fresh approval.

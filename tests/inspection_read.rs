@@ -148,7 +148,7 @@ async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it
     // Widening or inventing a level is refused, and nothing is claimed.
     let decide = async |access: &str| {
         let payload = json!({"approved": true, "access": access});
-        answer(&api, &id, &secret, payload).await
+        answer_card(&api, &id, &secret, payload).await
     };
     let r = decide("admin").await;
     assert_eq!(r.status, 422, "{}", r.text());
@@ -170,7 +170,7 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     let api = s.gate.api();
     let turn = api.turn("u", "c", &[]).await;
     let (id, secret) = ask(&api, &turn, &[&format!("https://{HOST}/data.csv")]).await;
-    let r = answer(
+    let r = answer_card(
         &api,
         &id,
         &secret,
@@ -182,7 +182,7 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     let approvals = api.chat_approvals("u", "c").await;
     assert_eq!(approvals["approvals"], json!([]), "nothing was written");
     // The same card can still be approved at its own level.
-    let r = answer(&api, &id, &secret, json!({"approved": true})).await;
+    let r = answer_card(&api, &id, &secret, json!({"approved": true})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(
         r.json()["decision"]["access"],

@@ -14,6 +14,8 @@ fn sandbox(proxy_url: &str, extra: &[&str], script: &str) -> std::process::Outpu
         .args(["sandbox", "run", "--proxy-url", proxy_url])
         .args(extra)
         .args(["--", "sh", "-c", script])
+        // The command runs as `nobody` under a root launcher: a directory it may enter.
+        .current_dir("/")
         .env_remove("EGRESSGATE_CONTROL_URL")
         .env("SSL_CERT_FILE", "/nonexistent/overridden.pem")
         .output()

@@ -51,7 +51,7 @@ async fn json_log_lines_carry_the_decision_fields() {
 fn an_unknown_log_format_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let e = cli_failure(
-        &mut egressgate()
+        egressgate()
             .args(["serve", "--log-format", "xml", "--data-dir"])
             .arg(dir.path().join("data")),
     );

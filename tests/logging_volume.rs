@@ -167,7 +167,7 @@ fn a_bad_log_allowed_value_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     for bad in ["some", "1/0", "2/3"] {
         let e = cli_failure(
-            &mut egressgate()
+            egressgate()
                 .args(["serve", "--log-allowed", bad, "--data-dir"])
                 .arg(dir.path().join("data"))
                 .env_remove("EGRESSGATE_LOG_ALLOWED"),

@@ -39,7 +39,7 @@ async fn metrics_cover_both_planes() {
     assert_eq!(g.get(&turn, &url).await.status, 403);
     let (id, secret) = ask(&api, &turn, &[]).await;
     approve_card(&api, &id, &secret).await;
-    let r = answer(&api, &id, &secret, json!({"approved": true})).await;
+    let r = answer_card(&api, &id, &secret, json!({"approved": true})).await;
     assert_eq!(r.status, 409, "{}", r.text());
     // Proxy: 407 and 502.
     let wrong = Turn {

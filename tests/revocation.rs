@@ -173,7 +173,7 @@ async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
     let r = closes_only_the_first(&g, port, (&c1, &c2), why, async || {
         // The worker never completes; after its lease the next click is past the cap.
         tokio::time::sleep_until(claimed + Duration::from_millis(1_200)).await;
-        answer(&api, &id, &secret, json!({"approved": true})).await
+        answer_card(&api, &id, &secret, json!({"approved": true})).await
     })
     .await;
     assert_ne!(

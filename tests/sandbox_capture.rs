@@ -7,7 +7,8 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
@@ -31,15 +32,29 @@ fn have(tool: &str) -> bool {
     found
 }
 
-/// The client scripts shipped with these tests.
-fn client_script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients")
-        .join(name)
+/// A temporary directory every user may read, for what the sandbox's command (`nobody`
+/// under the root launcher of CI) must read.
+fn readable_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
 }
 
-/// `egressgate sandbox run [flags] -- argv...` with the proxy URL in `EGRESSGATE_PROXY_URL`
-/// (off the command line), capture at its default.
+/// One of the client scripts shipped with these tests, copied where the sandbox's command
+/// may read it wherever the checkout lives; keep the directory while the command runs.
+fn client_script(name: &str) -> (tempfile::TempDir, String) {
+    let dir = readable_dir();
+    let copy = dir.path().join(name);
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(name);
+    std::fs::copy(shipped, &copy).unwrap();
+    (dir, copy.display().to_string())
+}
+
+/// `egressgate sandbox run [flags] -- argv...` from `/` (which the command's user may enter)
+/// with the proxy URL in `EGRESSGATE_PROXY_URL` (off the command line), capture at its
+/// default.
 async fn sandbox(proxy_url: &str, flags: &[&str], argv: &[String]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
     cmd.args(["sandbox", "run"])
@@ -47,6 +62,7 @@ async fn sandbox(proxy_url: &str, flags: &[&str], argv: &[String]) -> Output {
         .arg("--")
         .args(argv)
         .env("EGRESSGATE_PROXY_URL", proxy_url)
+        .current_dir("/")
         .stdin(Stdio::null());
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -140,7 +156,7 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
 #[tokio::test]
 async fn python_urllib_without_proxy_settings_closes_the_loop() {
     if have("python3") {
-        let script = client_script("get.py").display().to_string();
+        let (_dir, script) = client_script("get.py");
         closes_the_approval_loop("python", &["python3".into(), script]).await;
     }
 }
@@ -148,7 +164,7 @@ async fn python_urllib_without_proxy_settings_closes_the_loop() {
 #[tokio::test]
 async fn node_fetch_which_reads_no_proxy_variables_closes_the_loop() {
     if have("node") {
-        let script = client_script("get.mjs").display().to_string();
+        let (_dir, script) = client_script("get.mjs");
         closes_the_approval_loop("node", &["node".into(), script]).await;
     }
 }
@@ -156,7 +172,7 @@ async fn node_fetch_which_reads_no_proxy_variables_closes_the_loop() {
 #[tokio::test]
 async fn java_httpclient_without_a_proxy_closes_the_loop() {
     if have("java") {
-        let script = client_script("Get.java").display().to_string();
+        let (_dir, script) = client_script("Get.java");
         closes_the_approval_loop("java", &["java".into(), script]).await;
     }
 }
@@ -164,7 +180,7 @@ async fn java_httpclient_without_a_proxy_closes_the_loop() {
 #[tokio::test]
 async fn perl_raw_socket_closes_the_loop() {
     if have("perl") {
-        let script = client_script("get.pl").display().to_string();
+        let (_dir, script) = client_script("get.pl");
         closes_the_approval_loop("perl", &["perl".into(), script]).await;
     }
 }
@@ -185,9 +201,11 @@ async fn https_through_capture_works_and_a_mismatched_sni_is_refused_and_recorde
     api.admin_site(SECURE).await;
     api.admin_site(APPROVED).await;
     let turn = api.turn("u-tls", "c1", &[]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.der");
+    // The CA for the command to read; the proxy URL for the launcher only.
+    let public = readable_dir();
+    let ca = public.path().join("ca.der");
     std::fs::write(&ca, pki.ca_der.as_ref()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let url_file = dir.path().join("proxy-url");
     std::fs::write(
         &url_file,
@@ -215,7 +233,8 @@ except (ssl.SSLError, OSError) as e:
     cmd.args(["sandbox", "run"])
         .args(flags)
         .args(["--", "python3", "-c", &script])
-        .env_remove("EGRESSGATE_PROXY_URL");
+        .env_remove("EGRESSGATE_PROXY_URL")
+        .current_dir("/");
     let got = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();

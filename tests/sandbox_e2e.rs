@@ -25,6 +25,7 @@ fn sandbox(proxy_url: &str, script: &str) -> std::process::Output {
             script,
         ])
         .env("EGRESSGATE_ADMIN_TOKEN", "must-not-leak-into-the-sandbox")
+        .current_dir("/")
         .output()
         .unwrap()
 }

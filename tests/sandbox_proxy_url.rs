@@ -30,6 +30,7 @@ async fn the_turn_secret_leaves_the_launchers_command_line() {
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .current_dir("/")
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());

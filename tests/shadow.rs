@@ -199,7 +199,7 @@ async fn a_bad_mode_is_refused_and_changes_nothing() {
 fn a_bad_deployment_mode_is_one_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let e = cli_failure(
-        &mut egressgate()
+        egressgate()
             .args(["serve", "--mode", "audit", "--data-dir"])
             .arg(dir.path().join("d"))
             .env_remove("EGRESSGATE_MODE"),

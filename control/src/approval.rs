@@ -10,3 +10,22 @@ pub(crate) mod fit;
 pub(crate) mod input;
 pub(crate) mod merge;
 pub(crate) mod text;
+
+#[cfg(test)]
+mod testing {
+    //! Parsing the values the steps' tests write as text.
+
+    use egressgate_store::{Host, PackageSpec, SanitizedUrl};
+
+    pub(crate) fn host(s: &str) -> Host {
+        Host::parse(s).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    pub(crate) fn spec(s: &str) -> PackageSpec {
+        PackageSpec::parse(s).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    pub(crate) fn url(s: &str) -> SanitizedUrl {
+        SanitizedUrl::parse(s).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+}

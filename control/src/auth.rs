@@ -12,23 +12,12 @@ use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use egressgate_store::db::tokens::{Scope, Scopes};
-use egressgate_store::{Secret, SecretHash, Timestamp, UserId};
+use egressgate_store::{Secret, UserId};
 
 use crate::AppState;
+pub use crate::credentials::Tokens;
+use crate::credentials::{grant_of, unauthorized};
 use crate::error::ApiError;
-
-/// The hashes of the two env API tokens.
-#[derive(Clone, Debug)]
-pub struct Tokens {
-    /// Administrator token hash.
-    pub admin: SecretHash,
-    /// Agent-runtime token hash.
-    pub runtime: SecretHash,
-}
-
-fn unauthorized(why: &str) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", why)
-}
 
 fn bearer(parts: &Parts) -> Option<Secret> {
     let value = parts
@@ -40,39 +29,6 @@ fn bearer(parts: &Parts) -> Option<Secret> {
         .strip_prefix("Bearer ")
         .or_else(|| value.strip_prefix("bearer "))?;
     Some(Secret::from_presented(token.trim()))
-}
-
-/// The scopes a token holds, by its hash, and when it expires (`None`: never): the env tokens
-/// first (both hashes always compared, so timing does not say which one a guess was close
-/// to), then the named tokens.
-async fn grant_of(
-    state: &AppState,
-    hash: &SecretHash,
-) -> Result<(Scopes, Option<Timestamp>), ApiError> {
-    let admin = state.tokens.admin.matches_hash(hash);
-    let runtime = state.tokens.runtime.matches_hash(hash);
-    if admin || runtime {
-        let mut scopes = Vec::new();
-        if admin {
-            scopes.extend(Scopes::ADMIN.iter());
-        }
-        if runtime {
-            scopes.extend(Scopes::RUNTIME.iter());
-        }
-        return Ok((Scopes::of(scopes), None));
-    }
-    let named = state
-        .store
-        .token_by_hash(hash)
-        .await?
-        .ok_or_else(|| unauthorized("unknown bearer token"))?;
-    if named
-        .expires_at
-        .is_some_and(|at| at.has_passed(Timestamp::now()))
-    {
-        return Err(unauthorized("this bearer token has expired"));
-    }
-    Ok((named.scopes, named.expires_at))
 }
 
 /// The scopes a presented token holds.
@@ -135,17 +91,13 @@ scoped_auth!(
     Scope::CardsRead,
     Scope::Approvals
 );
-/// If the token with this hash holds the `admin` scope right now, when it expires (`None`:
-/// never). The console signs in with it and re-checks it on every request, so removing or
-/// expiring the token ends its sessions at once.
-pub(crate) async fn admin_token_expiry(
-    state: &AppState,
-    hash: &SecretHash,
-) -> Option<Option<Timestamp>> {
-    match grant_of(state, hash).await {
-        Ok((scopes, expires)) if scopes.contains(Scope::Admin) => Some(expires),
-        _ => None,
-    }
+
+/// Whether the request presents a bearer token at all: without one, the console's cookie or
+/// a bare secret may stand in, depending on the endpoint.
+pub(crate) fn presents_token(parts: &Parts) -> bool {
+    parts
+        .headers
+        .contains_key(axum::http::header::AUTHORIZATION)
 }
 
 /// Proof of the `admin` scope: a bearer token holding it, or (without an `Authorization`
@@ -157,9 +109,7 @@ impl FromRequestParts<AppState> for AdminAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if !parts
-            .headers
-            .contains_key(axum::http::header::AUTHORIZATION)
+        if !presents_token(parts)
             && let Some(by_cookie) =
                 crate::ui::session::admin_by_cookie(state, &parts.method, &parts.headers).await
         {

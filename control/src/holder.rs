@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use egressgate_store::UserId;
 
 use crate::AppState;
-use crate::auth::{ApprovalsAuth, USER_HEADER};
+use crate::auth::{ApprovalsAuth, USER_HEADER, presents_token};
 use crate::error::ApiError;
 
 /// The client's address, when the server recorded it (`ConnectInfo`); resume limits key on it.
@@ -57,10 +57,7 @@ impl FromRequestParts<AppState> for SecretHolder {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if !parts
-            .headers
-            .contains_key(axum::http::header::AUTHORIZATION)
-        {
+        if !presents_token(parts) {
             return Ok(Self {
                 user: None,
                 runtime: false,

@@ -14,6 +14,7 @@ pub mod settings;
 mod approval;
 mod bulk;
 mod cors;
+mod credentials;
 mod decision;
 mod grants;
 mod holder;

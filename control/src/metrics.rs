@@ -13,6 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use egressgate_store::Store;
+use egressgate_store::db::interrupts::InterruptState;
+use egressgate_store::metric_registry::Prefixed;
 
 use crate::error::ErrorCode;
 
@@ -56,9 +58,6 @@ pub struct StateLabel {
     pub state: &'static str,
 }
 
-/// Every card state, so each series exists (at 0) from the first scrape.
-const CARD_STATES: [&str; 4] = ["pending", "claimed", "done", "expired"];
-
 /// The control plane's metrics.
 #[derive(Clone)]
 pub struct ControlMetrics {
@@ -71,44 +70,33 @@ pub struct ControlMetrics {
 }
 
 impl ControlMetrics {
-    /// Creates the metrics and registers them under `egressgate_control_`.
+    /// Creates the metrics and registers them under `egressgate_control_`, in the order
+    /// `/metrics` lists them.
     pub fn new(registry: &mut Registry) -> Self {
-        let m = Self {
-            cards: Family::default(),
-            requests: Family::default(),
-            errors: Family::default(),
-            resumes: Family::default(),
-            claim_conflicts: Counter::default(),
-            audit_failures: Counter::default(),
-        };
-        let r = registry.sub_registry_with_prefix("egressgate_control");
-        r.register(
-            "requests",
-            "API requests by route template, method and status",
-            m.requests.clone(),
-        );
-        r.register("errors", "API errors by route and code", m.errors.clone());
-        r.register(
-            "cards",
-            "Cards by state, in the whole database (read at each scrape)",
-            m.cards.clone(),
-        );
-        r.register(
-            "resumes",
-            "Resume requests by outcome (ok, or the error code)",
-            m.resumes.clone(),
-        );
-        r.register(
-            "claim_conflicts",
-            "Resumes and claim calls that lost a race or collided with the first decision",
-            m.claim_conflicts.clone(),
-        );
-        r.register(
-            "audit_failures",
-            "Changes refused because their audit row could not be written",
-            m.audit_failures.clone(),
-        );
-        m
+        let mut r = Prefixed::new(registry, "egressgate_control");
+        Self {
+            requests: r.add(
+                "requests",
+                "API requests by route template, method and status",
+            ),
+            errors: r.add("errors", "API errors by route and code"),
+            cards: r.add(
+                "cards",
+                "Cards by state, in the whole database (read at each scrape)",
+            ),
+            resumes: r.add(
+                "resumes",
+                "Resume requests by outcome (ok, or the error code)",
+            ),
+            claim_conflicts: r.add(
+                "claim_conflicts",
+                "Resumes and claim calls that lost a race or collided with the first decision",
+            ),
+            audit_failures: r.add(
+                "audit_failures",
+                "Changes refused because their audit row could not be written",
+            ),
+        }
     }
 
     /// Re-reads the card counts (one grouped query), just before a scrape is encoded; on a
@@ -116,7 +104,8 @@ impl ControlMetrics {
     pub async fn refresh_cards(&self, store: &Store) {
         match store.card_states().await {
             Ok(rows) => {
-                for state in CARD_STATES {
+                // Every state, so each series exists (at 0) from the first scrape.
+                for state in InterruptState::ALL.map(InterruptState::as_str) {
                     let n = rows.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
                     self.cards.get_or_create(&StateLabel { state }).set(n);
                 }

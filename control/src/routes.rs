@@ -22,6 +22,7 @@ mod health;
 mod interrupts;
 pub(crate) mod openapi;
 mod pending;
+mod pointer;
 mod resume;
 mod tokens;
 mod turns;

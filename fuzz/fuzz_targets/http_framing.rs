@@ -1,5 +1,5 @@
 //! The HTTP/1 framing the tunnel relay relies on to find every request head:
-//! `egressgate_proxy::framing` (request and response body lengths, the chunked-body scanner).
+//! `egressgate_proxy::http1` (request and response body lengths, the chunked-body scanner).
 //!
 //! Invariants checked (a panic is a finding):
 //! * No input panics the scanner or the length rules.
@@ -11,10 +11,10 @@
 //!   `Transfer-Encoding` is present, and chunked only when no `Content-Length` is.
 #![no_main]
 
-use egressgate_proxy::framing::{self, Body, BodyLen, Scan};
+use egressgate_proxy::http1::{Body, BodyLen, MAX_HEADERS, Scan, framing};
 use libfuzzer_sys::fuzz_target;
 
-fn scan(pieces: &[&[u8]]) -> Result<Scan, framing::FramingError> {
+fn scan(pieces: &[&[u8]]) -> Result<Scan, egressgate_proxy::http1::FramingError> {
     let Some(mut body) = Body::new(BodyLen::Chunked) else { unreachable!("chunked has a body") };
     let mut total = Scan::default();
     for piece in pieces {
@@ -41,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(w, h, "split at {at}: {rest:?}");
     }
 
-    let mut headers = [httparse::EMPTY_HEADER; framing::MAX_HEADERS];
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if let Ok(httparse::Status::Complete(_)) = req.parse(rest) {
         let named = |n: &str| req.headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));

@@ -2,20 +2,21 @@
 //!
 //! `server` (accept, TLS, limits) → `handler` (one request) → `identify` (turn credential) →
 //! `target` (parse and normalise) → `decide` (ordered rules) → `dial` + `addr` (resolve once,
-//! vet, connect) → `tunnel` (CONNECT: first bytes judged by `first_bytes` + `sni`, then `relay`, or HTTP served
-//! request by request) or `forward` (absolute-form HTTP, where `packages` judges each request
-//! to a package registry by the package `registry` maps it to)
-//! → `access` (the per-request access level check) → `recorder` (refusals before the 403,
-//! egress summaries). `inspect` ends TLS for inspected hosts so their requests take the
-//! forwarding path too. `respond` writes what the proxy
-//! says itself; `metrics` counts it all.
+//! vet, connect) → `tunnel` (CONNECT: first bytes judged by `first_bytes` + `sni`; plain HTTP
+//! relayed with every head parsed, judged and written afresh by `http1`, or served request by
+//! request) or `forward` (absolute-form HTTP, where `packages` judges each request to a package
+//! registry by the package `registry` maps it to) → `access` (the per-request access level
+//! check) → `recorder` (refusals before the 403, egress summaries). `inspect` ends TLS for
+//! inspected hosts so their requests take the forwarding path too. `relay` and `relay_tcp`
+//! move tunnel bytes; `respond` writes what the proxy says itself; `metrics` counts it all.
 
+pub mod access;
 pub mod addr;
 pub mod decide;
 pub mod decision_log;
 pub mod dial;
 pub mod first_bytes;
-pub mod framing;
+pub mod http1;
 pub mod identify;
 pub mod inspect;
 pub mod metrics;
@@ -30,7 +31,6 @@ pub mod settings;
 pub mod sni;
 pub mod target;
 
-mod access;
 mod forward;
 mod handler;
 mod packages;

@@ -1,6 +1,7 @@
 //! Prometheus metrics for the data plane. Label sets are closed (request kind, refusal reason,
 //! direction), so recording is an atomic add on a pre-created series.
 
+use egressgate_store::metric_registry::{Prefixed, series};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -73,91 +74,56 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them under `egressgate_proxy_`.
+    /// Creates the metrics and registers them under `egressgate_proxy_`, in the order
+    /// `/metrics` lists them.
     pub fn new(registry: &mut Registry) -> Self {
-        let requests = Family::<KindLabel, Counter>::default();
-        let bytes = Family::<DirectionLabel, Counter>::default();
-        // One statement per series: `get_or_create` hands out a read guard, and a second
-        // call on the same family while a guard is alive would wait for itself.
-        let requests_connect = series(&requests, &KindLabel { kind: "connect" });
-        let requests_forward = series(&requests, &KindLabel { kind: "forward" });
-        let inspected_requests = series(&requests, &KindLabel { kind: "inspected" });
-        let bytes_up = series(&bytes, &DirectionLabel { direction: "up" });
-        let bytes_down = series(&bytes, &DirectionLabel { direction: "down" });
-        let m = Self {
-            refusals: Family::default(),
-            failures: Family::default(),
-            requests_connect,
-            requests_forward,
-            inspected_requests,
-            bytes_up,
-            bytes_down,
-            active_tunnels: Gauge::default(),
-            cache_epoch: Gauge::default(),
-            cache_epoch_age_seconds: Gauge::default(),
-            revoked_connections: Counter::default(),
-            decision_seconds: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
-            record_seconds: Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
-        };
-        let r = registry.sub_registry_with_prefix("egressgate_proxy");
-        r.register("requests", "Proxy requests by kind", requests);
-        r.register("refusals", "Refused requests by reason", m.refusals.clone());
-        r.register(
+        let mut r = Prefixed::new(registry, "egressgate_proxy");
+        let requests: Family<KindLabel, Counter> = r.add("requests", "Proxy requests by kind");
+        let refusals = r.add("refusals", "Refused requests by reason");
+        let failures = r.add(
             "failures",
             "Requests the proxy answered itself outside a refusal (bad credentials, upstream or database failures, limits), by status",
-            m.failures.clone(),
         );
-        r.register("relayed_bytes", "Bytes relayed by direction", bytes);
-        r.register(
-            "active_tunnels",
-            "Open CONNECT tunnels",
-            m.active_tunnels.clone(),
-        );
-        r.register(
-            "cache_epoch",
-            "The store's cache epoch as this process last read it",
-            m.cache_epoch.clone(),
-        );
-        r.register(
-            "cache_epoch_age_seconds",
-            "Seconds since this process last read the cache epoch",
-            m.cache_epoch_age_seconds.clone(),
-        );
-        r.register(
-            "revoked_connections",
-            "Open connections closed by a revocation",
-            m.revoked_connections.clone(),
-        );
-        r.register(
-            "decision_seconds",
-            "Time to decide an allowed request, including any database question",
-            m.decision_seconds.clone(),
-        );
-        r.register(
-            "record_seconds",
-            "Time to commit a refusal record",
-            m.record_seconds.clone(),
-        );
-        m
+        let bytes: Family<DirectionLabel, Counter> =
+            r.add("relayed_bytes", "Bytes relayed by direction");
+        Self {
+            refusals,
+            failures,
+            requests_connect: series(&requests, &KindLabel { kind: "connect" }),
+            requests_forward: series(&requests, &KindLabel { kind: "forward" }),
+            inspected_requests: series(&requests, &KindLabel { kind: "inspected" }),
+            bytes_up: series(&bytes, &DirectionLabel { direction: "up" }),
+            bytes_down: series(&bytes, &DirectionLabel { direction: "down" }),
+            active_tunnels: r.add("active_tunnels", "Open CONNECT tunnels"),
+            cache_epoch: r.add(
+                "cache_epoch",
+                "The store's cache epoch as this process last read it",
+            ),
+            cache_epoch_age_seconds: r.add(
+                "cache_epoch_age_seconds",
+                "Seconds since this process last read the cache epoch",
+            ),
+            revoked_connections: r.add(
+                "revoked_connections",
+                "Open connections closed by a revocation",
+            ),
+            decision_seconds: r.add_made(
+                "decision_seconds",
+                "Time to decide an allowed request, including any database question",
+                Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
+            ),
+            record_seconds: r.add_made(
+                "record_seconds",
+                "Time to commit a refusal record",
+                Histogram::new(exponential_buckets(0.000_1, 4.0, 10)),
+            ),
+        }
     }
-}
 
-impl Metrics {
     /// Counts one answer with `status` the proxy gave itself.
     pub fn count_status(&self, status: u16) {
         self.failures.get_or_create(&StatusLabel { status }).inc();
     }
-}
-
-/// A handle on one series of `family` (the family keeps exporting it).
-fn series<L>(family: &Family<L, Counter>, label: &L) -> Counter
-where
-    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
-{
-    let guard = family.get_or_create(label);
-    let handle = guard.clone();
-    drop(guard);
-    handle
 }
 
 #[cfg(test)]

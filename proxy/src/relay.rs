@@ -63,11 +63,37 @@ pub(crate) async fn deadline(
     }
 }
 
-/// Wraps a stream to count the bytes read from it and note when data last moved.
-struct Tracked<S> {
+/// A stream whose reads (starting with bytes already read from it) and writes are counted,
+/// noting when data last moved: the idle timeout's clock and the tunnel's totals.
+pub(crate) struct Tracked<S> {
     inner: S,
+    /// Bytes read from `inner` ahead of time, served before anything else.
+    first: Vec<u8>,
+    at: usize,
     start: Instant,
-    act: Arc<Activity>,
+    reads: Arc<Activity>,
+    writes: Option<Arc<Activity>>,
+}
+
+impl<S> Tracked<S> {
+    /// Counts what is read from `inner` (`first`, then the stream) into `reads` and, when
+    /// given, what is written to it into `writes`, both timed from `start`.
+    pub(crate) fn new(
+        inner: S,
+        first: Vec<u8>,
+        start: Instant,
+        reads: Arc<Activity>,
+        writes: Option<Arc<Activity>>,
+    ) -> Self {
+        Self {
+            inner,
+            first,
+            at: 0,
+            start,
+            reads,
+            writes,
+        }
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
@@ -77,10 +103,23 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let r = if self.at < self.first.len() {
+            let n = buf.remaining().min(self.first.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.first[at..at + n]);
+            self.at += n;
+            if self.at == self.first.len() {
+                // Served: the buffer goes now, not with the stream.
+                self.first = Vec::new();
+                self.at = 0;
+            }
+            Poll::Ready(Ok(()))
+        } else {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        };
         let n = buf.filled().len() - before;
         if n > 0 {
-            self.act.note(n, self.start);
+            self.reads.note(n, self.start);
         }
         r
     }
@@ -92,7 +131,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let (Poll::Ready(Ok(n)), Some(writes)) = (&r, &self.writes) {
+            writes.note(*n, self.start);
+        }
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
@@ -158,21 +201,32 @@ where
     let start = Instant::now();
     let up = Arc::new(Activity::default());
     let down = Arc::new(Activity::default());
-    let mut a = Tracked {
-        inner: client,
-        start,
-        act: up.clone(),
-    };
-    let mut b = Tracked {
-        inner: origin,
-        start,
-        act: down.clone(),
-    };
-    let end = tokio::select! {
-        r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, BUF, BUF) => {
-            if r.is_ok() { End::Closed } else { End::Error }
+    let mut a = Tracked::new(client, Vec::new(), start, up.clone(), None);
+    let mut b = Tracked::new(origin, Vec::new(), start, down.clone(), None);
+    let copy = async {
+        match tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, BUF, BUF).await {
+            Ok(_) => End::Closed,
+            Err(_) => End::Error,
         }
-        end = deadline(start, &up, &down, idle, turn_deadline) => end,
+    };
+    bounded(copy, start, &up, &down, idle, turn_deadline, stop).await
+}
+
+/// Runs `copy` (both directions, counting into `up` and `down` since `start`) until it ends,
+/// nothing moves for `idle`, the turn's credential expires at `turn_deadline` or `stop`
+/// resolves; the totals either way.
+pub(crate) async fn bounded(
+    copy: impl std::future::Future<Output = End>,
+    start: Instant,
+    up: &Activity,
+    down: &Activity,
+    idle: Duration,
+    turn_deadline: Instant,
+    stop: impl std::future::Future<Output = ()>,
+) -> Totals {
+    let end = tokio::select! {
+        end = copy => end,
+        end = deadline(start, up, down, idle, turn_deadline) => end,
         () = stop => End::Shutdown,
     };
     Totals {

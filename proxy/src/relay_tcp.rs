@@ -21,7 +21,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::relay::{Activity, End, Totals, deadline};
+use crate::relay::{Activity, End, Totals, bounded};
 
 /// Buffer of the user-space path; a read that fills it marks the stream as bulk.
 const BUFFER: usize = 64 * 1024;
@@ -49,16 +49,7 @@ pub async fn relay_tcp(
             _ => Poll::Pending,
         }
     });
-    let end = tokio::select! {
-        end = both => end,
-        end = deadline(start, &up, &down, idle, turn_deadline) => end,
-        () = stop => End::Shutdown,
-    };
-    Totals {
-        up: up.bytes(),
-        down: down.bytes(),
-        end,
-    }
+    bounded(both, start, &up, &down, idle, turn_deadline, stop).await
 }
 
 /// One direction, `src` → `dst`.

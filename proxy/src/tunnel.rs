@@ -77,6 +77,15 @@ pub(crate) fn start(
             Err(e) => return tracing::debug!(error = %e, "CONNECT upgrade failed"),
         };
         let idle = shared.settings.idle_timeout;
+        let tunnel = Tunnel {
+            shared: &shared,
+            turn: &turn,
+            target: &target,
+            addrs: &addrs,
+            ends_at,
+            stop: &stop,
+            allowed: &allowed,
+        };
         // A plain TCP client (no TLS listener) gets the zero-copy, buffer-free relay.
         match upgraded.downcast::<TokioIo<TcpStream>>() {
             Ok(parts) => {
@@ -90,15 +99,6 @@ pub(crate) fn start(
                 let relay = |client, origin| {
                     relay_tcp::relay_tcp(client, origin, idle, deadline_at(ends_at), stopped(&stop))
                 };
-                let tunnel = Tunnel {
-                    shared: &shared,
-                    turn: &turn,
-                    target: &target,
-                    addrs: &addrs,
-                    ends_at,
-                    stop: &stop,
-                    allowed: &allowed,
-                };
                 tunnel.run(client, first, relay).await;
             }
             Err(upgraded) => {
@@ -106,15 +106,6 @@ pub(crate) fn start(
                 let relay = |client, origin| {
                     let stop = stopped(&stop);
                     relay::relay(client, origin, idle, deadline_at(ends_at), stop)
-                };
-                let tunnel = Tunnel {
-                    shared: &shared,
-                    turn: &turn,
-                    target: &target,
-                    addrs: &addrs,
-                    ends_at,
-                    stop: &stop,
-                    allowed: &allowed,
                 };
                 tunnel.run(client, Vec::new(), relay).await;
             }

@@ -6,10 +6,11 @@
 //! every other) local to the namespace, `nft` redirects TCP to them to the capture listener
 //! and port 53 to the resolver and rejects the rest, and `redirect` turns each captured
 //! connection back into a name and asks the proxy for it. Nothing of it opens a way out: the
-//! namespace's only interface is `lo`, so a command that deletes the ruleset (it may, as root
-//! in its user namespace) is left with no network at all. For an unprivileged launcher,
-//! `ambient` lends the tools the capability they need and takes it back before the command
-//! starts, which then cannot touch the ruleset at all.
+//! namespace's only interface is `lo`, so a command that deletes the ruleset (only one that is
+//! root in its user namespace may: `--as-user root`) is left with no network at all. Wherever
+//! init is not uid 0 of the namespace (an unprivileged launcher, or a root launcher's
+//! unprivileged `--as-user`), `ambient` lends the tools the capability they need and takes it
+//! back before the command starts, which then cannot touch the ruleset at all.
 
 mod ambient;
 mod dns;
@@ -126,6 +127,7 @@ pub(crate) fn set_up(dir: &Path) -> Result<Prepared, Failure> {
         capture_v6: port(&capture_v6).map_err(|e| cannot("reading a port", e.to_string()))?,
         dns: 53,
     };
+    // `exec` keeps capabilities only for the namespace's uid 0; anyone else's tools borrow.
     let lend = !nix::unistd::geteuid().is_root();
     if lend {
         ambient::lend_net_admin()

@@ -1,6 +1,6 @@
 //! Starts the command with its environment, telling "not found" from "not executable".
 
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 use nix::errno::Errno;
@@ -35,6 +35,9 @@ pub(crate) fn start(
         Err(errno) => {
             let (code, why) = match errno {
                 Errno::ENOENT => (EXIT_NOT_FOUND, "command not found".to_owned()),
+                Errno::EACCES if !in_some_path_directory(program) => {
+                    (EXIT_NOT_FOUND, "command not found".to_owned())
+                }
                 Errno::EACCES => (EXIT_NOT_EXECUTABLE, "permission denied".to_owned()),
                 other => (EXIT_NOT_EXECUTABLE, other.desc().to_owned()),
             };
@@ -68,6 +71,18 @@ fn spawn(
         PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK,
     )?;
     posix_spawnp(&path, &PosixSpawnFileActions::init()?, &attr, &argv, &envp)
+}
+
+/// Whether `program` (a name without `/`) is a file in some `PATH` directory this process may
+/// search; a path is taken as found. `execvp` says `EACCES` when it met a directory it may not
+/// search (root's `PATH` holds some that `--as-user`'s user may not), even where the name is in
+/// none; a shell says "command not found", and so does the launcher.
+fn in_some_path_directory(program: &OsStr) -> bool {
+    if program.as_bytes().contains(&b'/') {
+        return true;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| dir.join(program).exists())
 }
 
 /// Arguments and environment strings cannot hold NUL bytes; `EINVAL` if one does.

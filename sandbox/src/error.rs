@@ -56,6 +56,13 @@ pub enum SandboxError {
     /// A setup step inside the namespace failed; the message came from the inside half.
     #[error("sandbox setup failed: {0}")]
     InsideSetup(String),
+    /// `--as-user` names no user, or a user this launcher cannot become; nothing ran.
+    #[error("--as-user {0}")]
+    AsUser(String),
+    /// The command's user could reach the gate's data directory, or could not enter the
+    /// working directory; nothing ran.
+    #[error("refusing to start: {0}")]
+    Refused(String),
 }
 
 impl SandboxError {

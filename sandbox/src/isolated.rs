@@ -4,16 +4,19 @@
 //!   forwards signals to the keeper and returns the keeper's exit code;
 //! - the **keeper** (forked; new user and network namespaces, old PID namespace): creates the
 //!   namespaces, brings `lo` up, forks init, passes signals down and init's status up;
-//! - **init** (PID 1 of the new PID namespace): runs the forwarder, starts the command, reaps
-//!   orphans, and exits with the command's status, whereupon the kernel kills whatever is left
-//!   in the namespace.
+//! - **init** (PID 1 of the new PID namespace, in the new mount namespace): mounts a fresh
+//!   `/proc`, sets capture up, becomes the command's user (see `identity`), runs the forwarder,
+//!   starts the command, reaps orphans, and exits with the command's status, whereupon the
+//!   kernel kills whatever is left in the namespace.
 //!
 //! The keeper and init die with their parent (`PR_SET_PDEATHSIG`), so a launcher killed by
 //! SIGKILL takes the sandbox with it. All three are non-dumpable: the command may run as the
-//! same user, and must not read the launcher's memory or environment through `/proc`.
+//! same user as init (or as the launcher), and must not read their memory or environment
+//! through `/proc`.
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
@@ -26,6 +29,7 @@ use crate::command::{self, Started};
 use crate::env::command_env;
 use crate::error::{EXIT_LAUNCHER_ERROR, SandboxError};
 use crate::fork::fork_single_threaded;
+use crate::identity::Identity;
 use crate::loopback;
 use crate::namespace::{self, IdMaps};
 use crate::proxy_url::ProxyUrl;
@@ -45,6 +49,8 @@ struct Inside<'a> {
     dir: &'a Path,
     /// What [`capture::decide`] settled on.
     capture: Capture,
+    /// Who the command runs as, and the user namespace's maps for it.
+    identity: &'a Identity,
     maps: IdMaps,
     signals: &'a Signals,
     /// The CA bundle the command trusts (variables, and mounted over the system bundle).
@@ -58,9 +64,10 @@ pub(crate) fn run(
     args: &[OsString],
     capture: Capture,
     bundle: Option<&Path>,
+    identity: &Identity,
 ) -> Result<i32, SandboxError> {
     namespace::ensure_single_threaded()?;
-    let maps = IdMaps::for_current_user().map_err(SandboxError::from)?;
+    let maps = IdMaps::for_identity(identity).map_err(SandboxError::from)?;
     // tempfile makes the directory mode 0700: only this user (and root) reach the socket.
     // The forked halves leave through `process::exit`, so only the launcher removes it.
     let dir = tempfile::Builder::new()
@@ -70,6 +77,7 @@ pub(crate) fn run(
     let socket = dir.path().join("proxy.sock");
     let listener = UnixListener::bind(&socket)
         .map_err(|e| SandboxError::setup("binding the relay socket", e))?;
+    open_socket_to(identity, dir.path(), &socket)?;
     let (report, report_writer) = report::channel()?;
     let signals = Signals::hold()?;
     prctl::set_dumpable(false)
@@ -82,6 +90,7 @@ pub(crate) fn run(
         socket: &socket,
         dir: dir.path(),
         capture,
+        identity,
         maps,
         signals: &signals,
         bundle,
@@ -97,6 +106,24 @@ pub(crate) fn run(
             outside(child, report, listener, proxy, &signals)
         }
     }
+}
+
+/// For a command that runs as another user than the launcher (a root launcher's `--as-user`):
+/// lets that user, and no one else, connect to the relay socket, since init's relays run as
+/// it. The directory becomes searchable (not listable, not writable) and the socket that
+/// user's own, mode 0600; the resolver's files init writes next to it stay root's.
+fn open_socket_to(identity: &Identity, dir: &Path, socket: &Path) -> Result<(), SandboxError> {
+    let Identity::User(user) = identity else {
+        return Ok(());
+    };
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| SandboxError::setup("opening the relay socket to the command's user", e))
+    };
+    nix::unistd::chown(socket, Some(user.uid), Some(user.gid))
+        .map_err(|e| SandboxError::setup("opening the relay socket to the command's user", e))?;
+    mode(socket, 0o600)?;
+    mode(dir, 0o711)
 }
 
 /// The launcher's part after the fork.
@@ -132,8 +159,7 @@ fn outside(
 
 /// The keeper: makes the namespaces, then forks init and waits for it.
 fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
-    let mounts = inside.capture != Capture::Off || inside.bundle.is_some();
-    if let Err(failure) = enter_namespaces(launcher, &inside.maps, mounts) {
+    if let Err(failure) = enter_namespaces(launcher, &inside.maps) {
         report.fail(&failure);
         return EXIT_LAUNCHER_ERROR;
     }
@@ -150,9 +176,9 @@ fn keeper(launcher: Pid, report: Writer, inside: &Inside) -> i32 {
     }
 }
 
-fn enter_namespaces(launcher: Pid, maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
+fn enter_namespaces(launcher: Pid, maps: &IdMaps) -> Result<(), Failure> {
     let fail = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
-    namespace::enter(maps, mounts)?;
+    namespace::enter(maps)?;
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| fail("prctl(PR_SET_PDEATHSIG)", e))?;
     if getppid() != launcher {
         return Err(Failure::Setup("the launcher exited during setup".into()));
@@ -176,33 +202,15 @@ fn set_up_capture(inside: &Inside) -> Result<Option<capture::Prepared>, Failure>
     }
 }
 
-/// Init, PID 1 of the new PID namespace: capture, forwarder, command, reaping.
-///
-/// Capture is set up here rather than in the keeper because it runs tools (`nft`, `ip`): the
-/// first process forked into a new PID namespace becomes its PID 1, and when that one exits
-/// the namespace is done for.
+/// Init, PID 1 of the new PID namespace: setup, command, reaping.
 fn init(report: Writer, inside: &Inside) -> i32 {
-    let (forwarder, prepared) = match set_up_capture(inside)
-        .and_then(|prepared| Ok((start_forwarder(inside.socket)?, prepared)))
-    {
-        Ok(started) => started,
+    let forwarder = match set_up(inside) {
+        Ok(port) => port,
         Err(failure) => {
             report.fail(&failure);
             return EXIT_LAUNCHER_ERROR;
         }
     };
-    if let Some(prepared) = prepared
-        && let Err(e) = capture::start(prepared, inside.socket.to_owned(), inside.proxy)
-    {
-        report.fail(&Failure::Setup(format!("starting the capture: {e}")));
-        return EXIT_LAUNCHER_ERROR;
-    }
-    if let Some(bundle) = inside.bundle
-        && let Err(why) = trust::mount_over_system(bundle)
-    {
-        report.fail(&Failure::Setup(why));
-        return EXIT_LAUNCHER_ERROR;
-    }
     let proxy_url = inside
         .proxy
         .with_authority(&format!("127.0.0.1:{forwarder}"));
@@ -216,6 +224,29 @@ fn init(report: Writer, inside: &Inside) -> i32 {
             supervise(pid, Reap::All, inside.signals).unwrap_or(EXIT_LAUNCHER_ERROR)
         }
     }
+}
+
+/// Init's setup; returns the forwarder's port. First what needs the namespace's capabilities
+/// (the mounts, the ruleset, the resolver's port 53), then becoming the command's user, then
+/// the relays, which thus run as that user too (and set their parent-death signal after the
+/// change of user, which would clear it).
+///
+/// Capture is set up here rather than in the keeper because it runs tools (`nft`, `ip`): the
+/// first process forked into a new PID namespace becomes its PID 1, and when that one exits
+/// the namespace is done for.
+fn set_up(inside: &Inside) -> Result<u16, Failure> {
+    namespace::private_mounts_and_proc()?;
+    let prepared = set_up_capture(inside)?;
+    if let Some(bundle) = inside.bundle {
+        trust::mount_over_system(bundle).map_err(Failure::Setup)?;
+    }
+    inside.identity.assume().map_err(Failure::Setup)?;
+    let forwarder = start_forwarder(inside.socket)?;
+    if let Some(prepared) = prepared {
+        capture::start(prepared, inside.socket.to_owned(), inside.proxy)
+            .map_err(|e| Failure::Setup(format!("starting the capture: {e}")))?;
+    }
+    Ok(forwarder)
 }
 
 /// Dies with the keeper, binds the forwarder on loopback and starts it; returns its port.

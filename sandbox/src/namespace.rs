@@ -1,16 +1,19 @@
-//! Moves the inside half into fresh user, network and PID namespaces.
+//! Moves the inside half into fresh user, network, PID and mount namespaces, and gives the
+//! new PID namespace a `/proc` of its own.
 //!
-//! A user namespace is made even when running as root: root's commands then hold capabilities
-//! only inside it, so they cannot `setns` back into the host's network namespace (through
-//! `/proc/1/ns/net`) or otherwise reach outside. As root the maps are the identity over every
-//! id the current namespace knows, so files and ids look the same to the command; otherwise
-//! the current uid and gid are mapped to themselves, so the command stays unprivileged.
+//! A user namespace is made even when running as root: the command's capabilities then count
+//! only inside it, so it cannot `setns` back into the host's network namespace (through
+//! `/proc/1/ns/net`) or otherwise reach outside. Which host ids it maps is the command's
+//! [`Identity`]'s business: a root launcher's unprivileged user maps only that user's uid and
+//! gid (each to itself, so `id` inside shows the host's numbers); `--as-user root` maps every
+//! id the current namespace knows to itself; an unprivileged launcher maps its own uid and gid.
 
 use std::fs::File;
 use std::io::{Read, Write};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
+use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::prctl;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -18,6 +21,7 @@ use nix::unistd::{ForkResult, Pid, getegid, geteuid, getpid, pipe2};
 
 use crate::error::SandboxError;
 use crate::fork::fork_single_threaded;
+use crate::identity::Identity;
 use crate::report::Failure;
 
 /// Fails unless this process has exactly one thread: forking a threaded process is unsafe and
@@ -42,32 +46,35 @@ pub(crate) struct IdMaps {
 }
 
 impl IdMaps {
-    /// Maps for the current user (see the module comment).
-    pub(crate) fn for_current_user() -> Result<Self, Failure> {
-        if geteuid().is_root() {
-            Ok(Self {
+    /// Maps for the command's identity (see the module comment).
+    pub(crate) fn for_identity(who: &Identity) -> Result<Self, Failure> {
+        let one = |uid: String, gid: String, deny_setgroups| Self {
+            uid_map: format!("{uid} {uid} 1\n"),
+            gid_map: format!("{gid} {gid} 1\n"),
+            deny_setgroups,
+        };
+        Ok(match who {
+            Identity::Root => Self {
                 uid_map: identity(&read_proc("/proc/self/uid_map")?),
                 gid_map: identity(&read_proc("/proc/self/gid_map")?),
                 deny_setgroups: false,
-            })
-        } else {
-            Ok(Self {
-                uid_map: format!("{0} {0} 1\n", geteuid()),
-                gid_map: format!("{0} {0} 1\n", getegid()),
-                deny_setgroups: true,
-            })
-        }
+            },
+            // An unprivileged writer must give up setgroups; a root one keeps it, so that init
+            // can clear the launcher's supplementary groups before the command starts.
+            Identity::User(user) => one(user.uid.to_string(), user.gid.to_string(), false),
+            Identity::Caller => one(geteuid().to_string(), getegid().to_string(), true),
+        })
     }
 }
 
-/// Unshares the user, network and PID namespaces (the PID one takes effect for the next
-/// child), and a mount namespace when `mounts` is set (capture mounts its resolver's files),
-/// and has the id maps written.
+/// Unshares the user, network, PID and mount namespaces (the PID one takes effect for the
+/// next child) and has the id maps written.
 ///
 /// The maps are written by a helper forked beforehand, which stays in the parent user
-/// namespace: only a writer there may map more than its own id (root's identity map), and an
-/// unprivileged one may map its own. Must be called single-threaded.
-pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
+/// namespace: only a writer there may map more than its own id (root's identity map) or an id
+/// other than its own (an unprivileged user's), and an unprivileged one may map its own. Must
+/// be called single-threaded.
+pub(crate) fn enter(maps: &IdMaps) -> Result<(), Failure> {
     let setup = |what: &str, e: nix::Error| Failure::Setup(format!("{what}: {e}"));
     // The helper can open our /proc/PID files only while we are dumpable (the launcher made
     // itself non-dumpable before forking us); nothing untrusted runs yet.
@@ -82,11 +89,12 @@ pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
         ForkResult::Parent { child } => child,
     };
     drop(go);
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWPID;
-    if mounts {
-        flags |= CloneFlags::CLONE_NEWNS;
-    }
-    let unshared = unshare(flags);
+    let unshared = unshare(
+        CloneFlags::CLONE_NEWUSER
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWNS,
+    );
     // One byte tells the helper to write the maps; closing without it tells it to give up.
     let mut go_writer = File::from(go_writer);
     let poked = unshared.is_ok() && go_writer.write_all(b"m").is_ok();
@@ -94,8 +102,7 @@ pub(crate) fn enter(maps: &IdMaps, mounts: bool) -> Result<(), Failure> {
     let helped = waitpid(helper, None);
     unshared.map_err(|e| {
         Failure::Isolation(format!(
-            "unshare(user, network, PID{} namespaces) failed: {e}",
-            if mounts { " and mount" } else { "" }
+            "unshare(user, network, PID and mount namespaces) failed: {e}"
         ))
     })?;
     match helped {
@@ -134,6 +141,22 @@ fn map_helper(mut go: File, target: Pid, maps: &IdMaps) -> i32 {
         Ok(()) => 0,
         Err(e) => e.raw_os_error().unwrap_or(Errno::EIO as i32),
     }
+}
+
+/// In the new PID namespace's first process (init), inside the new mount namespace: makes
+/// every mount private to it (nothing mounted here propagates back to the host) and mounts a
+/// fresh `/proc`, which shows the new PID namespace's processes only. The host's `/proc`
+/// stays underneath; a command that is not root in its user namespace cannot unmount this one.
+pub(crate) fn private_mounts_and_proc() -> Result<(), Failure> {
+    let none: Option<&str> = None;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| Failure::Setup(format!("making mounts private: {e}")))?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), "/proc", Some("proc"), flags, none).map_err(|e| {
+        Failure::Isolation(format!(
+            "mounting a /proc for the new PID namespace failed: {e}"
+        ))
+    })
 }
 
 /// Turns each `inside outside count` line of a parent map into `inside inside count`: the ids

@@ -1,10 +1,13 @@
 //! The command's trust store: the system's CA bundle plus the deployment CA (which signs the
-//! certificates the proxy presents for inspected hosts), written to one private file. The
+//! certificates the proxy presents for inspected hosts), written to one file of its own. The
 //! usual variables point at it, and in the command's own mount namespace it is bind-mounted
-//! over the system bundle too, for tools that read only the default path.
+//! over the system bundle too, for tools that read only the default path. Everything in it is
+//! public, and the command may run as another user than the launcher (`--as-user`), so it is
+//! readable by everyone; only the launcher may change it.
 
 use std::ffi::OsString;
 use std::io::{Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -86,8 +89,12 @@ pub(crate) fn prepare(source: &CaSource) -> Result<Bundle, SandboxError> {
         text.push('\n');
     }
     text.push_str(&ca);
+    let readable =
+        |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|()| readable(&path, 0o644))
+        .and_then(|()| readable(dir.path(), 0o755))
         .map_err(|e| SandboxError::setup("writing the CA bundle", e))?;
     Ok(Bundle { _dir: dir, path })
 }
@@ -140,12 +147,10 @@ pub(crate) fn vars(bundle: &Path) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-/// Inside a new mount namespace: makes every mount private to it and mounts `bundle`,
-/// read-only, over each system bundle path that exists.
+/// Inside a new mount namespace whose mounts are private to it: mounts `bundle`, read-only,
+/// over each system bundle path that exists.
 pub(crate) fn mount_over_system(bundle: &Path) -> Result<(), String> {
     let none: Option<&str> = None;
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-        .map_err(|e| format!("making mounts private: {e}"))?;
     for target in SYSTEM_BUNDLES {
         // A symlink is followed by the mount, as by every reader of the path.
         match mount(Some(bundle), target, none, MsFlags::MS_BIND, none) {

@@ -83,6 +83,8 @@ u.connect((\"192.0.2.1\", 443)); u.send(b\"quic?\")' 2>&1 | tail -n 1; \
     }
 }
 
+/// Only a command that is root in its user namespace can try this: `--as-user root` (every
+/// other holds no capability, `tests/identity.rs`).
 #[test]
 fn a_root_command_that_removes_the_capture_has_no_network_at_all() {
     let proxy = FakeProxy::start();
@@ -96,7 +98,11 @@ fn a_root_command_that_removes_the_capture_has_no_network_at_all() {
 u.settimeout(3); u.connect((\"8.8.8.8\", 53)); u.send(b\"x\"); u.recv(1)' 2>&1 | tail -n 1; \
          tail -n +3 /proc/self/net/dev | cut -d: -f1 | tr -d ' '"
     );
-    let output = run(launcher(&proxy.url("t:s"), &["sh", "-c", &script]));
+    let output = run(launcher_with(
+        &proxy.url("t:s"),
+        &["--as-user", "root"],
+        &["sh", "-c", &script],
+    ));
     assert_eq!(code(&output), 0, "{output:?}");
     let out = stdout(&output);
     let lines: Vec<_> = out.lines().collect();
@@ -181,7 +187,7 @@ print(sorted(collections.Counter(ends).items()))
 /// refuses to start (122, one line, nothing ran) and `auto` says so and runs without it.
 #[test]
 fn where_capture_is_impossible_on_refuses_and_auto_runs_without_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let ran = dir.path().join("ran");
     let url = "https://t:topsecret@127.0.0.1:1";
     let refused = run(launcher(url, &["touch", ran.to_str().unwrap()]));

@@ -65,7 +65,7 @@ fn large_bodies_cross_the_relays_intact_both_ways() {
                   tr -d a < body | wc -c; \
                   head -c 3000000 /dev/zero | curl -sS -m 30 --data-binary @- \
                     -H 'Expect:' http://upload.example/";
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let mut cmd = launcher(&proxy.url("t:s"), &["sh", "-c", script]);
     cmd.current_dir(dir.path());
     let output = run(cmd);
@@ -144,7 +144,7 @@ fn without_capture_no_dns_inside_and_the_lookup_fails_fast() {
 #[test]
 fn nothing_the_command_started_outlives_the_launcher() {
     let proxy = FakeProxy::start();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let started = dir.path().join("started");
     let marker = unique_marker("orphan");
     // The background shell carries the marker in its argv; it would sleep for 50 minutes.
@@ -166,6 +166,8 @@ fn nothing_the_command_started_outlives_the_launcher() {
     assert!(survivors.is_empty(), "still running: {survivors:?}");
 }
 
+/// A command that is host root (`--as-user root`, what every root launcher's command was
+/// before `--as-user`): the namespaces alone hold it.
 #[test]
 fn a_root_command_cannot_rejoin_the_host_network_or_read_the_launchers_environment() {
     let proxy = FakeProxy::start();
@@ -175,7 +177,11 @@ fn a_root_command_cannot_rejoin_the_host_network_or_read_the_launchers_environme
          echo found=$(grep -l -a {secret} /proc/[0-9]*/environ 2>/dev/null | wc -l)"
     );
     let output = run({
-        let mut cmd = launcher(&proxy.url("t:s"), &["sh", "-c", &script]);
+        let mut cmd = launcher_with(
+            &proxy.url("t:s"),
+            &["--as-user", "root"],
+            &["sh", "-c", &script],
+        );
         cmd.env("EGRESSGATE_SECRET", &secret);
         cmd
     });
@@ -190,7 +196,11 @@ fn a_root_command_cannot_rejoin_the_host_network_or_read_the_launchers_environme
     // The same probe without isolation (root in the host's namespaces) does find the
     // launcher's environment, so "found=0" above is not a blind probe.
     let output = run({
-        let mut cmd = launcher_no_isolate(&proxy.url("t:s"), &["sh", "-c", &script]);
+        let mut cmd = launcher_with(
+            &proxy.url("t:s"),
+            &["--no-isolate", "--as-user", "root"],
+            &["sh", "-c", &script],
+        );
         cmd.env("EGRESSGATE_SECRET", &secret);
         cmd
     });
@@ -212,9 +222,7 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     // A copy of the launcher that `nobody` can execute wherever the checkout lives.
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let launcher_copy = dir.path().join("egressgate-sandbox-run");
-    std::fs::copy(env!("CARGO_BIN_EXE_egressgate-sandbox-run"), &launcher_copy).unwrap();
-    std::fs::set_permissions(&launcher_copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let launcher_copy = launcher_copy(dir.path());
     // Capture works for it too: its tools borrowed CAP_NET_ADMIN, the command holds no
     // capability (so it cannot remove the ruleset), and a connection that ignores the proxy
     // settings reaches the proxy as CONNECT.
@@ -227,18 +235,9 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
             .env("EGRESSGATE_SECRET", &secret)
             .env("TMPDIR", "/tmp")
             .current_dir("/");
-        run(cmd)
+        cmd
     };
-    // A thread of this test binary forking while the copy's write fd was open makes exec
-    // fail with ETXTBSY for a moment; only that is retried.
-    let mut output = as_nobody();
-    for _ in 0..5 {
-        if !stderr(&output).contains("Text file busy") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        output = as_nobody();
-    }
+    let output = run_copied(as_nobody);
     assert_eq!(code(&output), 0, "{output:?}");
     let out = stdout(&output);
     let lines: Vec<_> = out.lines().collect();
@@ -288,9 +287,12 @@ fn where_namespaces_are_refused_the_launcher_fails_with_its_own_code_and_runs_no
         .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
         .arg("sh")
         .arg(env!("CARGO_BIN_EXE_egressgate-sandbox-run"))
+        // That namespace maps no user but its root, so the command runs as the launcher.
         .args([
             "--proxy-url",
             "http://t:topsecret@127.0.0.1:3128",
+            "--as-user",
+            "root",
             "--",
             "touch",
         ])
@@ -355,7 +357,7 @@ fn processes_with(marker: &str) -> Vec<String> {
 #[test]
 fn killing_the_launcher_outright_takes_the_sandbox_with_it() {
     let proxy = FakeProxy::start();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     let ready = dir.path().join("ready");
     let marker = unique_marker("killed");
     let script = format!("touch {}; sleep 2999; : {marker}", ready.display());

@@ -43,7 +43,7 @@ fn stdout_and_stderr_pass_through_byte_for_byte() {
 
 #[test]
 fn sigterm_and_sigint_to_the_launcher_reach_the_command() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = shared_tempdir();
     for (signal, script, expected) in [
         (
             Signal::SIGTERM,
@@ -168,7 +168,8 @@ fn a_bad_proxy_url_is_one_line_and_125_before_anything_runs() {
 
 #[test]
 fn a_missing_command_is_127_and_one_that_cannot_run_is_126() {
-    let dir = tempfile::tempdir().unwrap();
+    // Searchable by the command's user, so that only the script's own mode stops it.
+    let dir = shared_tempdir();
     let not_executable = dir.path().join("script.sh");
     std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&not_executable, std::fs::Permissions::from_mode(0o644)).unwrap();

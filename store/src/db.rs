@@ -6,14 +6,18 @@ pub mod admin;
 pub mod approvals;
 pub mod audit;
 pub mod drafts;
+pub mod egress;
 pub mod events;
 pub mod interrupts;
 pub mod janitor;
+mod pointer;
 pub mod policy;
 pub mod refusals;
 pub mod register;
 pub mod resume;
 pub mod revalidate;
+mod signal;
+mod slots;
 pub mod tokens;
 pub mod turns;
 pub mod ui_sessions;
@@ -78,7 +82,7 @@ impl Default for PoolOptions {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
-    signal: std::sync::Arc<events::EventSignal>,
+    signal: std::sync::Arc<signal::EventSignal>,
 }
 
 /// Migrations per dialect: (version, description, SQLite text, PostgreSQL text). Both folders
@@ -189,7 +193,7 @@ impl Store {
         Ok(Self {
             pool,
             backend,
-            signal: events::EventSignal::new(listen_url),
+            signal: signal::EventSignal::new(listen_url),
         })
     }
 

@@ -12,6 +12,7 @@ pub mod db;
 pub mod grant;
 pub mod host;
 pub mod ids;
+pub mod metric_registry;
 pub mod mode;
 pub mod package;
 pub mod pattern;

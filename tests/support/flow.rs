@@ -82,7 +82,7 @@ pub async fn register(api: &Api, body: serde_json::Value) -> Resp {
 }
 
 /// The person answers card `id` with `payload` (status `resolved`): the resume's answer.
-pub async fn answer(api: &Api, id: &str, secret: &str, payload: serde_json::Value) -> Resp {
+pub async fn answer_card(api: &Api, id: &str, secret: &str, payload: serde_json::Value) -> Resp {
     resume(api, id, secret, "resolved", payload).await
 }
 

@@ -13,6 +13,7 @@
 
 pub mod battery;
 pub mod bench;
+pub mod ca;
 pub mod client;
 pub mod decisions;
 pub mod examples;
@@ -26,6 +27,7 @@ pub mod origin;
 pub mod person;
 pub mod pg;
 pub mod registry;
+pub mod relay;
 pub mod sse;
 pub mod tls_front;
 
@@ -246,15 +248,16 @@ impl GateBuilder {
         if self.sub != "proxy" {
             cmd.args(["--control-listen", control_listen]);
         }
-        match self.database.as_deref() {
-            Some("sqlite-default") => {}
-            Some(url) => {
-                cmd.arg("--database-url").arg(url);
-            }
-            None => {
-                if let Some(url) = postgres_database_for(data_dir.path()) {
-                    cmd.arg("--database-url").arg(url);
-                }
+        let url = match self.database.as_deref() {
+            Some("sqlite-default") => None,
+            Some(url) => Some(url.to_owned()),
+            None => postgres_database_for(data_dir.path()),
+        };
+        if let Some(url) = url {
+            cmd.arg("--database-url").arg(&url);
+            // On PostgreSQL the CA's key is kept only sealed (a test may override or unset it).
+            if url.starts_with("postgres") {
+                cmd.env("EGRESSGATE_CA_SEAL_KEY", ca::SEAL_KEY);
             }
         }
         cmd.args(&self.args)

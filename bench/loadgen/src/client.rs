@@ -140,6 +140,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
+    /// Sends one request and reads its whole answer: the head and the body's length.
+    pub async fn exchange(&mut self, req: &[u8]) -> io::Result<(Head, u64)> {
+        self.send(req).await?;
+        let head = self.read_head(false).await?;
+        let n = self.read_body(&head).await?;
+        Ok((head, n))
+    }
+
     /// Reads (and discards) the body; returns its length.
     pub async fn read_body(&mut self, head: &Head) -> io::Result<u64> {
         self.body(head, None).await

@@ -88,6 +88,12 @@ fn base64(input: &[u8]) -> String {
     out
 }
 
+/// The runtime token the scripts export (`EGRESSGATE_RUNTIME_TOKEN`), which opens turns.
+pub fn runtime_token() -> io::Result<String> {
+    std::env::var("EGRESSGATE_RUNTIME_TOKEN")
+        .map_err(|_| io::Error::other("EGRESSGATE_RUNTIME_TOKEN is not set"))
+}
+
 /// `POST /v1/turns` for `chat` with `sites` approved at launch.
 pub async fn open_turn(
     addr: SocketAddr,

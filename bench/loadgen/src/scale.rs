@@ -52,9 +52,7 @@ async fn sample(a: &ScaleArgs, token: &str, i: usize) -> io::Result<(u64, u64)> 
         a.port, a.port, turn.auth
     );
     let t0 = Instant::now();
-    c.send(req.as_bytes()).await?;
-    let head = c.read_head(false).await?;
-    c.read_body(&head).await?;
+    let (head, _) = c.exchange(req.as_bytes()).await?;
     let decision = t0.elapsed();
     if head.status != 403 {
         return Err(io::Error::other(format!(
@@ -79,8 +77,7 @@ async fn sample(a: &ScaleArgs, token: &str, i: usize) -> io::Result<(u64, u64)> 
 pub async fn run(a: ScaleArgs) -> io::Result<()> {
     client::check_loopback(a.proxy)?;
     client::check_loopback(a.control)?;
-    let token = std::env::var("EGRESSGATE_RUNTIME_TOKEN")
-        .map_err(|_| io::Error::other("EGRESSGATE_RUNTIME_TOKEN is not set"))?;
+    let token = control::runtime_token()?;
     let (mut dec, mut merge) = (Vec::new(), Vec::new());
     for i in 0..a.warmup + a.samples {
         let (d, m) = sample(&a, &token, i).await?;

@@ -51,10 +51,7 @@ pub(crate) fn fit_packages(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn host(s: &str) -> Host {
-        Host::parse(s).unwrap_or_else(|e| unreachable!("{e}"))
-    }
+    use crate::approval::testing::{host, spec};
 
     fn wanted(named: &[&str], refused: &[&str]) -> Wanted {
         Wanted {
@@ -67,10 +64,9 @@ mod tests {
 
     #[test]
     fn named_packages_always_fit_and_refused_ones_fill_the_rest() {
-        let pkg = |s: &str| PackageSpec::parse(s).unwrap_or_else(|e| unreachable!("{e}"));
         let mut w = wanted(&[], &[]);
-        w.packages = ["zeta", "alpha", "beta", "gamma"].map(pkg).into();
-        let named: BTreeSet<PackageSpec> = [pkg("zeta")].into();
+        w.packages = ["zeta", "alpha", "beta", "gamma"].map(spec).into();
+        let named: BTreeSet<PackageSpec> = [spec("zeta")].into();
         let list =
             |f: BTreeSet<PackageSpec>| f.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(list(fit_packages(&w, &named, 2)), ["alpha", "zeta"]);

@@ -117,7 +117,7 @@ mod tests {
             "The person declined sites a.example.com and b.example.com in this turn; do not ask \
              again until the next user message. Continue without that data and say so."
         );
-        let h = Host::parse("x.example.com").unwrap_or_else(|e| unreachable!("{e}"));
+        let h = crate::approval::testing::host("x.example.com");
         assert_eq!(
             not_approvable(&[(h, RefusalReason::PrivateAddress)]),
             "No approval can fix these refusals: x.example.com (private_address). \

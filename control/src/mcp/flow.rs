@@ -91,14 +91,27 @@ fn api_error(a: Answer) -> ToolAnswer {
     ToolAnswer::error(a.body)
 }
 
+/// Calls the API and expects `want`: the answer's body, or the tool's error result (the API's
+/// own error passed through, or the API could not be reached).
+async fn expect(
+    backend: &Backend,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+    want: u16,
+) -> Result<Value, ToolAnswer> {
+    match backend.call(method, path, body).await {
+        Ok(a) if a.status == want => Ok(a.body),
+        Ok(a) => Err(api_error(a)),
+        Err(e) => Err(ToolAnswer::unreachable(&e)),
+    }
+}
+
 /// `egress_refusals`: what the proxy refused this turn.
 pub async fn refusals(backend: &Backend, turn: &str) -> ToolAnswer {
-    match backend
-        .call(Method::GET, &format!("/v1/turns/{turn}/refusals"), None)
-        .await
-    {
-        Ok(a) if a.status == 200 => {
-            let mut body = a.body;
+    let path = format!("/v1/turns/{turn}/refusals");
+    match expect(backend, Method::GET, &path, None, 200).await {
+        Ok(mut body) => {
             let approvable = body["refusals"]
                 .as_array()
                 .is_some_and(|r| r.iter().any(|x| x["approvable"] == true));
@@ -114,59 +127,40 @@ pub async fn refusals(backend: &Backend, turn: &str) -> ToolAnswer {
             }
             ToolAnswer::ok(body)
         }
-        Ok(a) => api_error(a),
-        Err(e) => ToolAnswer::unreachable(&e),
+        Err(answer) => answer,
     }
 }
 
 /// The first call of the approval tool: the server's fixed answer order, then (on `ask`)
 /// the card's registration.
 pub async fn request(backend: &Backend, turn: &str, args: Value) -> Step {
-    let args: ApprovalArgs = match serde_json::from_value(args) {
-        Ok(a) => a,
-        Err(e) => {
-            return Step::Done(ToolAnswer::error(json!({"error": {
-                "code": "INVALID_BODY",
-                "message": format!("invalid arguments: {e}; give reason, and optionally urls and packages")
-            }})));
-        }
-    };
+    ask(backend, turn, args).await.unwrap_or_else(Step::Done)
+}
+
+/// [`request`], with any answer that ends the tool call as the error.
+async fn ask(backend: &Backend, turn: &str, args: Value) -> Result<Step, ToolAnswer> {
+    let args: ApprovalArgs = serde_json::from_value(args).map_err(|e| {
+        ToolAnswer::error(json!({"error": {
+            "code": "INVALID_BODY",
+            "message": format!("invalid arguments: {e}; give reason, and optionally urls and packages")
+        }}))
+    })?;
     let body = json!({"reason": args.reason, "urls": args.urls, "packages": args.packages});
-    let first = match backend
-        .call(
-            Method::POST,
-            &format!("/v1/turns/{turn}/approval-requests"),
-            Some(&body),
-        )
-        .await
-    {
-        Ok(a) if a.status == 200 => a.body,
-        Ok(a) => return Step::Done(api_error(a)),
-        Err(e) => return Step::Done(ToolAnswer::unreachable(&e)),
-    };
+    let path = format!("/v1/turns/{turn}/approval-requests");
+    let first = expect(backend, Method::POST, &path, Some(&body), 200).await?;
     if first["outcome"] != "ask" {
-        return Step::Done(ToolAnswer::ok(first));
+        return Ok(Step::Done(ToolAnswer::ok(first)));
     }
-    let reg = match backend
-        .call(
-            Method::POST,
-            "/v1/interrupts",
-            Some(&json!({"draft_id": first["draft_id"]})),
-        )
-        .await
-    {
-        Ok(a) if a.status == 201 => a.body,
-        Ok(a) => return Step::Done(api_error(a)),
-        Err(e) => return Step::Done(ToolAnswer::unreachable(&e)),
-    };
+    let draft = json!({"draft_id": first["draft_id"]});
+    let reg = expect(backend, Method::POST, "/v1/interrupts", Some(&draft), 201).await?;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    Step::Ask(Registered {
+    Ok(Step::Ask(Registered {
         interrupt_id: text(&reg["interrupt"]["id"]),
         message: text(&reg["interrupt"]["message"]),
         expires_at: text(&reg["interrupt"]["expiresAt"]),
         secret: text(&reg["resume_secret"]),
         interrupt: reg["interrupt"].clone(),
-    })
+    }))
 }
 
 /// The model's answer while a person has not answered (no way to ask through the protocol,

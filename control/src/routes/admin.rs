@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
+use super::openapi::shared::errors;
 use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
@@ -101,6 +102,16 @@ fn site_rules(
     Ok(SiteRules { inspect, access })
 }
 
+errors!(
+    /// What [`add`] answers when the entry vanished between its two statements.
+    RemovedConcurrently: "409" => "`CONFLICT`: removed concurrently.",
+);
+
+errors!(
+    /// What [`remove`] answers for a value that is not on the list.
+    NotOnList: "404" => "`NOT_FOUND`: not on the list.",
+);
+
 async fn list(state: &AppState, list: AdminList, plural: &str) -> Result<Json<Value>, ApiError> {
     let entries = state.store.admin_list(list).await?;
     let items: Vec<Value> = entries.iter().map(|e| entry_json(list, e)).collect();
@@ -161,7 +172,7 @@ pub(crate) async fn list_sites(
 /// `POST /v1/admin/sites`.
 #[utoipa::path(post, path = "/v1/admin/sites", tag = "admin", security(("admin" = [])), request_body = SiteBody,
     responses((status = 201, description = "Added.", body = schemas::AdminSite), (status = 200, description = "Already there (unchanged).", body = schemas::AdminSite),
-        (status = 409, description = "`CONFLICT`: removed concurrently.", body = schemas::ErrorBody), (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; the note is too long; an unknown access level; or `access: \"read\"` for a site that is not inspected.", body = schemas::ErrorBody)))]
+        RemovedConcurrently, (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; the note is too long; an unknown access level; or `access: \"read\"` for a site that is not inspected.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_site(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -181,7 +192,7 @@ pub(crate) async fn add_site(
 }
 
 #[utoipa::path(delete, path = "/v1/admin/sites/{pattern}", tag = "admin", security(("admin" = [])), params(("pattern" = String, Path, description = "Any spelling of a stored pattern.")),
-    responses((status = 204, description = "Removed."), (status = 404, description = "`NOT_FOUND`: not on the list.", body = schemas::ErrorBody)))]
+    responses((status = 204, description = "Removed."), NotOnList))]
 /// `DELETE /v1/admin/sites/{pattern}`: the pattern is normalised like on add, so any spelling
 /// of a stored entry removes it.
 pub(crate) async fn remove_site(
@@ -207,7 +218,7 @@ pub(crate) async fn list_packages(
 /// `POST /v1/admin/packages`.
 #[utoipa::path(post, path = "/v1/admin/packages", tag = "admin", security(("admin" = [])), request_body = PackageBody,
     responses((status = 201, description = "Added.", body = schemas::AdminPackage), (status = 200, description = "Already there (unchanged).", body = schemas::AdminPackage),
-        (status = 409, description = "`CONFLICT`: removed concurrently.", body = schemas::ErrorBody), (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; or the note is too long.", body = schemas::ErrorBody)))]
+        RemovedConcurrently, (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; or the note is too long.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_package(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -226,7 +237,7 @@ pub(crate) async fn add_package(
 
 /// `DELETE /v1/admin/packages/{name}`, normalised like on add.
 #[utoipa::path(delete, path = "/v1/admin/packages/{name}", tag = "admin", security(("admin" = [])), params(("name" = String, Path, description = "Any spelling of a stored name.")),
-    responses((status = 204, description = "Removed."), (status = 404, description = "`NOT_FOUND`: not on the list.", body = schemas::ErrorBody)))]
+    responses((status = 204, description = "Removed."), NotOnList))]
 pub(crate) async fn remove_package(
     _auth: AdminAuth,
     State(state): State<AppState>,

@@ -13,6 +13,7 @@ use egressgate_store::db::interrupts::{InterruptState, Outcome};
 use egressgate_store::{Card, Timestamp};
 
 use super::openapi::schemas::{self, DenyCode, PendingCode, ToolAnswer};
+use super::openapi::shared::{TurnNotFound, TurnParams};
 use crate::AppState;
 use crate::approval::fit;
 use crate::approval::input::{self, ApprovalRequestBody};
@@ -29,10 +30,10 @@ fn denied(code: DenyCode, message: String) -> Json<ToolAnswer> {
 }
 
 #[utoipa::path(post, path = "/v1/turns/{turn_id}/approval-requests", tag = "approval", security(("runtime" = [])),
-    request_body = ApprovalRequestBody, params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
+    request_body = ApprovalRequestBody, params(TurnParams),
     responses(
         (status = 200, description = "The answer, in the fixed order: `denied` (codes `NOT_APPROVABLE`, `DECLINED_THIS_TURN`, `NO_HUMAN`, `NOT_PERMITTED`), `already_approved`, `pending` (code `INTERRUPT_PENDING`: the chat's open request), or `ask` with the draft card.", body = schemas::ToolAnswer),
-        (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody),
+        TurnNotFound,
         (status = 410, description = "`TURN_EXPIRED`: the turn has expired. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
         (status = 422, description = "`INVALID_INPUT`: an entry and why (step 1). `NOTHING_TO_APPROVE`: nothing named and nothing refused this turn (step 3).", body = schemas::ErrorBody),
     ))]
@@ -156,7 +157,7 @@ pub(crate) async fn request(
         return Ok(Json(ToolAnswer::Pending {
             code: PendingCode::InterruptPending,
             interrupt_id: p.id,
-            state: schemas::InterruptState::Pending,
+            state: InterruptState::Pending,
             card: p.card,
             message: text::PENDING,
         }));

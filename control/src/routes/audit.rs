@@ -13,20 +13,12 @@ use crate::auth::AdminAuth;
 use crate::error::ApiError;
 use crate::validate::quote;
 
-/// The `kind` filter's values, for the document.
-#[derive(utoipa::ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
-pub(crate) enum AuditKindParam {
-    TurnOpened,
-    ApprovalRequested,
-    ApprovalResolved,
-    DecisionRejected,
-    ClaimCapExpired,
-    ApprovalRevoked,
-    ChatHidden,
-    AdminChange,
-}
+schemas::string_enum!(
+    /// The `kind` filter's values: the store's audit kinds, in its spelling.
+    AuditKindParam,
+    "The `kind` filter's values, for the document.",
+    AuditKind::ALL.map(|k| k.as_str())
+);
 
 /// Rows returned when `limit` is not given.
 const DEFAULT_LIMIT: i64 = 100;

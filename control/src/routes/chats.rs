@@ -9,6 +9,7 @@ use egressgate_store::{ChatId, Host, PackageSpec, Timestamp};
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
+use super::openapi::shared::{ChatParams, MissingUser};
 use crate::AppState;
 use crate::auth::ChatUser;
 use crate::error::ApiError;
@@ -22,8 +23,8 @@ fn chat_not_found() -> ApiError {
 }
 
 /// `GET /v1/chats/{chat_id}/approvals`.
-#[utoipa::path(get, path = "/v1/chats/{chat_id}/approvals", tag = "chats", security(("runtime" = [])), params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
-    responses((status = 200, description = "The chat's live approvals (empty for an unknown chat).", body = schemas::Approvals), (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/chats/{chat_id}/approvals", tag = "chats", security(("runtime" = [])), params(ChatParams),
+    responses((status = 200, description = "The chat's live approvals (empty for an unknown chat).", body = schemas::Approvals), MissingUser))]
 pub(crate) async fn list_approvals(
     ChatUser(user): ChatUser,
     State(state): State<AppState>,
@@ -55,7 +56,7 @@ fn canonical(kind: ApprovalKind, value: &str) -> String {
 /// `DELETE /v1/chats/{chat_id}/approvals/{kind}/{value}`.
 #[utoipa::path(delete, path = "/v1/chats/{chat_id}/approvals/{kind}/{value}", tag = "chats", security(("runtime" = [])),
     params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("kind" = String, Path, description = "`site` or `package`."), ("value" = String, Path, description = "The host or package name, any spelling; a bare package name revokes every pin of it, a pinned one only that row."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
-    responses((status = 200, description = "Revoked; effective from the next request at the latest.", body = schemas::Revoked), (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
+    responses((status = 200, description = "Revoked; effective from the next request at the latest.", body = schemas::Revoked), MissingUser,
         (status = 404, description = "`APPROVAL_NOT_FOUND`: no such approval in this chat.", body = schemas::ErrorBody)))]
 pub(crate) async fn revoke(
     ChatUser(user): ChatUser,
@@ -76,8 +77,8 @@ pub(crate) async fn revoke(
 }
 
 /// `DELETE /v1/chats/{chat_id}`: hide the chat.
-#[utoipa::path(delete, path = "/v1/chats/{chat_id}", tag = "chats", security(("runtime" = [])), params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
-    responses((status = 200, description = "Hidden: its open request can no longer be resumed, its approvals are revoked, new turns get `410 CHAT_HIDDEN`.", body = schemas::Hidden), (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
+#[utoipa::path(delete, path = "/v1/chats/{chat_id}", tag = "chats", security(("runtime" = [])), params(ChatParams),
+    responses((status = 200, description = "Hidden: its open request can no longer be resumed, its approvals are revoked, new turns get `410 CHAT_HIDDEN`.", body = schemas::Hidden), MissingUser,
         (status = 404, description = "`CHAT_NOT_FOUND`: no such chat.", body = schemas::ErrorBody)))]
 pub(crate) async fn hide(
     ChatUser(user): ChatUser,

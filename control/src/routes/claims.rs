@@ -5,11 +5,12 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
-use egressgate_store::{InterruptId, Secret, Timestamp};
+use egressgate_store::{Secret, Timestamp};
 use serde_json::Value;
 
-use super::interrupts::{claim_lost, interrupt_not_found};
 use super::openapi::schemas;
+use super::openapi::shared::{ClaimLost, InterruptNotFound, InterruptParams};
+use super::pointer::{self, claim_lost, interrupt_not_found};
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
@@ -38,12 +39,7 @@ async fn read(
     claim: &Secret,
     now: Timestamp,
 ) -> Result<(Pointer, bool), ApiError> {
-    let id = InterruptId::parse(id).ok_or_else(interrupt_not_found)?;
-    let p = state
-        .store
-        .interrupt(&id, now)
-        .await?
-        .ok_or_else(interrupt_not_found)?;
+    let p = pointer::find(state, id, now).await?;
     if !holder.may_act_for(&p.user) {
         return Err(interrupt_not_found());
     }
@@ -52,11 +48,11 @@ async fn read(
 }
 
 /// `POST /v1/interrupts/{id}/heartbeat`.
-#[utoipa::path(post, path = "/v1/interrupts/{id}/heartbeat", tag = "approval", security((), ("runtime" = [])), request_body = HeartbeatBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(post, path = "/v1/interrupts/{id}/heartbeat", tag = "approval", security((), ("runtime" = [])), request_body = HeartbeatBody, params(InterruptParams),
     responses(
         (status = 200, description = "The new lease expiry, never past the deadline.", body = schemas::Heartbeat),
-        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
-        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        InterruptNotFound,
+        ClaimLost,
         (status = 410, description = "`DEADLINE_PASSED`: the resume ran past its deadline.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn heartbeat(
@@ -92,11 +88,11 @@ pub(crate) async fn heartbeat(
 }
 
 /// `POST /v1/interrupts/{id}/complete`.
-#[utoipa::path(post, path = "/v1/interrupts/{id}/complete", tag = "approval", security((), ("runtime" = [])), request_body = CompleteBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(post, path = "/v1/interrupts/{id}/complete", tag = "approval", security((), ("runtime" = [])), request_body = CompleteBody, params(InterruptParams),
     responses(
         (status = 200, description = "Done; the answer is kept for replays.", body = schemas::Completed),
-        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
-        (status = 409, description = "`CLAIM_LOST`: the claim is no longer held.", body = schemas::ErrorBody),
+        InterruptNotFound,
+        ClaimLost,
         (status = 507, description = "`SNAPSHOT_FAILED`: the answer could not be stored.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn complete(
@@ -164,12 +160,7 @@ pub(crate) async fn takeover(
     Path(id): Path<String>,
 ) -> Result<Json<Takeover>, ApiError> {
     let now = Timestamp::now();
-    let id = InterruptId::parse(&id).ok_or_else(interrupt_not_found)?;
-    let p = state
-        .store
-        .interrupt(&id, now)
-        .await?
-        .ok_or_else(interrupt_not_found)?;
+    let p = pointer::find(&state, &id, now).await?;
     if p.user != user {
         return Err(interrupt_not_found());
     }
@@ -179,14 +170,14 @@ pub(crate) async fn takeover(
             "the resume ran past its deadline; the claim cannot be taken over",
         ));
     }
-    if !super::interrupts::awaits_takeover(&p, now) {
+    if !pointer::awaits_takeover(&p, now) {
         return Err(claim_lost());
     }
     let claim = Secret::generate();
     let hash = claim.hash();
     let deadline = p.deadline.unwrap_or(now);
     let lease = now.plus(state.settings.lease).min(deadline);
-    let worker = super::resume::worker_label("claim", &hash);
+    let worker = pointer::worker_label("claim", &hash);
     if !state
         .store
         .take_over_claim(&p, &hash, &worker, lease, now)

@@ -15,6 +15,8 @@ use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
+use super::openapi::shared::{ChatParams, InterruptNotFound, InterruptParams, MissingUser};
+use super::pointer::{self, claim_lost, interrupt_not_found};
 use crate::AppState;
 use crate::auth::{ApprovalsAuth, ApprovalsUser, CardsReadAuth};
 use crate::bulk;
@@ -49,16 +51,6 @@ fn pending() -> ApiError {
         "INTERRUPT_PENDING",
         "this chat already has an open approval request",
     )
-}
-
-/// `409 CLAIM_LOST`: the caller no longer holds the claim it names.
-pub(crate) fn claim_lost() -> ApiError {
-    ApiError::conflict("CLAIM_LOST", "the claim is no longer held")
-}
-
-/// `404 INTERRUPT_NOT_FOUND`, identical for unknown ids, wrong secrets and other users.
-pub(crate) fn interrupt_not_found() -> ApiError {
-    ApiError::not_found("INTERRUPT_NOT_FOUND", "no such approval request")
 }
 
 /// The JSON Schema of the resume payload.
@@ -264,10 +256,10 @@ async fn stale_check(
 }
 
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
-#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(("chat_id" = String, Path, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The chat's id (of the user named by the header)."), ("X-Egressgate-User" = String, Header, min_length = 1, max_length = 200, pattern = "^[!-~]+$", description = "The person the runtime speaks for.")),
+#[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(ChatParams),
     responses(
         (status = 200, description = "The open request with a fresh secret; the old secret stops working.", body = schemas::InterruptIssued),
-        (status = 400, description = "`MISSING_USER`: the X-Egressgate-User header is missing or malformed.", body = schemas::ErrorBody),
+        MissingUser,
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: the chat has no open request.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn reissue(
@@ -289,10 +281,10 @@ pub(crate) async fn reissue(
 }
 
 /// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.
-#[utoipa::path(get, path = "/v1/interrupts/{id}/outcome", tag = "approval", security(("runtime" = [])), params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(get, path = "/v1/interrupts/{id}/outcome", tag = "approval", security(("runtime" = [])), params(InterruptParams),
     responses(
         (status = 200, description = "State, card and decision, from stored data only (never re-merged).", body = schemas::OutcomeAnswer),
-        (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id or another user's card.", body = schemas::ErrorBody),
+        InterruptNotFound,
     ))]
 pub(crate) async fn outcome(
     _: CardsReadAuth,
@@ -301,12 +293,7 @@ pub(crate) async fn outcome(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let now = Timestamp::now();
-    let id = InterruptId::parse(&id).ok_or_else(interrupt_not_found)?;
-    let p = state
-        .store
-        .interrupt(&id, now)
-        .await?
-        .ok_or_else(interrupt_not_found)?;
+    let p = pointer::find(&state, &id, now).await?;
     // A user header that is there but unreadable names nobody: answered as a mismatch.
     if headers.contains_key(crate::auth::USER_HEADER)
         && user_header(&headers).is_none_or(|u| u != p.user)
@@ -317,16 +304,6 @@ pub(crate) async fn outcome(
         "state": p.effective_state(now),
         "card": p.card,
         "decision": p.decision,
-        "handoff": awaits_takeover(&p, now),
+        "handoff": pointer::awaits_takeover(&p, now),
     })))
-}
-
-/// Whether the current claim was made by a bare secret holder (the card page) and waits for
-/// the runtime to take it over.
-pub(crate) fn awaits_takeover(p: &Pointer, now: Timestamp) -> bool {
-    p.state == egressgate_store::db::interrupts::InterruptState::Claimed
-        && p.deadline.is_some_and(|d| !d.has_passed(now))
-        && p.worker
-            .as_deref()
-            .is_some_and(|w| w.starts_with(super::resume::HANDOFF))
 }

@@ -14,18 +14,20 @@ use axum::Json;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use utoipa::openapi::RefOr;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 pub(crate) mod schemas;
+pub(crate) mod shared;
 
 use super::{
     admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, interrupts,
     pending, resume, tokens, turns, view,
 };
 use schemas::ErrorBody;
+use shared::error_response;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -89,19 +91,6 @@ impl Modify for Shared {
             }
         }
     }
-}
-
-fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                .build(),
-        )
-        .build()
-        .into()
 }
 
 /// Adds `description` to the response for `status`, creating it when absent.

@@ -4,16 +4,19 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use egressgate_store::db::interrupts::{InterruptState, Outcome, Pointer};
 use egressgate_store::db::resume::{ClaimAttempt, Decider};
 use egressgate_store::{Access, InterruptId, Secret, SecretHash, Timestamp};
 use serde_json::{Value, json};
 
-use super::interrupts::interrupt_not_found;
 use super::openapi::schemas;
+use super::openapi::shared::InterruptParams;
+use super::pointer::{HANDOFF, interrupt_not_found, worker_label};
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
@@ -68,79 +71,82 @@ fn dummy_hash() -> SecretHash {
     SecretHash::of(b"egressgate: no such interrupt")
 }
 
-/// The caller and the process's resume limits, for step 2.
-pub(crate) struct Attempt<'a> {
-    guard: &'a ResumeGuard,
+/// Whoever presents a resume secret, from where, under the process's resume limits: every
+/// endpoint that checks one (resume, the card page's view) takes this, so they all count
+/// failures the same way. Extracted in the order the handlers took its parts: the limits, the
+/// client's address, then the optional runtime token.
+pub(crate) struct Attempt {
+    guard: Arc<ResumeGuard>,
     client: ClientKey,
-    holder: &'a SecretHolder,
+    holder: SecretHolder,
 }
 
-impl<'a> Attempt<'a> {
-    /// Who presents a secret, from where, under which limits: every endpoint that checks a
-    /// resume secret (resume, the card page's view) counts failures the same way.
-    pub(crate) fn new(
-        guard: &'a ResumeGuard,
-        client: &ClientAddr,
-        holder: &'a SecretHolder,
-    ) -> Self {
-        Self {
+impl FromRequestParts<AppState> for Attempt {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let Extension(guard) = Extension::<Arc<ResumeGuard>>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let client = match ClientAddr::from_request_parts(parts, state).await {
+            Ok(ClientAddr(addr)) => ClientKey::of(addr),
+            Err(never) => match never {},
+        };
+        let holder = SecretHolder::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Self {
             guard,
-            client: ClientKey::of(client.0),
+            client,
             holder,
-        }
+        })
     }
 }
 
-/// Label prefix of a claim made without the runtime token, which the runtime takes over.
-pub(crate) const HANDOFF: &str = "handoff";
-
-/// A claim's worker label: its kind and a prefix of its hash (never the claim id itself).
-pub(crate) fn worker_label(kind: &str, claim_hash: &SecretHash) -> String {
-    format!(
-        "{kind}-{}",
-        claim_hash.as_str().get(..12).unwrap_or_default()
-    )
-}
-
-/// Step 2: the pointer, if the id exists, the secret matches and the caller may act for its
-/// user; otherwise the identical 404. A client or card past its failure limit is refused
-/// before the database is asked; a failure is charged and tallied, never written on its own.
-pub(crate) async fn authenticate(
-    state: &AppState,
-    id: &str,
-    secret: &Secret,
-    who: &Attempt<'_>,
-    now: Timestamp,
-) -> Result<Pointer, ApiError> {
-    let id = InterruptId::parse(id);
-    who.guard.admit(who.client, id.as_ref(), secret)?;
-    let found = match &id {
-        Some(id) => state.store.interrupt(id, now).await?,
-        None => None,
-    };
-    let Some(p) = found else {
-        let _ = dummy_hash().matches(secret);
-        who.guard.failed(&state.store, who.client, Failure::Unknown);
-        return Err(interrupt_not_found());
-    };
-    let reason = if !p.secret_hash.matches(secret) {
-        "wrong secret"
-    } else if !who.holder.may_act_for(&p.user) {
-        "another user"
-    } else {
-        return Ok(p);
-    };
-    let failure = Failure::Card {
-        id: &p.id,
-        secret_hash: &p.secret_hash,
-        reason,
-    };
-    who.guard.failed(&state.store, who.client, failure);
-    Err(interrupt_not_found())
+impl Attempt {
+    /// Step 2: the pointer, if the id exists, the secret presented matches and the caller may
+    /// act for its user; otherwise the identical 404. A client or card past its failure limit
+    /// is refused before the database is asked; a failure is charged and tallied, never
+    /// written on its own.
+    pub(crate) async fn authenticate(
+        &self,
+        state: &AppState,
+        id: &str,
+        presented: &str,
+        now: Timestamp,
+    ) -> Result<Pointer, ApiError> {
+        let secret = &Secret::from_presented(presented);
+        let id = InterruptId::parse(id);
+        self.guard.admit(self.client, id.as_ref(), secret)?;
+        let found = match &id {
+            Some(id) => state.store.interrupt(id, now).await?,
+            None => None,
+        };
+        let Some(p) = found else {
+            let _ = dummy_hash().matches(secret);
+            self.guard
+                .failed(&state.store, self.client, Failure::Unknown);
+            return Err(interrupt_not_found());
+        };
+        let reason = if !p.secret_hash.matches(secret) {
+            "wrong secret"
+        } else if !self.holder.may_act_for(&p.user) {
+            "another user"
+        } else {
+            return Ok(p);
+        };
+        let failure = Failure::Card {
+            id: &p.id,
+            secret_hash: &p.secret_hash,
+            reason,
+        };
+        self.guard.failed(&state.store, self.client, failure);
+        Err(interrupt_not_found())
+    }
 }
 
 /// `POST /v1/interrupts/{id}/resume`.
-#[utoipa::path(post, path = "/v1/interrupts/{id}/resume", tag = "approval", security((), ("runtime" = [])), request_body = ResumeBody, params(("id" = String, Path, description = "The interrupt id."), ("X-Egressgate-User" = Option<String>, Header, description = "With the runtime token: the card must be this user's.")),
+#[utoipa::path(post, path = "/v1/interrupts/{id}/resume", tag = "approval", security((), ("runtime" = [])), request_body = ResumeBody, params(InterruptParams),
     responses(
         (status = 200, description = "`claimed` with the claim and the decision, or a replay of a done request (`replayed: true`), which runs nothing.", body = schemas::ResumeAnswer),
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user's card (identical).", body = schemas::ErrorBody),
@@ -152,9 +158,7 @@ pub(crate) async fn authenticate(
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Extension(guard): Extension<Arc<ResumeGuard>>,
-    client: ClientAddr,
-    holder: SecretHolder,
+    who: Attempt,
     StrictJson(body): StrictJson<ResumeBody>,
 ) -> Result<Json<Value>, ApiError> {
     let now = Timestamp::now();
@@ -170,15 +174,7 @@ pub(crate) async fn resume(
         }
     };
     // 2. The pointer, by id and secret.
-    let who = Attempt::new(&guard, &client, &holder);
-    let p = authenticate(
-        &state,
-        &id,
-        &Secret::from_presented(&body.secret),
-        &who,
-        now,
-    )
-    .await?;
+    let p = who.authenticate(&state, &id, &body.secret, now).await?;
     if p.state == InterruptState::Done {
         let answer = bulk::load_answer(&state, &p).await?;
         return Ok(Json(
@@ -195,7 +191,7 @@ pub(crate) async fn resume(
     let decision = match decide(&p.card, status, entry.payload.as_ref()) {
         Ok(d) => d,
         Err(e) => {
-            guard.tally(&state.store, &p.id, "invalid decision");
+            who.guard.tally(&state.store, &p.id, "invalid decision");
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "INVALID_DECISION",
@@ -207,7 +203,7 @@ pub(crate) async fn resume(
         && decision.access == Access::Read
         && let Some(host) = crate::grants::first_not_inspected(&state, &decision.sites).await?
     {
-        guard.tally(&state.store, &p.id, "invalid decision");
+        who.guard.tally(&state.store, &p.id, "invalid decision");
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "INVALID_DECISION",
@@ -218,7 +214,7 @@ pub(crate) async fn resume(
         ));
     }
     if p.decision.as_ref().is_some_and(|first| *first != decision) {
-        guard.tally(&state.store, &p.id, "decision conflict");
+        who.guard.tally(&state.store, &p.id, "decision conflict");
         return Err(ApiError::conflict(
             "DECISION_CONFLICT",
             "this request was already answered differently",
@@ -257,7 +253,8 @@ pub(crate) async fn resume(
         return Err(expired("the user may no longer approve"));
     }
     // 6. The claim (or, past the cap, denial and expiry).
-    let decider = holder
+    let decider = who
+        .holder
         .user
         .as_ref()
         .map_or(Decider::SecretOnly, Decider::Person);
@@ -276,7 +273,10 @@ pub(crate) async fn resume(
     let lease = now.plus(s.lease).min(deadline);
     let attempt = ClaimAttempt {
         read: &p,
-        worker: worker_label(if holder.runtime { "claim" } else { HANDOFF }, &claim_hash),
+        worker: worker_label(
+            if who.holder.runtime { "claim" } else { HANDOFF },
+            &claim_hash,
+        ),
         claim_hash,
         lease_expires_at: lease,
         deadline,

@@ -12,6 +12,7 @@ use egressgate_store::{Access, PackageSpec, Secret, SitePattern, Timestamp, Turn
 use serde::Deserialize;
 
 use super::openapi::schemas;
+use super::openapi::shared::{TurnExpired, TurnNotFound, TurnParams};
 use crate::AppState;
 use crate::auth::{TurnsAuth, USER_HEADER};
 use crate::body::StrictJson;
@@ -209,8 +210,8 @@ pub(crate) async fn open(
 }
 
 /// `GET /v1/turns/{turn_id}/refusals`.
-#[utoipa::path(get, path = "/v1/turns/{turn_id}/refusals", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
-    responses((status = 200, description = "What the proxy refused this turn, recorded before each `403`.", body = schemas::Refusals), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/refusals", tag = "turns", security(("runtime" = [])), params(TurnParams),
+    responses((status = 200, description = "What the proxy refused this turn, recorded before each `403`.", body = schemas::Refusals), TurnNotFound, TurnExpired))]
 pub(crate) async fn refusals(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
@@ -224,8 +225,8 @@ pub(crate) async fn refusals(
 }
 
 /// `GET /v1/turns/{turn_id}/egress`: allowed traffic per host.
-#[utoipa::path(get, path = "/v1/turns/{turn_id}/egress", tag = "turns", security(("runtime" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
-    responses((status = 200, description = "Allowed traffic per host.", body = schemas::Egress), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/egress", tag = "turns", security(("runtime" = [])), params(TurnParams),
+    responses((status = 200, description = "Allowed traffic per host.", body = schemas::Egress), TurnNotFound, TurnExpired))]
 pub(crate) async fn egress(
     State(state): State<AppState>,
     PathTurn(turn): PathTurn,
@@ -237,8 +238,8 @@ pub(crate) async fn egress(
     }))
 }
 
-#[utoipa::path(get, path = "/v1/turns/{turn_id}/policy", tag = "turns", security(("runtime" = []), ("turn_credential" = [])), params(("turn_id" = String, Path, description = "The turn's id."), ("X-Egressgate-User" = Option<String>, Header, description = "When sent, a turn of another user answers as unknown.")),
-    responses((status = 200, description = "The effective allowed sites and packages.", body = schemas::Policy), (status = 404, description = "`TURN_NOT_FOUND`: no such turn (or another user's).", body = schemas::ErrorBody), (status = 410, description = "`TURN_EXPIRED`: the turn has expired.", body = schemas::ErrorBody)))]
+#[utoipa::path(get, path = "/v1/turns/{turn_id}/policy", tag = "turns", security(("runtime" = []), ("turn_credential" = [])), params(TurnParams),
+    responses((status = 200, description = "The effective allowed sites and packages.", body = schemas::Policy), TurnNotFound, TurnExpired))]
 /// `GET /v1/turns/{turn_id}/policy`: the effective allowed sites and packages a package
 /// installer in the sandbox enforces.
 pub(crate) async fn policy(

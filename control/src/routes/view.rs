@@ -4,23 +4,19 @@
 //! and other users); an expired card is `410 INTERRUPT_EXPIRED`. POST, so the secret travels
 //! in a body and never in a URL or an access log.
 
-use std::sync::Arc;
-
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::{Extension, Json};
+use egressgate_store::Timestamp;
 use egressgate_store::card::Card;
 use egressgate_store::db::interrupts::{Decision, InterruptState};
-use egressgate_store::{Secret, Timestamp};
 use serde_json::Value;
 
 use super::interrupts::interrupt_json;
 use super::openapi::schemas;
-use super::resume::{Attempt, authenticate, expired};
+use super::resume::{Attempt, expired};
 use crate::AppState;
 use crate::body::StrictJson;
 use crate::error::ApiError;
-use crate::holder::{ClientAddr, SecretHolder};
-use crate::resume_guard::ResumeGuard;
 
 /// The page's request: only the secret from the link's fragment.
 #[derive(serde::Deserialize, utoipa::ToSchema)]
@@ -58,20 +54,11 @@ pub(crate) struct CardView {
 pub(crate) async fn view(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Extension(guard): Extension<Arc<ResumeGuard>>,
-    client: ClientAddr,
-    holder: SecretHolder,
+    who: Attempt,
     StrictJson(body): StrictJson<ViewBody>,
 ) -> Result<Json<CardView>, ApiError> {
     let now = Timestamp::now();
-    let p = authenticate(
-        &state,
-        &id,
-        &Secret::from_presented(&body.secret),
-        &Attempt::new(&guard, &client, &holder),
-        now,
-    )
-    .await?;
+    let p = who.authenticate(&state, &id, &body.secret, now).await?;
     let shown = p.effective_state(now);
     if shown == InterruptState::Expired {
         return Err(expired("it is no longer answerable"));

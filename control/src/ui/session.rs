@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq as _;
 
 use crate::AppState;
 use crate::body::StrictJson;
+use crate::credentials::{admin_token_expiry, unauthorized};
 use crate::error::ApiError;
 
 /// The session cookie's name.
@@ -62,10 +63,7 @@ pub(crate) async fn current(
         return Ok(None);
     };
     // The token the session was signed in with must still hold the admin scope.
-    if crate::auth::admin_token_expiry(state, &token)
-        .await
-        .is_none()
-    {
+    if admin_token_expiry(state, &token).await.is_none() {
         return Ok(None);
     }
     let csrf = csrf_of(&cookie);
@@ -86,29 +84,31 @@ pub(crate) async fn admin_by_cookie(
     cookie_value(headers)?;
     Some(match current(state, headers).await {
         Err(e) => Err(e),
-        Ok(None) => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "the console session expired; sign in again",
-        )),
+        Ok(None) => Err(unauthorized("the console session expired; sign in again")),
         Ok(Some(s)) => {
-            if matches!(*method, Method::GET | Method::HEAD) || csrf_ok(&s, headers) {
+            if matches!(*method, Method::GET | Method::HEAD) {
                 Ok(())
             } else {
-                Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "CSRF",
-                    "missing or wrong CSRF token",
-                ))
+                csrf_check(&s, headers)
             }
         }
     })
 }
 
-fn csrf_ok(s: &Session, headers: &HeaderMap) -> bool {
-    headers
+/// The session's CSRF token must be in [`CSRF_HEADER`] (compared in constant time).
+fn csrf_check(s: &Session, headers: &HeaderMap) -> Result<(), ApiError> {
+    let sent = headers
         .get(CSRF_HEADER)
-        .is_some_and(|v| bool::from(v.as_bytes().ct_eq(s.csrf.as_bytes())))
+        .is_some_and(|v| bool::from(v.as_bytes().ct_eq(s.csrf.as_bytes())));
+    if sent {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "CSRF",
+            "missing or wrong CSRF token",
+        ))
+    }
 }
 
 /// The sign-in body.
@@ -143,12 +143,8 @@ pub(crate) async fn sign_in(
     StrictJson(body): StrictJson<SignIn>,
 ) -> Result<Response, ApiError> {
     let token = Secret::from_presented(body.token.trim()).hash();
-    let Some(token_expires) = crate::auth::admin_token_expiry(&state, &token).await else {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "that is not the admin token",
-        ));
+    let Some(token_expires) = admin_token_expiry(&state, &token).await else {
+        return Err(unauthorized("that is not the admin token"));
     };
     let cookie = Secret::generate();
     let now = Timestamp::now();
@@ -177,19 +173,9 @@ pub(crate) async fn sign_out(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let Some(s) = current(&state, &headers).await? else {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "not signed in",
-        ));
+        return Err(unauthorized("not signed in"));
     };
-    if !csrf_ok(&s, &headers) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "CSRF",
-            "missing or wrong CSRF token",
-        ));
-    }
+    csrf_check(&s, &headers)?;
     state.store.delete_ui_session(&s.hash).await?;
     Ok((
         StatusCode::NO_CONTENT,

@@ -6,89 +6,26 @@
 //! egress summary only ever names the CONNECT host.
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use egressgate_store::RefusalReason;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::decision_log::Allowed;
 use crate::forward::{self, Via};
 use crate::identify::TurnEntry;
-use crate::relay::{self, Activity, End};
+use crate::relay::{self, Activity, End, Tracked};
 use crate::respond::{self, ProxyBody};
 use crate::shared::{Refusal, Shared};
 use crate::target::{self, Target};
 
 use super::{Tunnel, deadline_at, stopped};
-
-/// The client stream: first yields bytes already read from it, and notes activity both ways
-/// for the tunnel's idle timeout.
-struct Prefixed<C> {
-    first: Vec<u8>,
-    at: usize,
-    inner: C,
-    start: tokio::time::Instant,
-    up: Arc<Activity>,
-    down: Arc<Activity>,
-}
-
-impl<C: AsyncRead + Unpin> AsyncRead for Prefixed<C> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if self.at < self.first.len() {
-            let n = buf.remaining().min(self.first.len() - self.at);
-            let at = self.at;
-            buf.put_slice(&self.first[at..at + n]);
-            self.at += n;
-            // Bytes read ahead are the client's too: they count towards the tunnel's totals.
-            let start = self.start;
-            self.up.note(n, start);
-            if self.at == self.first.len() {
-                self.first = Vec::new();
-                self.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len() - before;
-        if n > 0 {
-            self.up.note(n, self.start);
-        }
-        r
-    }
-}
-
-impl<C: AsyncWrite + Unpin> AsyncWrite for Prefixed<C> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = r {
-            self.down.note(n, self.start);
-        }
-        r
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
 
 /// `Some(HostMismatch)` when a request inside a tunnel to `target` names anything else: a
 /// nested `CONNECT`, an absolute URI (HTTP/2's `:scheme` and `:authority`) for another scheme,
@@ -200,6 +137,15 @@ async fn one(
     forward::forward(&shared, &turn, &target, &addrs, req, allowed, via).await
 }
 
+/// The answer to a `HEAD` keeps its head only: HTTP/2 would send the proxy's own answer's
+/// text (a refusal, a `502`) as `DATA`, which a client rightly resets as a malformed response.
+fn head_only(head: bool, mut resp: Response<ProxyBody>) -> Response<ProxyBody> {
+    if head && !resp.body().is_end_stream() {
+        *resp.body_mut() = respond::empty();
+    }
+    resp
+}
+
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
 /// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
 /// up (the earlier of its turn's and its grant's expiry), the process has drained or a
@@ -220,20 +166,15 @@ where
     let stop = stopped(tunnel.stop);
     let start = tokio::time::Instant::now();
     let (up, down) = (Arc::new(Activity::default()), Arc::new(Activity::default()));
-    let io = Prefixed {
-        first,
-        at: 0,
-        inner: client,
-        start,
-        up: up.clone(),
-        down: down.clone(),
-    };
+    // Bytes read ahead are the client's too: they count towards the tunnel's totals.
+    let io = Tracked::new(client, first, start, up.clone(), Some(down.clone()));
     let host = tunnel.target.host.clone();
     let (target, addrs): (Arc<Target>, Arc<[SocketAddr]>) =
         (Arc::new(tunnel.target.clone()), tunnel.addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
     let svc_allowed = Arc::new(tunnel.allowed.clone());
-    let service = service_fn(move |req| {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let head = req.method() == Method::HEAD;
         let fut = one(
             svc_shared.clone(),
             svc_turn.clone(),
@@ -243,7 +184,7 @@ where
             req,
             via,
         );
-        async move { Ok::<_, std::convert::Infallible>(fut.await) }
+        async move { Ok::<_, std::convert::Infallible>(head_only(head, fut.await)) }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -280,23 +221,26 @@ where
             }
         }
     };
-    shared.metrics.active_tunnels.inc();
-    let end = tokio::select! {
-        r = conn => {
-            if let Err(e) = r {
+    let conn = async move {
+        conn.await.map_or_else(
+            |e| {
                 tracing::debug!(error = %e, turn_id = %turn.turn.id, "HTTP in tunnel ended with an error");
                 End::Error
-            } else {
-                End::Closed
-            }
-        }
-        end = relay::deadline(start, &up, &down, shared.settings.idle_timeout, ends_at) => end,
-        () = stop => End::Shutdown,
+            },
+            |()| End::Closed,
+        )
     };
+    shared.metrics.active_tunnels.inc();
+    let totals = relay::bounded(
+        conn,
+        start,
+        &up,
+        &down,
+        shared.settings.idle_timeout,
+        ends_at,
+        stop,
+    )
+    .await;
     shared.metrics.active_tunnels.dec();
-    relay::Totals {
-        up: up.bytes(),
-        down: down.bytes(),
-        end,
-    }
+    totals
 }

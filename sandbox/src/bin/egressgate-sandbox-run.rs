@@ -1,7 +1,7 @@
 //! A thin command-line front end over `egressgate_sandbox::run`, so tests can drive the
 //! launcher as a real process: `egressgate-sandbox-run [--proxy-url URL | --proxy-url-file
-//! PATH] [--capture on|off|auto] [--no-isolate] -- CMD` (or the URL in
-//! `EGRESSGATE_PROXY_URL`).
+//! PATH] [--capture on|off|auto] [--no-isolate] [--as-user USER|UID] [--gate-data-dir DIR]
+//! -- CMD` (or the URL in `EGRESSGATE_PROXY_URL`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -39,6 +39,8 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<RunOptions, String>
     let mut proxy_url_file = None;
     let mut isolate = true;
     let mut capture = Capture::On;
+    let mut as_user = None;
+    let mut gate_data_dirs = Vec::new();
     let value = |name: &str, v: Option<OsString>| -> Result<String, String> {
         v.ok_or(format!("{name} needs a value"))?
             .into_string()
@@ -52,6 +54,10 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<RunOptions, String>
             }
             Some("--capture") => capture = value("--capture", args.next())?.parse()?,
             Some("--no-isolate") => isolate = false,
+            Some("--as-user") => as_user = Some(value("--as-user", args.next())?),
+            Some("--gate-data-dir") => {
+                gate_data_dirs.push(PathBuf::from(value("--gate-data-dir", args.next())?));
+            }
             Some("--") => break,
             _ => return Err(format!("unexpected argument {arg:?}")),
         }
@@ -63,6 +69,8 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<RunOptions, String>
         isolate,
         capture,
         ca: None,
+        as_user,
+        gate_data_dirs,
         command: args.collect(),
     })
 }

@@ -1,9 +1,10 @@
-//! Lends `CAP_NET_ADMIN` to the tools the capture runs (`nft`, `ip`) when the launcher is not
-//! root, and takes it back before the command starts.
+//! Lends `CAP_NET_ADMIN` to the tools the capture runs (`nft`, `ip`) when init is not uid 0 of
+//! the sandbox's user namespace (an unprivileged launcher, or a root launcher whose namespace
+//! maps only the command's unprivileged user), and takes it back before the command starts.
 //!
 //! Inside its new user namespace the launcher holds every capability, but `exec` keeps them
-//! only for uid 0: a tool started by an unprivileged user's launcher would lose the one it
-//! needs to load the ruleset. An *ambient* capability survives `exec` for any uid. It is
+//! only for the namespace's uid 0: a tool started by anyone else would lose the one it needs
+//! to load the ruleset. An *ambient* capability survives `exec` for any uid. It is
 //! raised just for the setup and cleared (ambient and inheritable sets both) before the
 //! command is spawned, so the command runs with no capability at all and cannot remove the
 //! ruleset. The kernel offers no other way (nix does not wrap `capset` or the ambient

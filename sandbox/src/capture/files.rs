@@ -35,14 +35,12 @@ fn nsswitch(system: &str) -> String {
         })
 }
 
-/// Makes every mount private to this (new) mount namespace, writes the files into `dir` and
+/// In a new mount namespace whose mounts are private to it: writes the files into `dir` and
 /// mounts them, read-only, over the system's. A system file that does not exist is left
 /// alone: without `resolv.conf` glibc asks `127.0.0.1`, which the ruleset sends to the
 /// resolver anyway, and without `nsswitch.conf` it uses `files dns`.
 pub(crate) fn mount_all(dir: &Path) -> Result<(), String> {
     let none: Option<&str> = None;
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-        .map_err(|e| format!("making mounts private: {e}"))?;
     let nss = std::fs::read_to_string("/etc/nsswitch.conf")
         .map(|system| nsswitch(&system))
         .unwrap_or_default();

@@ -26,7 +26,8 @@ pub fn launcher_no_isolate(proxy_url: &str, command: &[&str]) -> Command {
 
 /// The launcher with extra launcher flags (`--capture off`, say) before `--`, started the way
 /// an interactive shell starts a command: no signal blocked, SIGINT, SIGTERM, SIGQUIT and
-/// SIGHUP at their defaults. The launcher hands its own starting mask and dispositions to the
+/// SIGHUP at their defaults. It starts in `/`, which the command's user (`nobody`, for the
+/// root launcher of CI) may enter wherever the checkout lives. The launcher hands its own starting mask and dispositions to the
 /// command, so without this the tests would inherit whatever the test runner was started with
 /// (a CI runner may block nearly every signal, a background job ignores SIGINT).
 pub fn launcher_with(proxy_url: &str, flags: &[&str], command: &[&str]) -> Command {
@@ -39,7 +40,8 @@ pub fn launcher_with(proxy_url: &str, flags: &[&str], command: &[&str]) -> Comma
         .arg(proxy_url)
         .args(flags)
         .arg("--")
-        .args(command);
+        .args(command)
+        .current_dir("/");
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec and only calls sigprocmask and
     // sigaction (through nix), both async-signal-safe; nothing is allocated.
@@ -270,6 +272,42 @@ pub fn env_lines(output: &str) -> Vec<(String, String)> {
         .filter_map(|line| line.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
+}
+
+/// A temporary directory the command's user may write in (a root launcher's command runs as
+/// `nobody`), for the files a test's command leaves behind.
+pub fn shared_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+/// A copy of the launcher in `dir` that any user (`nobody`, started with `setpriv`) can
+/// execute wherever the checkout lives. Run it through [`run_copied`].
+pub fn launcher_copy(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+
+    let copy = dir.join("egressgate-sandbox-run");
+    std::fs::copy(env!("CARGO_BIN_EXE_egressgate-sandbox-run"), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
+/// Runs the command `make` builds around a [`launcher_copy`]. A thread of the test binary
+/// forking while the copy's write fd was open makes exec fail with ETXTBSY for a moment; only
+/// that is retried.
+pub fn run_copied(make: impl Fn() -> Command) -> Output {
+    let mut output = run(make());
+    for _ in 0..5 {
+        if !stderr(&output).contains("Text file busy") {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+        output = run(make());
+    }
+    output
 }
 
 /// A string no other process on the machine carries, for finding ours in `/proc`.

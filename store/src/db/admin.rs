@@ -1,9 +1,9 @@
 //! Administrators' state: the pre-approved site and package lists, who may approve, and the
 //! API tokens (hashed). Every change is audited in its own transaction.
 
-use sqlx::Row as _;
+use sqlx::{Any, Row as _, Transaction};
 
-use super::audit::{self, AuditEntry};
+use super::audit::AuditEntry;
 use super::{Store, StoreError, flag};
 use crate::access::Access;
 use crate::ids::{SecretHash, UserId};
@@ -101,6 +101,36 @@ impl AdminList {
     }
 }
 
+/// Whether a user may approve cards (`$1` user, `$2` 0/1, `$3` now; the row is made on first use).
+const SET_CAN_APPROVE: &str = "INSERT INTO users (user_id, can_approve, updated_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (user_id) DO UPDATE SET \
+     can_approve = excluded.can_approve, updated_at = excluded.updated_at";
+
+/// A user's own mode (`$1` user, `$2` mode, `$3` now; the row is made on first use).
+const SET_MODE: &str = "INSERT INTO user_modes (user_id, mode, updated_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (user_id) DO UPDATE SET \
+     mode = excluded.mode, updated_at = excluded.updated_at";
+
+/// Sets one of a user's settings inside `tx` with `sql` ([`SET_CAN_APPROVE`], [`SET_MODE`]).
+async fn set_for_user<'q, T>(
+    tx: &mut Transaction<'static, Any>,
+    sql: &'static str,
+    user: &'q UserId,
+    value: T,
+    now: Timestamp,
+) -> Result<(), StoreError>
+where
+    T: 'q + sqlx::Encode<'q, Any> + sqlx::Type<Any>,
+{
+    sqlx::query(sql)
+        .bind(user.as_str())
+        .bind(value)
+        .bind(now.millis())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 impl Store {
     /// Adds an entry; `Ok(true)` when new, `Ok(false)` when it was already there (no audit,
     /// and its rules stay as they were). `rules` only apply to sites.
@@ -129,9 +159,9 @@ impl Store {
                 detail["inspect"] = rules.inspect.into();
                 detail["access"] = rules.access.as_str().into();
             }
-            audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
+            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
+                .await?;
         }
-        tx.commit().await?;
         Ok(added)
     }
 
@@ -153,9 +183,9 @@ impl Store {
             > 0;
         if removed {
             let detail = serde_json::json!({"action": "remove", "list": sql.noun, "value": value});
-            audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
+            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
+                .await?;
         }
-        tx.commit().await?;
         Ok(removed)
     }
 
@@ -194,16 +224,7 @@ impl Store {
         let mut tx = self.begin().await?;
         let mut detail = serde_json::json!({"action": "set_user", "user_id": user.as_str()});
         if let Some(can_approve) = change.can_approve {
-            sqlx::query(
-                "INSERT INTO users (user_id, can_approve, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (user_id) DO UPDATE SET can_approve = excluded.can_approve, \
-                 updated_at = excluded.updated_at",
-            )
-            .bind(user.as_str())
-            .bind(flag(can_approve))
-            .bind(now.millis())
-            .execute(&mut *tx)
-            .await?;
+            set_for_user(&mut tx, SET_CAN_APPROVE, user, flag(can_approve), now).await?;
             detail["can_approve"] = can_approve.into();
             if !can_approve {
                 let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1")
@@ -215,21 +236,11 @@ impl Store {
             }
         }
         if let Some(mode) = change.mode {
-            sqlx::query(
-                "INSERT INTO user_modes (user_id, mode, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (user_id) DO UPDATE SET mode = excluded.mode, \
-                 updated_at = excluded.updated_at",
-            )
-            .bind(user.as_str())
-            .bind(mode.as_str())
-            .bind(now.millis())
-            .execute(&mut *tx)
-            .await?;
+            set_for_user(&mut tx, SET_MODE, user, mode.as_str(), now).await?;
             detail["mode"] = mode.as_str().into();
         }
-        audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
-        tx.commit().await?;
-        Ok(())
+        self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
+            .await
     }
 
     /// A user's own mode; `None` when none was set (the deployment's applies).

@@ -4,10 +4,10 @@
 
 use sqlx::{Any, Transaction};
 
-use super::audit::{self, AuditEntry, AuditKind};
-use super::interrupts::{Decision, Pointer};
+use super::audit::{AuditEntry, AuditKind};
+use super::pointer::{Decision, Pointer};
 use super::policy::ApprovalKind;
-use super::{Store, StoreError};
+use super::{Store, StoreError, slots};
 use crate::ids::{ChatId, UserId};
 use crate::package::PackageSpec;
 use crate::time::Timestamp;
@@ -78,12 +78,14 @@ impl Store {
         value: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        // A package revoked by its bare name goes with every pin it was approved under.
-        let value_matches = match (kind, PackageSpec::parse(value)) {
-            (ApprovalKind::Package, Ok(spec)) if !spec.is_pinned() => {
-                super::policy::names_package("value", spec.package(), "$4")
-            }
-            _ => "value = $4".to_owned(),
+        // A package revoked by its bare name goes with every pin it was approved under, and
+        // with no other package (matched by its canonical name, however it was spelt).
+        let (value_matches, bound) = match (kind, PackageSpec::parse(value)) {
+            (ApprovalKind::Package, Ok(spec)) if !spec.is_pinned() => (
+                super::policy::names_package("value", spec.package(), "$4"),
+                spec.package().as_str().to_owned(),
+            ),
+            _ => ("value = $4".to_owned(), value.to_owned()),
         };
         let sql = format!(
             "DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2 AND kind = $3 \
@@ -94,7 +96,7 @@ impl Store {
             .bind(user.as_str())
             .bind(chat.as_str())
             .bind(kind.as_str())
-            .bind(value)
+            .bind(bound)
             .bind(now.millis())
             .execute(&mut *tx)
             .await?
@@ -104,9 +106,7 @@ impl Store {
         }
         let detail = serde_json::json!({"kind": kind, "value": value});
         let entry = AuditEntry::chat(AuditKind::ApprovalRevoked, "runtime", user, chat, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        self.commit_audited(tx, entry, now).await?;
         Ok(true)
     }
 
@@ -141,14 +141,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        sqlx::query(
-            "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id IN \
-             (SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2)",
-        )
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .execute(&mut *tx)
-        .await?;
+        slots::free_chat(&mut tx, user, chat).await?;
         let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2")
             .bind(user.as_str())
             .bind(chat.as_str())
@@ -172,9 +165,7 @@ impl Store {
             "turns_ended": turns_ended,
         });
         let entry = AuditEntry::chat(AuditKind::ChatHidden, "runtime", user, chat, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        self.commit_audited(tx, entry, now).await?;
         Ok(true)
     }
 }

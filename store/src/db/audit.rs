@@ -4,7 +4,7 @@
 use sqlx::{Any, Row as _, Transaction};
 
 use super::events::EventKind;
-use super::interrupts::Pointer;
+use super::pointer::Pointer;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
 use crate::time::Timestamp;
@@ -192,6 +192,12 @@ pub async fn write(
     Ok(())
 }
 
+/// Whether [`write`] also appends a chat event for `entry`: a chat-scoped row of a kind that
+/// has one.
+fn publishes_event(entry: &AuditEntry<'_>) -> bool {
+    event_of(entry.kind).is_some() && entry.user_id.is_some() && entry.chat_id.is_some()
+}
+
 /// The chat event an audited change publishes, if any: the audit row and the event are
 /// written together, so a stream never reports a change that did not commit.
 fn event_of(kind: AuditKind) -> Option<EventKind> {
@@ -206,6 +212,21 @@ fn event_of(kind: AuditKind) -> Option<EventKind> {
 }
 
 impl Store {
+    /// Ends an audited change: writes `entry` last in `tx` (the chat event it publishes holds
+    /// PostgreSQL's ordering lock until commit, so it must come last), commits, and wakes this
+    /// process's event subscribers when a chat event was written. Nothing commits unless the
+    /// audit row was written.
+    pub(crate) async fn commit_audited(
+        &self,
+        mut tx: Transaction<'static, Any>,
+        entry: AuditEntry<'_>,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        let publishes = publishes_event(&entry);
+        write(&mut tx, entry, now).await?;
+        self.commit_events(tx, publishes).await
+    }
+
     /// Reads the audit log, oldest first, from `since`, optionally of one kind.
     pub async fn list_audit(
         &self,
@@ -236,5 +257,38 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_chat_scoped_rows_of_kinds_with_an_event_publish_one() {
+        let (user, chat) = (
+            UserId::from_db("alice".into()),
+            ChatId::from_db("c1".into()),
+        );
+        let detail = serde_json::json!({});
+        let on_chat = |kind| AuditEntry::chat(kind, "runtime", &user, &chat, detail.clone());
+        for kind in AuditKind::ALL {
+            assert_eq!(
+                publishes_event(&on_chat(kind)),
+                event_of(kind).is_some(),
+                "{kind:?}"
+            );
+        }
+        assert!(publishes_event(&on_chat(AuditKind::ChatHidden)));
+        assert!(!publishes_event(&on_chat(AuditKind::TurnOpened)));
+        assert!(!publishes_event(&AuditEntry::admin_change(
+            "admin",
+            detail.clone()
+        )));
+        let unscoped = AuditEntry {
+            chat_id: None,
+            ..on_chat(AuditKind::ApprovalRevoked)
+        };
+        assert!(!publishes_event(&unscoped), "no chat, no chat event");
     }
 }

@@ -1,26 +1,23 @@
 //! A chat's event log (`refusal.recorded`, `approval.requested`, `approval.resolved`,
 //! `approval.revoked`): appended inside the transaction of the change it reports, read back as
-//! "everything after id N", and signalled to subscribers — in-process by a watch channel, across
-//! processes on PostgreSQL by `NOTIFY` (delivered on commit) — with polling as the fallback.
+//! "everything after id N", and signalled to subscribers (`signal`) — in-process by a watch
+//! channel, across processes on PostgreSQL by `NOTIFY` (delivered on commit) — with polling as
+//! the fallback.
 //!
 //! Ordering: subscribers advance a cursor over ids, so an id must never become visible after a
 //! larger one of the same chat. SQLite has one writer at a time; on PostgreSQL an append takes
 //! a transaction-scoped advisory lock held until commit, so event-writing transactions commit
 //! in id order. Appends come last in their transactions to keep that lock short.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sqlx::{Acquire as _, Any, Row as _, Transaction};
 use tokio::sync::watch;
 
-use super::{Backend, Store, StoreError};
+use super::signal::CHANNEL;
+use super::{Store, StoreError};
 use crate::ids::{ChatId, UserId};
 use crate::time::Timestamp;
-
-/// The PostgreSQL channel that carries "new events were committed".
-const CHANNEL: &str = "egressgate_events";
 
 /// Advisory lock key that orders event-writing transactions on PostgreSQL.
 const APPEND_LOCK: i64 = 0x6567_6576; // "egev"
@@ -65,28 +62,6 @@ pub struct ChatEvent {
     pub kind: String,
     /// JSON object text (never a secret).
     pub data: String,
-}
-
-/// Wakes subscribers when events were committed; shared by every clone of a [`Store`].
-#[derive(Debug)]
-pub(crate) struct EventSignal {
-    tx: watch::Sender<u64>,
-    listening: AtomicBool,
-    url: Option<String>,
-}
-
-impl EventSignal {
-    pub(crate) fn new(url: Option<String>) -> Arc<Self> {
-        Arc::new(Self {
-            tx: watch::Sender::new(0),
-            listening: AtomicBool::new(false),
-            url,
-        })
-    }
-
-    fn bump(&self) {
-        self.tx.send_modify(|n| *n = n.wrapping_add(1));
-    }
 }
 
 /// Appends one event inside `tx` (call it last, just before commit).
@@ -152,23 +127,25 @@ async fn order_appends(tx: &mut Transaction<'static, Any>) -> Result<(), StoreEr
 }
 
 impl Store {
-    /// Tells this process's subscribers that events may have been committed. Called after
-    /// each commit of a transaction that can append; other processes learn by `NOTIFY` or by
-    /// polling.
-    pub(crate) fn events_committed(&self) {
-        self.signal.bump();
+    /// Commits a transaction that may have appended events and, when it did (`appended`),
+    /// tells this process's subscribers — after the commit, so a woken subscriber finds them.
+    /// Other processes learn by `NOTIFY` or by polling.
+    pub(crate) async fn commit_events(
+        &self,
+        tx: Transaction<'static, Any>,
+        appended: bool,
+    ) -> Result<(), StoreError> {
+        tx.commit().await?;
+        if appended {
+            self.signal.bump();
+        }
+        Ok(())
     }
 
     /// A receiver that changes whenever events may have been committed (in this process, or
     /// in any process on PostgreSQL). Subscribers still poll as a fallback.
     pub fn subscribe_events(&self) -> watch::Receiver<u64> {
-        if self.backend == Backend::Postgres
-            && !self.signal.listening.swap(true, Ordering::SeqCst)
-            && let Some(url) = self.signal.url.clone()
-        {
-            tokio::spawn(listen(url, self.signal.clone()));
-        }
-        self.signal.tx.subscribe()
+        self.signal.subscribe()
     }
 
     /// The chat's events after `after`, oldest first, at most `limit`.
@@ -224,34 +201,6 @@ impl Store {
     }
 }
 
-/// Forwards PostgreSQL notifications to the in-process signal, reconnecting on failure.
-/// Missed notifications only delay delivery until the subscribers' next poll.
-async fn listen(url: String, signal: Arc<EventSignal>) {
-    loop {
-        match sqlx::postgres::PgListener::connect(&url).await {
-            Ok(mut l) => {
-                if let Err(e) = l.listen(CHANNEL).await {
-                    tracing::warn!(error = %e, "event LISTEN failed; polling meanwhile");
-                } else {
-                    loop {
-                        match l.recv().await {
-                            Ok(_) => signal.bump(),
-                            Err(e) => {
-                                tracing::warn!(error = %e, "event listener lost; reconnecting");
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "event listener cannot connect; polling"),
-        }
-        // Whatever was committed while we were away is found by the next read.
-        signal.bump();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,8 +211,10 @@ mod tests {
         append(&mut tx, user, chat, kind, &serde_json::json!({"n": 1}), at)
             .await
             .unwrap_or_else(|e| unreachable!("{e}"));
-        tx.commit().await.unwrap_or_else(|e| unreachable!("{e}"));
-        store.events_committed();
+        store
+            .commit_events(tx, true)
+            .await
+            .unwrap_or_else(|e| unreachable!("{e}"));
     }
 
     #[tokio::test]

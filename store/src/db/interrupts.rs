@@ -1,232 +1,18 @@
-//! The pointer record: one row per chat naming its open approval request (card, hashed resume
-//! secret, snapshot location, state, the two expiries, the claim). Reading it, reissuing its
-//! secret and expiring it live here; writing a new one is `register`.
+//! Reading the pointer record (one row per chat naming its open approval request), reissuing
+//! its secret and expiring it. Its shape is `pointer`; writing a new one is `register`,
+//! claiming it is `resume`.
 
-use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 use sqlx::{Any, Row as _};
 
-use super::{Store, StoreError, json_column};
-use crate::blob::BlobRef;
-use crate::card::Card;
-use crate::ids::{ChatId, InterruptId, SecretHash, TurnId, UserId};
+use super::pointer::{pointer_columns, pointer_from_row, select_pointer};
+use super::{Store, StoreError, slots};
+use crate::ids::{ChatId, InterruptId, SecretHash, UserId};
 use crate::time::Timestamp;
 
-/// Where a request is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InterruptState {
-    /// Waiting for the person.
-    Pending,
-    /// A resume holds (or held, if its lease lapsed) the claim.
-    Claimed,
-    /// The resumed run finished; later resumes replay.
-    Done,
-    /// No longer answerable.
-    Expired,
-}
-
-impl InterruptState {
-    /// Stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Claimed => "claimed",
-            Self::Done => "done",
-            Self::Expired => "expired",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        [Self::Pending, Self::Claimed, Self::Done, Self::Expired]
-            .into_iter()
-            .find(|k| k.as_str() == s)
-    }
-}
-
-/// How the person answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// `resolved` with `approved: true`.
-    Approved,
-    /// Anything else that was `resolved` (fail closed).
-    Declined,
-    /// `cancelled`: the person never answered.
-    Cancelled,
-}
-
-/// The decision fixed by the first claim. `sites` and `packages` list what was approved:
-/// empty unless approved.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Decision {
-    /// Approved, declined or cancelled.
-    pub outcome: Outcome,
-    /// Hosts approved.
-    pub sites: Vec<String>,
-    /// Packages approved (the card's, possibly narrowed).
-    pub packages: Vec<String>,
-    /// The access level the site approvals get: `full` (the card's) unless the person
-    /// narrowed it to `read` (only then present in JSON, so a full decision reads as before).
-    #[serde(default, skip_serializing_if = "crate::access::Access::is_full")]
-    pub access: crate::access::Access,
-}
-
-impl Decision {
-    /// The decision written when a card is denied without a person (claim cap).
-    pub fn declined() -> Self {
-        Self {
-            outcome: Outcome::Declined,
-            sites: Vec::new(),
-            packages: Vec::new(),
-            access: crate::access::Access::Full,
-        }
-    }
-}
-
-/// One pointer row as stored.
-#[derive(Clone, Debug)]
-pub struct Pointer {
-    /// The person.
-    pub user: UserId,
-    /// Their chat.
-    pub chat: ChatId,
-    /// The AG-UI interrupt id (the card id).
-    pub id: InterruptId,
-    /// SHA-256 of the resume secret.
-    pub secret_hash: SecretHash,
-    /// The turn whose approval tool asked.
-    pub turn_id: TurnId,
-    /// That turn's place in the chat: a newer turn makes the card stale.
-    pub turn_seq: i64,
-    /// What the person is shown.
-    pub card: Card,
-    /// The agent's tool call, when it named one.
-    pub tool_call_id: Option<String>,
-    /// Stored state (see [`Pointer::effective_state`] for what callers should report).
-    pub state: InterruptState,
-    /// The paused run's snapshot.
-    pub snapshot: Option<BlobRef>,
-    /// The runtime's first answer, when it fit in the pointer.
-    pub first_answer: Option<String>,
-    /// The first answer's blob (locator), when it did not fit.
-    pub first_answer_key: Option<String>,
-    /// When the card was registered.
-    pub created_at: Timestamp,
-    /// Logical expiry: answering stops here.
-    pub expires_at: Timestamp,
-    /// Physical expiry: the janitor deletes the row, and reads ignore it, from here.
-    pub purge_at: Timestamp,
-    /// Claims so far.
-    pub claim_count: i64,
-    /// SHA-256 of the current claim id.
-    pub claim_hash: Option<SecretHash>,
-    /// Label of the current claim (never a secret).
-    pub worker: Option<String>,
-    /// When the current claim lapses unless renewed.
-    pub lease_expires_at: Option<Timestamp>,
-    /// Hard stop of the current claim.
-    pub deadline: Option<Timestamp>,
-    /// Fixed by the first claim.
-    pub decision: Option<Decision>,
-    /// The resumed run's final answer (JSON text), when it fit in the pointer.
-    pub answer: Option<String>,
-    /// The answer's blob (locator), when it did not fit.
-    pub answer_key: Option<String>,
-    /// Rejected decisions for this card so far.
-    pub rejected_count: i64,
-}
-
-impl Pointer {
-    /// Whether a claim's lease is still running.
-    pub fn lease_live(&self, now: Timestamp) -> bool {
-        self.state == InterruptState::Claimed
-            && self.lease_expires_at.is_some_and(|l| !l.has_passed(now))
-    }
-
-    /// What to report: a pending card past its logical expiry is expired even if no write
-    /// said so yet.
-    pub fn effective_state(&self, now: Timestamp) -> InterruptState {
-        match self.state {
-            InterruptState::Pending if self.expires_at.has_passed(now) => InterruptState::Expired,
-            s => s,
-        }
-    }
-
-    /// Open = pending and unexpired, or claimed with a live lease: blocks a new card.
-    pub fn is_open(&self, now: Timestamp) -> bool {
-        (self.state == InterruptState::Pending && !self.expires_at.has_passed(now))
-            || self.lease_live(now)
-    }
-}
-
-/// The pointer's column list, shared by every statement that reads a whole row.
-macro_rules! pointer_columns {
-    () => {
-        "user_id, chat_id, interrupt_id, secret_hash, turn_id, turn_seq, card, tool_call_id, \
-         state, snapshot_key, snapshot_sha256, first_answer, first_answer_key, created_at, \
-         expires_at, purge_at, claim_count, claim_hash, worker, lease_expires_at, deadline, \
-         decision, answer, answer_key, rejected_count"
-    };
-}
-
-/// `SELECT` of whole pointer rows matching `$cond`.
-macro_rules! select_pointer {
-    ($cond:literal) => {
-        concat!(
-            "SELECT ",
-            pointer_columns!(),
-            " FROM interrupts WHERE ",
-            $cond
-        )
-    };
-}
-
-/// Parses a row selected with [`pointer_columns`].
-fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
-    let ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {
-        Ok(r.try_get::<Option<i64>, _>(i)?.map(Timestamp::from_millis))
-    };
-    let snapshot = match (
-        r.try_get::<Option<String>, _>(9)?,
-        r.try_get::<Option<String>, _>(10)?,
-    ) {
-        (Some(key), Some(sha256)) => Some(BlobRef { key, sha256 }),
-        (None, None) => None,
-        _ => return Err(StoreError::Corrupt("interrupts.snapshot")),
-    };
-    let decision = match r.try_get::<Option<String>, _>(21)? {
-        Some(s) => Some(json_column(&s, "interrupts.decision")?),
-        None => None,
-    };
-    Ok(Pointer {
-        user: UserId::from_db(r.try_get(0)?),
-        chat: ChatId::from_db(r.try_get(1)?),
-        id: InterruptId::from_db(r.try_get(2)?),
-        secret_hash: SecretHash::from_db(r.try_get(3)?),
-        turn_id: TurnId::from_db(r.try_get(4)?),
-        turn_seq: r.try_get(5)?,
-        card: json_column(&r.try_get::<String, _>(6)?, "interrupts.card")?,
-        tool_call_id: r.try_get(7)?,
-        state: InterruptState::parse(&r.try_get::<String, _>(8)?)
-            .ok_or(StoreError::Corrupt("interrupts.state"))?,
-        snapshot,
-        first_answer: r.try_get(11)?,
-        first_answer_key: r.try_get(12)?,
-        created_at: Timestamp::from_millis(r.try_get(13)?),
-        expires_at: Timestamp::from_millis(r.try_get(14)?),
-        purge_at: Timestamp::from_millis(r.try_get(15)?),
-        claim_count: r.try_get(16)?,
-        claim_hash: r.try_get::<Option<String>, _>(17)?.map(SecretHash::from_db),
-        worker: r.try_get(18)?,
-        lease_expires_at: ts(19)?,
-        deadline: ts(20)?,
-        decision,
-        answer: r.try_get(22)?,
-        answer_key: r.try_get(23)?,
-        rejected_count: r.try_get(24)?,
-    })
-}
+/// The pointer's words, at the path callers have always named them by.
+pub use super::pointer::{Decision, InterruptState, Outcome, Pointer};
 
 impl Store {
     /// How many cards are in each state (`pending`, `claimed`, `done`, `expired`), for the
@@ -343,7 +129,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        super::resume::free_card_slots(&mut tx, id).await?;
+        slots::free_card(&mut tx, id).await?;
         tx.commit().await?;
         Ok(n > 0)
     }

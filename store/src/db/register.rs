@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use sqlx::Row as _;
 
-use super::audit::{self, AuditEntry, AuditKind};
+use super::audit::{AuditEntry, AuditKind};
 use super::drafts::Draft;
-use super::interrupts::{InterruptState, Pointer};
-use super::{Store, StoreError};
+use super::pointer::{InterruptState, Pointer};
+use super::{Store, StoreError, slots};
 use crate::blob::BlobRef;
 use crate::ids::{InterruptId, SecretHash};
 use crate::time::Timestamp;
@@ -214,7 +214,7 @@ impl Store {
         }
         if let Some(old) = &chained_from {
             let old = InterruptId::from_db(old.clone());
-            super::resume::free_slot(&mut tx, &pointer.user, &old).await?;
+            slots::free(&mut tx, &pointer.user, &old).await?;
         }
         let detail = serde_json::json!({
             "draft_id": draft.id.as_str(),
@@ -225,9 +225,7 @@ impl Store {
             "chained_from": chained_from,
         });
         let entry = AuditEntry::card(AuditKind::ApprovalRequested, "runtime", &pointer, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await.map_err(StoreError::from)?;
-        self.events_committed();
+        self.commit_audited(tx, entry, now).await?;
         Ok(pointer)
     }
 }

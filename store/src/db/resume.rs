@@ -1,12 +1,12 @@
-//! Resuming exactly once: per-user resume slots, the claim (one conditional write that only
-//! one of many concurrent clicks can win), the claim cap, heartbeats bounded by a deadline,
-//! completion, and the per-card count of rejected decisions.
+//! Resuming exactly once: the claim (one conditional write that only one of many concurrent
+//! clicks can win), the claim cap, heartbeats bounded by a deadline, completion, and the
+//! per-card count of rejected decisions. The per-user resume slots they hold are `slots`.
 
 use sqlx::{Any, Row as _, Transaction};
 
 use super::audit::{self, AuditEntry, AuditKind};
-use super::interrupts::{Decision, Outcome, Pointer};
-use super::{Backend, Store, StoreError};
+use super::pointer::{Decision, Outcome, Pointer};
+use super::{Store, StoreError, approvals, slots};
 use crate::ids::{ChatId, InterruptId, SecretHash, UserId};
 use crate::time::Timestamp;
 
@@ -72,90 +72,7 @@ pub struct StoredAnswer {
     pub key: Option<String>,
 }
 
-/// Holds `user`'s resume slot on card `id` until `until`: one row per user and card, so
-/// retries on the same card share it.
-async fn hold_slot(
-    tx: &mut Transaction<'static, Any>,
-    user: &UserId,
-    id: &InterruptId,
-    until: Timestamp,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
-    )
-    .bind(user.as_str())
-    .bind(id.as_str())
-    .bind(until.millis())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Frees `user`'s resume slot on card `id` (complete, or a chained card replacing it).
-pub(crate) async fn free_slot(
-    tx: &mut Transaction<'static, Any>,
-    user: &UserId,
-    id: &InterruptId,
-) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
-        .bind(user.as_str())
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
-/// Frees every resume slot held on card `id` (it was expired).
-pub(crate) async fn free_card_slots(
-    tx: &mut Transaction<'static, Any>,
-    id: &InterruptId,
-) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 impl Store {
-    /// Reserves a resume slot for `user` on `id` until `until`. A user holds at most `cap`
-    /// live slots; retries on the same card share one. `false` means busy.
-    pub async fn reserve_resume_slot(
-        &self,
-        user: &UserId,
-        id: &InterruptId,
-        cap: u32,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        if self.backend() == Backend::Postgres {
-            // Serialise one user's reservations across processes (SQLite's BEGIN IMMEDIATE
-            // already serialises every writer).
-            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS l")
-                .bind(user.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
-        let held: i64 = sqlx::query(
-            "SELECT COUNT(*) FROM resume_slots WHERE user_id = $1 AND interrupt_id <> $2 \
-             AND expires_at > $3",
-        )
-        .bind(user.as_str())
-        .bind(id.as_str())
-        .bind(now.millis())
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get(0)?;
-        if held >= i64::from(cap) {
-            return Ok(false);
-        }
-        hold_slot(&mut tx, user, id, until).await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
     /// The claim: one conditional write that succeeds only if id and secret hash match, the
     /// request is pending (or claimed with a lapsed lease), unexpired, and its claim count is
     /// still the one read. The winner's decision is applied (approval rows written or this
@@ -196,7 +113,7 @@ impl Store {
         }
         match attempt.decision.outcome {
             Outcome::Approved => {
-                super::approvals::upsert_card_approvals(
+                approvals::upsert_card_approvals(
                     &mut tx,
                     p,
                     attempt.decision,
@@ -206,7 +123,7 @@ impl Store {
                 .await?;
             }
             Outcome::Declined | Outcome::Cancelled => {
-                super::approvals::delete_card_approvals(&mut tx, p).await?;
+                approvals::delete_card_approvals(&mut tx, p).await?;
             }
         }
         sqlx::query("UPDATE turns SET expires_at = $1 WHERE turn_id = $2 AND expires_at < $1")
@@ -214,19 +131,22 @@ impl Store {
             .bind(p.turn_id.as_str())
             .execute(&mut *tx)
             .await?;
-        hold_slot(&mut tx, &p.user, &p.id, attempt.lease_expires_at).await?;
-        let mut detail = serde_json::json!({
+        slots::hold(&mut tx, &p.user, &p.id, attempt.lease_expires_at).await?;
+        let detail = serde_json::json!({
             "decision": attempt.decision,
             "claim": p.claim_count + 1,
             "rejected_decisions": p.rejected_count,
             "deadline": attempt.deadline,
         });
-        attempt.decider.detail(&mut detail);
-        let actor = attempt.decider.actor();
-        let entry = AuditEntry::card(AuditKind::ApprovalResolved, &actor, p, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        self.commit_decided(
+            tx,
+            AuditKind::ApprovalResolved,
+            attempt.decider,
+            p,
+            detail,
+            now,
+        )
+        .await?;
         Ok(true)
     }
 
@@ -258,16 +178,11 @@ impl Store {
         if n == 0 {
             return Ok(false);
         }
-        let removed = super::approvals::delete_card_approvals(&mut tx, read).await?;
-        free_card_slots(&mut tx, &read.id).await?;
-        let mut detail =
-            serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
-        decider.detail(&mut detail);
-        let actor = decider.actor();
-        let entry = AuditEntry::card(AuditKind::ClaimCapExpired, &actor, read, detail);
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await?;
-        self.events_committed();
+        let removed = approvals::delete_card_approvals(&mut tx, read).await?;
+        slots::free_card(&mut tx, &read.id).await?;
+        let detail = serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
+        self.commit_decided(tx, AuditKind::ClaimCapExpired, decider, read, detail, now)
+            .await?;
         Ok(true)
     }
 
@@ -295,14 +210,7 @@ impl Store {
         if n == 0 {
             return Ok(false);
         }
-        sqlx::query(
-            "UPDATE resume_slots SET expires_at = $1 WHERE user_id = $2 AND interrupt_id = $3",
-        )
-        .bind(lease_expires_at.millis())
-        .bind(read.user.as_str())
-        .bind(read.id.as_str())
-        .execute(&mut *tx)
-        .await?;
+        slots::renew(&mut tx, &read.user, &read.id, lease_expires_at).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -343,7 +251,7 @@ impl Store {
         if n == 0 {
             return Ok(false);
         }
-        hold_slot(&mut tx, &read.user, &read.id, lease_expires_at).await?;
+        slots::hold(&mut tx, &read.user, &read.id, lease_expires_at).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -372,9 +280,26 @@ impl Store {
         if n == 0 {
             return Ok(false);
         }
-        free_slot(&mut tx, &read.user, &read.id).await?;
+        slots::free(&mut tx, &read.user, &read.id).await?;
         tx.commit().await?;
         Ok(true)
+    }
+
+    /// Ends a change a person's answer (or the claim cap) made to `card`: audits `kind` with
+    /// who decided and by what proof added to `detail`, and commits.
+    async fn commit_decided(
+        &self,
+        tx: Transaction<'static, Any>,
+        kind: AuditKind,
+        decider: Decider<'_>,
+        card: &Pointer,
+        mut detail: serde_json::Value,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        decider.detail(&mut detail);
+        let actor = decider.actor();
+        let entry = AuditEntry::card(kind, &actor, card, detail);
+        self.commit_audited(tx, entry, now).await
     }
 
     /// Counts `count` rejected decisions against their card in one write (the control plane

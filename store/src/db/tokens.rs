@@ -4,7 +4,7 @@
 
 use sqlx::Row as _;
 
-use super::audit::{self, AuditEntry};
+use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::ids::SecretHash;
 use crate::time::Timestamp;
@@ -176,9 +176,9 @@ impl Store {
             let scopes: Vec<&str> = t.scopes.iter().map(Scope::as_str).collect();
             let detail = serde_json::json!({"action": "add", "list": "token", "value": t.name,
                 "scopes": scopes, "expires_at": t.expires_at});
-            audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
+            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
+                .await?;
         }
-        tx.commit().await?;
         Ok(added)
     }
 
@@ -198,9 +198,9 @@ impl Store {
             > 0;
         if removed {
             let detail = serde_json::json!({"action": "remove", "list": "token", "value": name});
-            audit::write(&mut tx, AuditEntry::admin_change(actor, detail), now).await?;
+            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
+                .await?;
         }
-        tx.commit().await?;
         Ok(removed)
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sqlx::Row as _;
 
-use super::audit::{self, AuditEntry, AuditKind};
+use super::audit::{AuditEntry, AuditKind};
 use super::{Store, StoreError, flag, json_column};
 use crate::ids::{ChatId, SecretHash, TurnId, UserId};
 use crate::mode::Mode;
@@ -165,8 +165,7 @@ impl Store {
             &turn.chat,
             detail,
         );
-        audit::write(&mut tx, entry, now).await?;
-        tx.commit().await.map_err(StoreError::from)?;
+        self.commit_audited(tx, entry, now).await?;
         Ok(turn)
     }
 

@@ -145,27 +145,24 @@
     await call("POST", "/ui/admin/signout");
     location.reload();
   });
-  onSubmit("site-form", async () => {
-    const pattern = $("site-pattern").value.trim();
-    const note = $("site-note").value.trim();
-    await call("POST", "/v1/admin/sites", note ? { pattern: pattern, note: note } : { pattern: pattern });
-    status("Added " + pattern + ".");
-    $("site-pattern").value = ""; $("site-note").value = "";
-    await loadList("sites", "pattern");
-  });
+  // Each pre-approved list's form adds its value (with a note when one is given).
+  for (const [one, kind, key] of [["site", "sites", "pattern"], ["package", "packages", "name"]]) {
+    onSubmit(one + "-form", async () => {
+      const value = $(one + "-" + key).value.trim();
+      const note = $(one + "-note").value.trim();
+      const body = { [key]: value };
+      if (note) body.note = note;
+      await call("POST", "/v1/admin/" + kind, body);
+      status("Added " + value + ".");
+      $(one + "-" + key).value = ""; $(one + "-note").value = "";
+      await loadList(kind, key);
+    });
+  }
   for (const [button, kind] of [["site-dry-run", "pattern"], ["package-dry-run", "package"]]) {
     $(button).addEventListener("click", async () => {
       try { await dryRun(kind); } catch (err) { status("Dry run failed: " + err.message); }
     });
   }
-  onSubmit("package-form", async () => {
-    const name = $("package-name").value.trim();
-    const note = $("package-note").value.trim();
-    await call("POST", "/v1/admin/packages", note ? { name: name, note: note } : { name: name });
-    status("Added " + name + ".");
-    $("package-name").value = ""; $("package-note").value = "";
-    await loadList("packages", "name");
-  });
   onSubmit("user-form", async () => {
     const user = $("user-id").value.trim();
     const can = $("user-can").value === "true";

@@ -1,121 +1,12 @@
-//! HTTP/1 message framing (RFC 9112 §6): how long a request's or response's body is, and a
-//! streaming scanner that finds where a body ends without buffering it. This is what lets a
-//! plain-HTTP tunnel be relayed as bytes while every request head in it is still found and
-//! judged: the relay only has to know where one message stops and the next head starts.
-//!
-//! Ambiguous request framing is an error, never a guess: a request that carries both
-//! `Transfer-Encoding` and `Content-Length`, disagreeing lengths, or a transfer coding whose
-//! last step is not `chunked` could be read as a different number of requests by the origin
-//! than by the proxy (request smuggling), which would let a second request past the judge.
+//! Where a message body ends, found as its bytes stream past: a known length counted down, a
+//! chunked body followed through its chunk syntax, or a response running to the close. A
+//! request's chunked body is also written again as it passes ([`Body::forward`]): canonical
+//! chunk-size lines with no extensions and no trailers, so the origin reads the chunk syntax the
+//! proxy judged, never the client's own spelling of it.
 
-/// Most header lines a head may carry (as hyper's server allows).
-pub const MAX_HEADERS: usize = 100;
+use std::io::Write as _;
 
-/// How a message's body is delimited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BodyLen {
-    /// No body.
-    Empty,
-    /// Exactly this many bytes.
-    Length(u64),
-    /// Chunked transfer coding.
-    Chunked,
-    /// Everything until the connection closes (a response only).
-    UntilClose,
-}
-
-/// A request whose body length cannot be told unambiguously.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FramingError {
-    /// Both `Transfer-Encoding` and `Content-Length`.
-    #[error("both Transfer-Encoding and Content-Length")]
-    Both,
-    /// `Content-Length` values that are not one decimal number.
-    #[error("invalid Content-Length")]
-    Length,
-    /// A transfer coding whose last step is not `chunked`, or `chunked` twice.
-    #[error("unsupported Transfer-Encoding")]
-    Coding,
-    /// A chunked body that breaks the chunk syntax.
-    #[error("malformed chunked body")]
-    Chunk,
-}
-
-/// The values of the headers called `name` (in any case).
-fn named<'h>(
-    headers: &'h [httparse::Header<'h>],
-    name: &'static str,
-) -> impl Iterator<Item = &'h [u8]> + 'h {
-    headers
-        .iter()
-        .filter(move |h| h.name.eq_ignore_ascii_case(name))
-        .map(|h| h.value)
-}
-
-/// Whether the transfer codings are valid with `chunked` last (`Some(true)`), present with
-/// something else last (`Some(false)`), or absent (`None`). `chunked` before the end is an
-/// error: it may only be applied once, as the last coding.
-fn codings(headers: &[httparse::Header<'_>]) -> Result<Option<bool>, FramingError> {
-    let mut last_chunked = None;
-    for value in named(headers, "transfer-encoding") {
-        for coding in value.split(|b| *b == b',') {
-            let coding = coding.trim_ascii();
-            if coding.is_empty() {
-                continue;
-            }
-            if last_chunked == Some(true) {
-                return Err(FramingError::Coding);
-            }
-            last_chunked = Some(coding.eq_ignore_ascii_case(b"chunked"));
-        }
-    }
-    Ok(last_chunked)
-}
-
-/// The one length all `Content-Length` values (and list items) agree on, if any.
-fn content_length(headers: &[httparse::Header<'_>]) -> Result<Option<u64>, FramingError> {
-    let mut length = None;
-    for value in named(headers, "content-length") {
-        for item in value.split(|b| *b == b',') {
-            let item = item.trim_ascii();
-            if item.is_empty() || item.len() > 19 || !item.iter().all(u8::is_ascii_digit) {
-                return Err(FramingError::Length);
-            }
-            let n = item.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-            if length.is_some_and(|l| l != n) {
-                return Err(FramingError::Length);
-            }
-            length = Some(n);
-        }
-    }
-    Ok(length)
-}
-
-/// A request's body length from its headers (RFC 9112 §6.3, strictly).
-pub fn request_body(headers: &[httparse::Header<'_>]) -> Result<BodyLen, FramingError> {
-    let length = content_length(headers)?;
-    match codings(headers)? {
-        Some(_) if length.is_some() => Err(FramingError::Both),
-        Some(true) => Ok(BodyLen::Chunked),
-        Some(false) => Err(FramingError::Coding),
-        None => Ok(length.map_or(BodyLen::Empty, BodyLen::Length)),
-    }
-}
-
-/// A response's body length, given its status and whether it answers a `HEAD`. Framing the
-/// proxy cannot read runs to the close: the bytes are relayed either way, only the account
-/// of where the next response starts is given up.
-pub fn response_body(status: u16, to_head: bool, headers: &[httparse::Header<'_>]) -> BodyLen {
-    if to_head || (100..200).contains(&status) || status == 204 || status == 304 {
-        return BodyLen::Empty;
-    }
-    match (codings(headers), content_length(headers)) {
-        (Ok(Some(true)), _) => BodyLen::Chunked,
-        (Ok(Some(false)) | Err(_), _) | (_, Err(_)) => BodyLen::UntilClose,
-        (Ok(None), Ok(Some(n))) => BodyLen::Length(n),
-        (Ok(None), Ok(None)) => BodyLen::UntilClose,
-    }
-}
+use super::framing::{BodyLen, FramingError};
 
 /// Where the chunked scanner is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -210,6 +101,22 @@ impl Body {
         self.kind == BodyKind::UntilClose
     }
 
+    /// Takes the next bytes of a request body for the origin: appends what belongs to the
+    /// body to `out` (a known length as it is, a chunked body written again) and says how much
+    /// of `input` that was. What follows a completed body is the next request's.
+    pub fn forward(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<Scan, FramingError> {
+        match &mut self.kind {
+            BodyKind::Chunked { at, size, digits } => {
+                scan_chunked(at, size, digits, input, Some(out))
+            }
+            _ => {
+                let s = self.scan(input)?;
+                out.extend_from_slice(&input[..s.consumed]);
+                Ok(s)
+            }
+        }
+    }
+
     /// Scans the next bytes of the stream; what follows a completed body is the next
     /// message's.
     pub fn scan(&mut self, input: &[u8]) -> Result<Scan, FramingError> {
@@ -230,17 +137,21 @@ impl Body {
                 payload: input.len() as u64,
                 done: false,
             }),
-            BodyKind::Chunked { at, size, digits } => scan_chunked(at, size, digits, input),
+            BodyKind::Chunked { at, size, digits } => scan_chunked(at, size, digits, input, None),
         }
     }
 }
 
-/// The chunked-body state machine, over as much of `input` as belongs to the body.
+/// The chunked-body state machine, over as much of `input` as belongs to the body. With `out`,
+/// every run of chunk data is written to it as a chunk of its own and the end as the last
+/// chunk; chunk extensions and trailer fields are not written (RFC 9112 §7.1.1, §7.1.2: a
+/// recipient may ignore the one and discard the other when it removes the coding).
 fn scan_chunked(
     at: &mut Chunk,
     size: &mut u64,
     digits: &mut u8,
     input: &[u8],
+    mut out: Option<&mut Vec<u8>>,
 ) -> Result<Scan, FramingError> {
     let mut i = 0;
     let mut payload = 0u64;
@@ -283,6 +194,12 @@ fn scan_chunked(
                     .unwrap_or(usize::MAX)
                     .min(input.len() - i);
                 payload += take as u64;
+                if let Some(out) = out.as_deref_mut() {
+                    // Writing to a Vec cannot fail.
+                    let _ = write!(out, "{take:x}\r\n");
+                    out.extend_from_slice(&input[i..i + take]);
+                    out.extend_from_slice(b"\r\n");
+                }
                 let left = left - take as u64;
                 *at = if left == 0 {
                     Chunk::DataCr
@@ -310,6 +227,9 @@ fn scan_chunked(
             Chunk::TrailerLf if b == b'\n' => *at = Chunk::TrailerStart,
             Chunk::EndLf if b == b'\n' => {
                 *at = Chunk::Done;
+                if let Some(out) = out {
+                    out.extend_from_slice(b"0\r\n\r\n");
+                }
                 return Ok(Scan {
                     consumed: i + 1,
                     payload,
@@ -331,87 +251,6 @@ fn scan_chunked(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn h<'a>(name: &'a str, value: &'a str) -> httparse::Header<'a> {
-        httparse::Header {
-            name,
-            value: value.as_bytes(),
-        }
-    }
-
-    #[test]
-    fn request_framing_is_strict() {
-        assert_eq!(request_body(&[]), Ok(BodyLen::Empty));
-        assert_eq!(
-            request_body(&[h("Content-Length", "5")]),
-            Ok(BodyLen::Length(5))
-        );
-        assert_eq!(
-            request_body(&[h("content-length", "5, 5"), h("CONTENT-LENGTH", "5")]),
-            Ok(BodyLen::Length(5))
-        );
-        assert_eq!(
-            request_body(&[h("Transfer-Encoding", "gzip, Chunked")]),
-            Ok(BodyLen::Chunked)
-        );
-        for bad in [
-            vec![h("Content-Length", "5"), h("Content-Length", "6")],
-            vec![h("Content-Length", "5, 6")],
-            vec![h("Content-Length", "-1")],
-            vec![h("Content-Length", "+5")],
-            vec![h("Content-Length", "0x10")],
-            vec![h("Content-Length", "")],
-            vec![h("Content-Length", "99999999999999999999")],
-        ] {
-            assert_eq!(request_body(&bad), Err(FramingError::Length), "{bad:?}");
-        }
-        assert_eq!(
-            request_body(&[h("Transfer-Encoding", "chunked"), h("Content-Length", "5")]),
-            Err(FramingError::Both)
-        );
-        for bad in [
-            "gzip",
-            "chunked, gzip",
-            "chunked, chunked",
-            "chunked,chunked",
-        ] {
-            assert_eq!(
-                request_body(&[h("Transfer-Encoding", bad)]),
-                Err(FramingError::Coding),
-                "{bad}"
-            );
-        }
-        assert_eq!(
-            request_body(&[
-                h("Transfer-Encoding", "chunked"),
-                h("Transfer-Encoding", "chunked")
-            ]),
-            Err(FramingError::Coding)
-        );
-    }
-
-    #[test]
-    fn response_framing() {
-        let cl = [h("Content-Length", "14")];
-        assert_eq!(response_body(200, false, &cl), BodyLen::Length(14));
-        assert_eq!(response_body(200, true, &cl), BodyLen::Empty);
-        for status in [100, 101, 103, 204, 304] {
-            assert_eq!(response_body(status, false, &cl), BodyLen::Empty);
-        }
-        assert_eq!(response_body(200, false, &[]), BodyLen::UntilClose);
-        assert_eq!(
-            response_body(200, false, &[h("Transfer-Encoding", "chunked")]),
-            BodyLen::Chunked
-        );
-        assert_eq!(
-            response_body(200, false, &[h("Transfer-Encoding", "gzip")]),
-            BodyLen::UntilClose
-        );
-        assert_eq!(
-            response_body(200, false, &[h("Content-Length", "1, 2")]),
-            BodyLen::UntilClose
-        );
-    }
 
     /// Scans `input` split at every point (and byte by byte); each way must agree.
     fn scan_all(input: &[u8]) -> Result<(usize, u64, bool), FramingError> {
@@ -487,5 +326,56 @@ mod tests {
         );
         assert_eq!(Body::new(BodyLen::Length(0)), None);
         assert_eq!(Body::new(BodyLen::Empty), None);
+    }
+
+    /// Forwards `input` split at `split`; the bytes written and how much input was taken.
+    fn forward_split(input: &[u8], split: usize) -> Result<(Vec<u8>, usize), FramingError> {
+        let mut b = Body::new(BodyLen::Chunked).ok_or(FramingError::Chunk)?;
+        let mut out = Vec::new();
+        let a = b.forward(&input[..split], &mut out)?;
+        if a.done {
+            return Ok((out, a.consumed));
+        }
+        let r = b.forward(&input[split..], &mut out)?;
+        Ok((out, a.consumed + r.consumed))
+    }
+
+    /// A chunked request body reaches the origin as canonical chunks of the same data (no
+    /// extensions, no trailers), however the client's bytes were split, and what it wrote
+    /// scans as a chunked body of the same payload.
+    #[test]
+    fn chunked_bodies_are_written_again() {
+        let body = b"5;name=\"x\"\r\nhello\r\n000a\r\n0123456789\r\n0;last\r\nX-Trailer: evil\r\n\r\nGET /next";
+        for split in 0..=body.len() {
+            let (out, consumed) =
+                forward_split(body, split).unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(consumed, body.len() - 9, "split at {split}");
+            let mut check = Body::new(BodyLen::Chunked).unwrap_or_else(|| unreachable!());
+            let s = check.scan(&out).unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(
+                (s.consumed, s.payload, s.done),
+                (out.len(), 15, true),
+                "split at {split}"
+            );
+            let text = String::from_utf8_lossy(&out);
+            assert!(text.ends_with("\r\n0\r\n\r\n"), "{text:?}");
+            assert!(
+                !text.contains("name") && !text.contains("X-Trailer") && !text.contains("last"),
+                "{text:?}"
+            );
+        }
+        let (whole, _) = forward_split(body, body.len()).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(whole, b"5\r\nhello\r\na\r\n0123456789\r\n0\r\n\r\n");
+        // A body of known length passes as it is, and stops at its end.
+        let mut len = Body::new(BodyLen::Length(3)).unwrap_or_else(|| unreachable!());
+        let mut out = Vec::new();
+        let s = len
+            .forward(b"abcGET", &mut out)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!((s.consumed, s.done, out.as_slice()), (3, true, &b"abc"[..]));
+        assert_eq!(
+            forward_split(b"5\r\nhelloX", 9).map(|_| ()),
+            Err(FramingError::Chunk)
+        );
     }
 }

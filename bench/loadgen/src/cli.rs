@@ -1,0 +1,184 @@
+//! The command line: the subcommands and every flag the bench scripts pass. The flags,
+//! their defaults and `--help` are what bench/*.sh rely on; keep them as they are.
+
+use std::io;
+use std::net::SocketAddr;
+
+use clap::{Parser, Subcommand};
+
+use crate::work::Target;
+use crate::{client, origin, scale};
+
+/// The command line: one subcommand per job of the benchmark scripts.
+#[derive(Parser)]
+#[command(about = "egressgate benchmark: loopback origin and load generator")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// What the scripts ask for (bench/run.sh, scale.sh, capture.sh, profile.sh).
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Serve the loopback origin (`/small`, `/bulk?mib=N`), and the same over TLS 1.3.
+    Origin(OriginArgs),
+    /// Run every workload against direct and each proxy; write the markdown report.
+    Suite(Box<SuiteArgs>),
+    /// Time the cache-miss decision and the approval tool's merge (bench/scale.sh).
+    Scale(scale::ScaleArgs),
+    /// Print `count` currently free TCP ports on 127.0.0.1 (for proxies that need a fixed port).
+    FreePorts {
+        #[arg(default_value_t = 1)]
+        count: usize,
+    },
+}
+
+/// Where the origin listens; the scripts read its addresses from its log lines.
+#[derive(clap::Args)]
+pub struct OriginArgs {
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Also serve TLS 1.3 here, with a fresh self-signed certificate for `--tls-name`.
+    #[arg(long, requires = "cert_out")]
+    tls_listen: Option<SocketAddr>,
+    /// The TLS certificate's name.
+    #[arg(long, default_value = "bench.example.com")]
+    tls_name: String,
+    /// Where the TLS certificate (DER) is written, for the clients to trust.
+    #[arg(long)]
+    cert_out: Option<std::path::PathBuf>,
+}
+
+impl OriginArgs {
+    /// The plain listener and the TLS one, once both are known to be loopback addresses.
+    pub fn checked(self) -> io::Result<(SocketAddr, Option<origin::TlsOrigin>)> {
+        for addr in std::iter::once(self.listen).chain(self.tls_listen) {
+            client::check_loopback(addr)?;
+        }
+        let tls = self
+            .tls_listen
+            .zip(self.cert_out)
+            .map(|(listen, cert_out)| origin::TlsOrigin {
+                listen,
+                name: self.tls_name,
+                cert_out,
+            });
+        Ok((self.listen, tls))
+    }
+}
+
+/// What a suite run measures and how long; bench/run.sh and profile.sh set most of it.
+#[derive(Parser, Clone, Debug)]
+pub struct SuiteArgs {
+    /// The origin's address.
+    #[arg(long)]
+    pub origin: SocketAddr,
+    /// Host name requests name (proxies resolve it to the origin).
+    #[arg(long, default_value = "bench.example.com")]
+    pub host: String,
+    /// A host nobody approved (refusal workload).
+    #[arg(long, default_value = "unapproved.example.net")]
+    pub blocked_host: String,
+    /// A proxy to measure: NAME,ADDR,PID (repeat). The one named `egressgate` gets a turn
+    /// credential from the control plane.
+    #[arg(long = "proxy", value_parser = parse_proxy)]
+    pub proxies: Vec<Target>,
+    /// egressgate's control plane.
+    #[arg(long)]
+    pub control: Option<SocketAddr>,
+    /// The origin's TLS listener (workload 9).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_origin: Option<SocketAddr>,
+    /// The TLS origin's certificate (DER), the only one the client trusts.
+    #[arg(long)]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Idle tunnels per turn in workload 7 (egressgate): the tunnels are spread over as many
+    /// turns as this needs, each below the default `max-connections-per-turn` (256).
+    #[arg(long, default_value_t = 200)]
+    pub idle_per_turn: usize,
+    /// Client connections for request workloads.
+    #[arg(long, default_value_t = 32)]
+    pub conns: usize,
+    /// Seconds per request measurement.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Repetitions (the report shows medians).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Most requests in one measurement.
+    #[arg(long, default_value_t = 3_000_000)]
+    pub max_requests: u64,
+    /// MiB per bulk download.
+    #[arg(long, default_value_t = 256)]
+    pub bulk_mib: u64,
+    /// Parallel bulk downloads in workload 6.
+    #[arg(long, default_value_t = 8)]
+    pub bulk_streams: usize,
+    /// Seconds one bulk measurement may take before it counts as failed.
+    #[arg(long, default_value_t = 60.0)]
+    pub bulk_limit: f64,
+    /// Idle tunnels opened against every proxy.
+    #[arg(long, default_value_t = 500)]
+    pub idle: usize,
+    /// Idle tunnels opened against egressgate in the large run.
+    #[arg(long, default_value_t = 10_000)]
+    pub idle_egressgate: usize,
+    /// Seconds idle tunnels settle before RSS is sampled.
+    #[arg(long, default_value_t = 2.0)]
+    pub idle_settle: f64,
+    /// Clock ticks per second (`getconf CLK_TCK`).
+    #[arg(long, default_value_t = 100)]
+    pub clk_tck: u64,
+    /// Workloads to run (comma-separated numbers 1-9).
+    #[arg(long, default_value = "1,2,3,4,5,6,7,8,9", value_delimiter = ',')]
+    pub workloads: Vec<u8>,
+    /// Markdown report.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// One line per measurement.
+    #[arg(long)]
+    pub raw: Option<std::path::PathBuf>,
+    /// egressgate's log file: warnings and errors it gains during each measurement are counted.
+    #[arg(long)]
+    pub egressgate_log: Option<std::path::PathBuf>,
+    /// Free text for the report's header (machine, versions, command).
+    #[arg(long, default_value = "")]
+    pub note: String,
+}
+
+fn parse_proxy(s: &str) -> Result<Target, String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    let (name, addr, pid, host) = match parts[..] {
+        [name, addr, pid] => (name, addr, pid, None),
+        [name, addr, pid, host] => (name, addr, pid, Some(host.to_owned())),
+        _ => return Err("expected NAME,ADDR,PID[,HOST]".into()),
+    };
+    let addr: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    client::check_loopback(addr).map_err(|e| e.to_string())?;
+    let pid: u32 = pid.parse().map_err(|e| format!("{pid}: {e}"))?;
+    Ok(Target {
+        name: name.to_owned(),
+        proxy: Some(addr),
+        pid: Some(pid),
+        auth: None,
+        host,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_specs() {
+        let t = parse_proxy("tinyproxy,127.0.0.1:3128,42,127.0.0.1").unwrap();
+        assert_eq!((t.pid, t.host.as_deref()), (Some(42), Some("127.0.0.1")));
+        assert_eq!(parse_proxy("squid,127.0.0.1:3128,7").unwrap().host, None);
+        assert_eq!(
+            parse_proxy("squid,127.0.0.1:3128").unwrap_err(),
+            "expected NAME,ADDR,PID[,HOST]"
+        );
+        let off = parse_proxy("squid,10.0.0.1:3128,7").unwrap_err();
+        assert!(off.contains("not a loopback address"), "{off}");
+    }
+}

@@ -1,0 +1,71 @@
+//! What a presented API token is worth: the scopes it holds and when it expires, from the two
+//! env tokens' hashes or the named tokens in the database. The bearer extractors (`auth`) and
+//! the admin console's sessions (`ui::session`) both ask here, so neither has to import the
+//! other for it.
+
+use axum::http::StatusCode;
+use egressgate_store::db::tokens::{Scope, Scopes};
+use egressgate_store::{SecretHash, Timestamp};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The hashes of the two env API tokens.
+#[derive(Clone, Debug)]
+pub struct Tokens {
+    /// Administrator token hash.
+    pub admin: SecretHash,
+    /// Agent-runtime token hash.
+    pub runtime: SecretHash,
+}
+
+/// `401 UNAUTHORIZED` with the reason.
+pub(crate) fn unauthorized(why: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", why)
+}
+
+/// The scopes a token holds, by its hash, and when it expires (`None`: never): the env tokens
+/// first (both hashes always compared, so timing does not say which one a guess was close
+/// to), then the named tokens.
+pub(crate) async fn grant_of(
+    state: &AppState,
+    hash: &SecretHash,
+) -> Result<(Scopes, Option<Timestamp>), ApiError> {
+    let admin = state.tokens.admin.matches_hash(hash);
+    let runtime = state.tokens.runtime.matches_hash(hash);
+    if admin || runtime {
+        let mut scopes = Vec::new();
+        if admin {
+            scopes.extend(Scopes::ADMIN.iter());
+        }
+        if runtime {
+            scopes.extend(Scopes::RUNTIME.iter());
+        }
+        return Ok((Scopes::of(scopes), None));
+    }
+    let named = state
+        .store
+        .token_by_hash(hash)
+        .await?
+        .ok_or_else(|| unauthorized("unknown bearer token"))?;
+    if named
+        .expires_at
+        .is_some_and(|at| at.has_passed(Timestamp::now()))
+    {
+        return Err(unauthorized("this bearer token has expired"));
+    }
+    Ok((named.scopes, named.expires_at))
+}
+
+/// If the token with this hash holds the `admin` scope right now, when it expires (`None`:
+/// never). The console signs in with it and re-checks it on every request, so removing or
+/// expiring the token ends its sessions at once.
+pub(crate) async fn admin_token_expiry(
+    state: &AppState,
+    hash: &SecretHash,
+) -> Option<Option<Timestamp>> {
+    match grant_of(state, hash).await {
+        Ok((scopes, expires)) if scopes.contains(Scope::Admin) => Some(expires),
+        _ => None,
+    }
+}

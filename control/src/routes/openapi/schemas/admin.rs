@@ -1,0 +1,115 @@
+//! The person's and the administrator's answers: a chat's approvals, revoking and hiding,
+//! the pre-approved lists, user permissions and the audit log.
+
+#![allow(dead_code)] // The describing types are read by the schema derive only.
+
+use egressgate_store::{ChatId, UserId};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::Time;
+
+/// One approval of a chat.
+#[derive(ToSchema)]
+pub struct Approval {
+    #[schema(value_type = String, pattern = "^(site|package)$")]
+    kind: String,
+    value: String,
+    card_id: Option<String>,
+    expires_at: Time,
+    /// How much of the host a site approval opens: `full` (a card grants it) or `read`.
+    #[schema(value_type = String, pattern = "^(full|read)$")]
+    access: String,
+}
+
+/// `GET /v1/chats/{chat_id}/approvals`.
+#[derive(ToSchema)]
+pub struct Approvals {
+    approvals: Vec<Approval>,
+}
+
+/// `DELETE /v1/chats/{chat_id}/approvals/{kind}/{value}`.
+#[derive(ToSchema)]
+pub struct Revoked {
+    revoked: RevokedEntry,
+}
+
+/// What was revoked.
+#[derive(ToSchema)]
+pub struct RevokedEntry {
+    #[schema(value_type = String, pattern = "^(site|package)$")]
+    kind: String,
+    value: String,
+}
+
+/// `DELETE /v1/chats/{chat_id}`.
+#[derive(Serialize, ToSchema)]
+pub struct Hidden {
+    #[schema(value_type = String)]
+    pub(crate) chat_id: ChatId,
+    pub(crate) hidden: bool,
+}
+
+/// One pre-approved site.
+#[derive(ToSchema)]
+pub struct AdminSite {
+    pattern: String,
+    note: Option<String>,
+    created_at: Time,
+    /// Whether the proxy inspects matching hosts' TLS.
+    inspect: bool,
+    /// `full` or `read`.
+    access: String,
+}
+
+/// `GET /v1/admin/sites`.
+#[derive(ToSchema)]
+pub struct AdminSites {
+    sites: Vec<AdminSite>,
+}
+
+/// One pre-approved package.
+#[derive(ToSchema)]
+pub struct AdminPackage {
+    name: String,
+    note: Option<String>,
+    created_at: Time,
+}
+
+/// `GET /v1/admin/packages`.
+#[derive(ToSchema)]
+pub struct AdminPackages {
+    packages: Vec<AdminPackage>,
+}
+
+/// `PUT /v1/admin/users/{user_id}`: what was set (only the fields the request named).
+#[derive(Serialize, ToSchema)]
+pub struct UserPermission {
+    #[schema(value_type = String)]
+    pub(crate) user_id: UserId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) can_approve: Option<bool>,
+    /// `enforce` or `shadow`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mode: Option<&'static str>,
+}
+
+/// One audit row.
+#[derive(ToSchema)]
+pub struct AuditRow {
+    id: i64,
+    at: Time,
+    kind: String,
+    actor: String,
+    user_id: Option<String>,
+    chat_id: Option<String>,
+    interrupt_id: Option<String>,
+    detail: Value,
+}
+
+/// `GET /v1/admin/audit`.
+#[derive(ToSchema)]
+pub struct Audit {
+    audit: Vec<AuditRow>,
+}

@@ -1,0 +1,184 @@
+//! The approval flow's answers: the tool's answer and the card, the AG-UI interrupt, the
+//! outcome, the resume and the claim holder's calls, the batch rule.
+
+#![allow(dead_code)] // The describing types are read by the schema derive only.
+
+pub(crate) use crate::approval::text::DenyCode;
+use egressgate_store::Timestamp;
+use egressgate_store::db::interrupts::InterruptState as StoredState;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::{Time, string_enum};
+
+/// The card a person is shown: computed by the server, never altered by the runtime.
+#[derive(ToSchema)]
+pub struct Card {
+    sites: Vec<String>,
+    urls: Vec<String>,
+    packages: Vec<String>,
+    reason: String,
+    /// Blocked sites left off a full card (absent when none): not shown, not granted.
+    sites_not_shown: Option<u32>,
+}
+
+/// The code of a `pending` answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PendingCode {
+    /// The chat's card waits for the person.
+    InterruptPending,
+}
+
+/// `200` of the approval tool, by `outcome`: each kind carries exactly its fields.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ToolAnswer {
+    /// Nobody will be asked; the message says what stays blocked and what to do.
+    Denied {
+        /// Which template.
+        code: DenyCode,
+        /// For the model.
+        message: String,
+    },
+    /// Everything is already allowed: run the step.
+    AlreadyApproved {
+        /// For the model.
+        message: &'static str,
+    },
+    /// The chat's card still waits for the person: pause on it instead of asking again.
+    Pending {
+        /// Always `INTERRUPT_PENDING`.
+        code: PendingCode,
+        /// The waiting card's interrupt id.
+        #[schema(value_type = String)]
+        interrupt_id: egressgate_store::InterruptId,
+        /// Always `pending`.
+        #[schema(value_type = InterruptState)]
+        state: StoredState,
+        /// The waiting card.
+        #[schema(value_type = Card)]
+        card: egressgate_store::Card,
+        /// For the model.
+        message: &'static str,
+    },
+    /// A single-use draft card to register with `POST /v1/interrupts`.
+    Ask {
+        /// The draft.
+        #[schema(value_type = String)]
+        draft_id: egressgate_store::DraftId,
+        /// What the person will see.
+        #[schema(value_type = Card)]
+        card: egressgate_store::Card,
+    },
+}
+
+/// An AG-UI 1.0 `Interrupt`: goes straight into `RUN_FINISHED.outcome.interrupts`.
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct Interrupt {
+    id: String,
+    /// `tool_call` (with `toolCallId`) or `egressgate:approval`.
+    reason: String,
+    tool_call_id: Option<String>,
+    message: String,
+    #[schema(value_type = Object)]
+    response_schema: Value,
+    expires_at: Time,
+}
+
+/// `201` of `POST /v1/interrupts` and `200` of the reissue: the only time the secret is shown.
+#[derive(ToSchema)]
+pub struct InterruptIssued {
+    interrupt: Interrupt,
+    card: Card,
+    resume_secret: String,
+}
+
+string_enum!(
+    /// A card's state, in the store's spelling.
+    InterruptState,
+    "Where a request is in its life.",
+    StoredState::ALL.map(|s| s.as_str())
+);
+
+/// How the person answered.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DecisionOutcome {
+    Approved,
+    Declined,
+    Cancelled,
+}
+
+/// The decision fixed by the first claim; `sites` and `packages` are empty unless approved.
+#[derive(ToSchema)]
+pub struct Decision {
+    outcome: DecisionOutcome,
+    sites: Vec<String>,
+    packages: Vec<String>,
+    /// Present (`read`) only when the person narrowed the card's `full` with
+    /// `payload.access`; absent means `full`.
+    #[schema(value_type = Option<String>, pattern = "^read$")]
+    access: Option<String>,
+}
+
+/// `GET /v1/interrupts/{id}/outcome`.
+#[derive(ToSchema)]
+pub struct OutcomeAnswer {
+    state: InterruptState,
+    card: Card,
+    decision: Option<Decision>,
+    /// True while the claim is the card page's, for the runtime to take over
+    /// (`POST /v1/interrupts/{id}/takeover`).
+    handoff: Option<bool>,
+}
+
+/// The claim the winning resume holds.
+#[derive(ToSchema)]
+pub struct Claim {
+    claim_id: String,
+    lease_expires_at: Time,
+    deadline: Time,
+}
+
+/// `200` of a resume: `claimed` (the first), or `done` with `replayed: true` (a replay that
+/// runs nothing).
+#[derive(ToSchema)]
+pub struct ResumeAnswer {
+    #[schema(value_type = String, pattern = "^(claimed|done)$")]
+    state: String,
+    claim: Option<Claim>,
+    decision: Option<Decision>,
+    /// Base64 snapshot, with `claimed` (null when none was stored).
+    snapshot: Option<String>,
+    replayed: Option<bool>,
+    /// The completed run's answer, with `done`.
+    answer: Option<Value>,
+}
+
+/// `POST /v1/interrupts/{id}/heartbeat`.
+#[derive(Serialize, ToSchema)]
+pub struct Heartbeat {
+    #[schema(value_type = Time)]
+    pub(crate) lease_expires_at: Timestamp,
+}
+
+/// `POST /v1/interrupts/{id}/complete`: always `done`.
+#[derive(Serialize, ToSchema)]
+pub struct Completed {
+    #[schema(value_type = String, pattern = "^done$")]
+    pub(crate) state: &'static str,
+}
+
+impl Completed {
+    /// The one answer.
+    pub(crate) const DONE: Self = Self { state: "done" };
+}
+
+/// `POST /v1/batches/decide`: tool use id → text of the cancelled result.
+#[derive(ToSchema)]
+pub struct BatchAnswer {
+    cancel: std::collections::BTreeMap<String, String>,
+}

@@ -1,0 +1,67 @@
+//! The control plane's settings from the merged raw configuration: lifetimes, size limits,
+//! card caps, resume limits, browser origins and the MCP state key.
+
+use std::net::SocketAddr;
+
+use anyhow::Result;
+use egressgate_store::{Host, SitePattern};
+
+use super::raw::RawConfig;
+use super::values::{control_public_url, cors_origin, duration, mcp_state_key, size};
+
+/// The control plane's settings. `inspect` and `internal_suffixes` are the deployment's (the
+/// proxy validated them); `proxy_public_url` is what turns hand out; `control_listen` is the
+/// default for card links.
+pub(super) fn settings(
+    raw: &RawConfig,
+    inspect: Vec<SitePattern>,
+    internal_suffixes: Vec<Host>,
+    proxy_public_url: String,
+    control_listen: SocketAddr,
+) -> Result<egressgate_control::Settings> {
+    let l = |key: &str| raw.sources.label(key);
+    let c = egressgate_control::Settings::default();
+    Ok(egressgate_control::Settings {
+        inspect,
+        ca: None,
+        proxy_public_url,
+        turn_ttl: setting!(duration, raw.turn_ttl, c),
+        interrupt_ttl: setting!(duration, raw.interrupt_ttl, c),
+        interrupt_retention: setting!(duration, raw.interrupt_retention, c),
+        snapshot_retention: setting!(duration, raw.snapshot_retention, c),
+        snapshot_max_bytes: setting!(size, raw.snapshot_max_bytes, c),
+        item_max_bytes: setting!(size, raw.item_max_bytes, c),
+        lease: setting!(duration, raw.lease, c),
+        resume_deadline: setting!(duration, raw.resume_deadline, c),
+        claim_cap: raw.claim_cap.unwrap_or(c.claim_cap),
+        approval_ttl: setting!(duration, raw.approval_ttl, c),
+        resume_slots_per_user: raw.resume_slots_per_user.unwrap_or(c.resume_slots_per_user),
+        default_can_approve: raw.default_can_approve.unwrap_or(c.default_can_approve),
+        card_max_sites: raw.card_max_sites.unwrap_or(c.card_max_sites),
+        card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
+        card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
+        internal_suffixes,
+        resume_failures_per_client: raw
+            .resume_failures_per_client
+            .unwrap_or(c.resume_failures_per_client),
+        resume_failures_per_card: raw
+            .resume_failures_per_card
+            .unwrap_or(c.resume_failures_per_card),
+        resume_failure_window: setting!(duration, raw.resume_failure_window, c),
+        cors_origins: raw
+            .cors_origin
+            .iter()
+            .map(|o| cors_origin(&l("cors-origin"), o))
+            .collect::<Result<_>>()?,
+        control_public_url: match &raw.control_public_url {
+            Some(u) => control_public_url(&l("control-public-url"), u)?,
+            None => format!("http://{control_listen}"),
+        },
+        mcp_state_key: raw
+            .mcp_state_key
+            .as_deref()
+            .map(|k| mcp_state_key(&l("mcp-state-key"), k))
+            .transpose()?,
+        ..c
+    })
+}

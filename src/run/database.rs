@@ -1,0 +1,82 @@
+//! Opening the configured store: embedded SQLite in the data directory (created 0700 only by
+//! the subcommands that may create it) or a database URL, then migrated.
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result, bail};
+use egressgate_store::Store;
+
+use crate::config::{self, Config, Database};
+
+/// Whether opening the embedded database may create it: only `serve`, `proxy`, `control` and
+/// `migrate` may; `admin` run in the wrong directory must not report success on an empty one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Create {
+    Yes,
+    No,
+}
+
+/// The embedded database's file inside the data directory.
+const SQLITE_FILE: &str = "egressgate.db";
+
+/// Opens the configured store, creating the data directory (0700) for SQLite when allowed.
+async fn open(cfg: &Config, create: Create) -> Result<Store> {
+    match &cfg.database {
+        Database::Sqlite => {
+            let dir = &cfg.data_dir;
+            let file = dir.join(SQLITE_FILE);
+            if create == Create::Yes {
+                create_private_dir(dir)?;
+            } else if !file.exists() {
+                bail!(
+                    "no egressgate database in {} (no {SQLITE_FILE}): run this where `egressgate \
+                     serve` keeps its data, or pass --data-dir or --database-url \
+                     (`egressgate migrate --data-dir DIR` creates one)",
+                    dir.display()
+                );
+            }
+            // Say "permission denied" when that is the reason, not SQLite's "unable to open".
+            std::fs::read_dir(dir)
+                .with_context(|| format!("cannot read data directory {}", dir.display()))?;
+            match Store::open_sqlite(dir, &cfg.pool).await {
+                Ok(s) => Ok(s),
+                Err(e) => {
+                    let probe = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(create == Create::Yes)
+                        .truncate(false)
+                        .open(&file);
+                    match probe {
+                        Err(io) => Err(io).with_context(|| {
+                            format!("cannot open the database {}", file.display())
+                        }),
+                        Ok(_) => Err(e).with_context(|| {
+                            format!("cannot open the database in {}", dir.display())
+                        }),
+                    }
+                }
+            }
+        }
+        Database::Url(u) => Store::open_url(u, &cfg.pool)
+            .await
+            .with_context(|| format!("cannot reach the database at {}", config::redact(u))),
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create data directory {}", dir.display()))
+}
+
+/// The configured store, opened and migrated: what every subcommand that touches the
+/// database starts with.
+pub(super) async fn open_migrated(cfg: &Config, create: Create) -> Result<Store> {
+    let store = open(cfg, create).await?;
+    store.migrate().await.context("migration failed")?;
+    Ok(store)
+}

@@ -1,0 +1,128 @@
+//! Resume slots: a user holds at most a few live resumes at once, one row per user and card
+//! (retries on the same card share it). Claiming, heartbeats, completion, expiry, chaining
+//! and hiding a chat all take or free slots through these statements, so the rooms that do
+//! those jobs need not import one another.
+
+use sqlx::{Any, Row as _, Transaction};
+
+use super::{Backend, Store, StoreError};
+use crate::ids::{ChatId, InterruptId, UserId};
+use crate::time::Timestamp;
+
+/// Holds `user`'s resume slot on card `id` until `until` (made if missing).
+pub(crate) async fn hold(
+    tx: &mut Transaction<'static, Any>,
+    user: &UserId,
+    id: &InterruptId,
+    until: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
+    )
+    .bind(user.as_str())
+    .bind(id.as_str())
+    .bind(until.millis())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Moves the end of `user`'s existing slot on card `id` to `until` (a heartbeat): a slot
+/// that is gone stays gone.
+pub(crate) async fn renew(
+    tx: &mut Transaction<'static, Any>,
+    user: &UserId,
+    id: &InterruptId,
+    until: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE resume_slots SET expires_at = $1 WHERE user_id = $2 AND interrupt_id = $3")
+        .bind(until.millis())
+        .bind(user.as_str())
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Frees `user`'s resume slot on card `id` (complete, or a chained card replacing it).
+pub(crate) async fn free(
+    tx: &mut Transaction<'static, Any>,
+    user: &UserId,
+    id: &InterruptId,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
+        .bind(user.as_str())
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Frees every resume slot held on card `id` (it was expired).
+pub(crate) async fn free_card(
+    tx: &mut Transaction<'static, Any>,
+    id: &InterruptId,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Frees the slots held on any card of one chat (it was hidden).
+pub(crate) async fn free_chat(
+    tx: &mut Transaction<'static, Any>,
+    user: &UserId,
+    chat: &ChatId,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id IN \
+         (SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2)",
+    )
+    .bind(user.as_str())
+    .bind(chat.as_str())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Reserves a resume slot for `user` on `id` until `until`. A user holds at most `cap`
+    /// live slots; retries on the same card share one. `false` means busy.
+    pub async fn reserve_resume_slot(
+        &self,
+        user: &UserId,
+        id: &InterruptId,
+        cap: u32,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        if self.backend() == Backend::Postgres {
+            // Serialise one user's reservations across processes (SQLite's BEGIN IMMEDIATE
+            // already serialises every writer).
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtext($1))) AS l")
+                .bind(user.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let held: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM resume_slots WHERE user_id = $1 AND interrupt_id <> $2 \
+             AND expires_at > $3",
+        )
+        .bind(user.as_str())
+        .bind(id.as_str())
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get(0)?;
+        if held >= i64::from(cap) {
+            return Ok(false);
+        }
+        hold(&mut tx, user, id, until).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
