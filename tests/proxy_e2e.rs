@@ -53,6 +53,14 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
     assert_eq!(g.get(&turn, &url).await.status, 200);
 }
 
+/// The bench with [`FILES`] listed, and a turn on it that expires in one second.
+async fn one_second_bench() -> (Gate, Origin, Turn) {
+    let (g, o) = setup().await;
+    g.api().admin_site(FILES).await;
+    let turn = one_second_turn(&g.api()).await;
+    (g, o, turn)
+}
+
 /// A turn that expires one second after it is opened.
 async fn one_second_turn(api: &Api) -> Turn {
     let r = api
@@ -71,10 +79,7 @@ async fn one_second_turn(api: &Api) -> Turn {
 #[tokio::test]
 async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_credential() {
     use tokio::io::AsyncWriteExt as _;
-    let (g, o) = setup().await;
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = one_second_turn(&api).await;
+    let (g, o, turn) = one_second_bench().await;
     let forged = Turn {
         id: turn.id.clone(),
         credential: format!("{}:not-the-secret", turn.id),
@@ -107,10 +112,7 @@ async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_cred
 
 #[tokio::test]
 async fn expired_turn_gets_407() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = one_second_turn(&api).await;
+    let (g, o, turn) = one_second_bench().await;
     let target = o.url(FILES, "/");
     assert_eq!(g.get(&turn, &target).await.status, 200);
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry

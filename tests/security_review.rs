@@ -37,12 +37,15 @@ fn path_of(head: &str) -> String {
     head.split(' ').nth(1).unwrap_or("?").to_owned()
 }
 
+/// How many connections an origin has accepted.
+type Conns = Arc<Mutex<usize>>;
+
 /// An origin like Python's `http.server`: it never reads a `GET` body, so bytes sent as one
 /// are read as the next request. It answers `answer for PATH`. To make the desync
 /// deterministic, the answer to `/smuggled` is held back until the next request on the same
 /// connection has arrived (what a slow origin does by timing), so that request gets it.
 /// Returns the address and the number of connections accepted.
-async fn body_ignoring_origin() -> (SocketAddr, Arc<Mutex<usize>>) {
+async fn body_ignoring_origin() -> (SocketAddr, Conns) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let conns = Arc::new(Mutex::new(0));
@@ -115,6 +118,16 @@ async fn get_on(s: &mut TcpStream, turn: &Turn, port: u16, path: &str, extra: &s
     support::get_on(s, turn, &format!("{FILES}:{port}"), path, extra).await
 }
 
+/// `path` on a new proxy connection as `turn` answers with its own bytes, and then the origin
+/// has seen `conns` connections in all (`why` the count must be so).
+async fn fresh_get(gate: &Gate, turn: &Turn, port: u16, path: &str, seen: (&Conns, usize, &str)) {
+    let (conns, expected, why) = seen;
+    let mut s = TcpStream::connect(gate.proxy()).await.unwrap();
+    let r = get_on(&mut s, turn, port, path, "\r\n").await;
+    assert_eq!(r.text(), format!("answer for {path}"));
+    assert_eq!(*conns.lock().unwrap(), expected, "{why}");
+}
+
 #[tokio::test]
 async fn a_get_body_smuggled_past_an_origin_never_answers_another_tenant() {
     let (origin, _) = body_ignoring_origin().await;
@@ -159,14 +172,14 @@ async fn a_connection_that_switched_protocols_is_never_reused() {
     let mut head = [0u8; 12];
     let _ = tokio::time::timeout(Duration::from_secs(5), a.read_exact(&mut head)).await;
     drop(a);
-    let mut b = TcpStream::connect(gate.proxy()).await.unwrap();
-    let r = get_on(&mut b, &alice, port, "/next", "\r\n").await;
-    assert_eq!(r.text(), "answer for /next");
-    assert_eq!(
-        *conns.lock().unwrap(),
-        2,
-        "the switched connection was reused"
-    );
+    fresh_get(
+        &gate,
+        &alice,
+        port,
+        "/next",
+        (&conns, 2, "the switched connection was reused"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -188,22 +201,26 @@ async fn upstream_connections_are_reused_within_a_turn_and_never_across_turns() 
         "one turn's keep-alive GETs share one connection"
     );
     // Another user, and another turn of the same chat: each gets its own connection.
-    let mut b = TcpStream::connect(gate.proxy()).await.unwrap();
-    let r = get_on(&mut b, &bob, port, "/b", "\r\n").await;
-    assert_eq!(r.text(), "answer for /b");
-    assert_eq!(
-        *conns.lock().unwrap(),
-        2,
-        "bob must not reuse alice's connection"
-    );
-    let mut a2 = TcpStream::connect(gate.proxy()).await.unwrap();
-    let r = get_on(&mut a2, &alice2, port, "/a", "\r\n").await;
-    assert_eq!(r.text(), "answer for /a");
-    assert_eq!(
-        *conns.lock().unwrap(),
-        3,
-        "a new turn must not reuse an old turn's connection"
-    );
+    fresh_get(
+        &gate,
+        &bob,
+        port,
+        "/b",
+        (&conns, 2, "bob must not reuse alice's connection"),
+    )
+    .await;
+    fresh_get(
+        &gate,
+        &alice2,
+        port,
+        "/a",
+        (
+            &conns,
+            3,
+            "a new turn must not reuse an old turn's connection",
+        ),
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
