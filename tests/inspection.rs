@@ -174,18 +174,7 @@ async fn over_h2(
     let (r, stream) = connect(s.gate.proxy(), turn, &format!("{HOST}:{port}")).await;
     assert_eq!(r.status, 200);
     let tls = handshake(stream, client, HOST).await.unwrap();
-    assert_eq!(
-        tls.get_ref().1.alpn_protocol(),
-        Some(&b"h2"[..]),
-        "h2 by ALPN"
-    );
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_sender(tls).await;
     let req = http::Request::builder()
         .method(method)
         .uri(if path.starts_with("https://") {

@@ -50,11 +50,7 @@ async fn json_log_lines_carry_the_decision_fields() {
 #[test]
 fn an_unknown_log_format_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let e = cli_failure(
-        egressgate()
-            .args(["serve", "--log-format", "xml", "--data-dir"])
-            .arg(dir.path().join("data")),
-    );
+    let e = serve_failure(&["--log-format", "xml"], &dir.path().join("data"));
     assert!(
         e.contains("--log-format \"xml\": expected text or json"),
         "{e}"

@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::json;
-use support::person::{card, raw, setup};
+use support::person::{card, page_resume, raw, setup};
 use support::*;
 
 #[tokio::test]
@@ -92,14 +92,7 @@ async fn a_page_click_is_taken_over_by_exactly_one_runtime_worker() {
     assert_eq!(g.get(&turn, &url).await.status, 403);
     let (id, secret) = card(&api, &turn, &[]).await;
     // The page resumes with the secret only (no runtime token): a handoff claim.
-    let r = raw(
-        &api,
-        "POST",
-        &format!("/v1/interrupts/{id}/resume"),
-        &[],
-        &resume_body(&id, &secret, "resolved", json!({"approved": true})),
-    )
-    .await;
+    let r = page_resume(&api, &id, &secret, true).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let page_claim = r.json()["claim"]["claim_id"].as_str().unwrap().to_owned();
     // The runtime learns of it over its own channel.
@@ -184,14 +177,7 @@ async fn pending_cards_are_listed_per_user_without_secrets() {
         secrets.push(secret);
     }
     // c3 answered: no longer pending.
-    let r = raw(
-        &api,
-        "POST",
-        &format!("/v1/interrupts/{}/resume", ids[2]),
-        &[],
-        &resume_body(&ids[2], &secrets[2], "resolved", json!({"approved": false})),
-    )
-    .await;
+    let r = page_resume(&api, &ids[2], &secrets[2], false).await;
     assert_eq!(r.status, 200);
     let r = api
         .get("/v1/users/alice/interrupts?state=pending", RUNTIME)

@@ -8,31 +8,17 @@
 mod support;
 
 use serde_json::json;
-use support::person::{card, raw, setup};
+use support::person::{card, raw, setup, sign_in};
 use support::*;
 
 #[tokio::test]
 async fn the_console_session_is_a_hashed_cookie_with_csrf() {
     let (g, _o) = setup(&[]).await;
     let api = g.api();
-    let r = raw(
-        &api,
-        "POST",
-        "/ui/admin/session",
-        &[],
-        &json!({"token": "wrong-token-123456"}).to_string(),
-    )
-    .await;
+    let r = sign_in(&api, "wrong-token-123456", &[]).await;
     assert_eq!(r.status, 401);
     assert!(r.header("set-cookie").is_none());
-    let r = raw(
-        &api,
-        "POST",
-        "/ui/admin/session",
-        &[],
-        &json!({"token": ADMIN}).to_string(),
-    )
-    .await;
+    let r = sign_in(&api, ADMIN, &[]).await;
     assert_eq!(r.status, 204, "{}", r.text());
     let set = r.header("set-cookie").unwrap().to_owned();
     for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age="] {
@@ -131,14 +117,7 @@ async fn the_console_session_is_a_hashed_cookie_with_csrf() {
     let page = raw(&api, "GET", "/ui/admin", &[("cookie", &cookie)], "").await;
     assert!(page.text().contains("signin-form"));
     // Over TLS (as a terminating proxy reports it) the cookie is Secure.
-    let r = raw(
-        &api,
-        "POST",
-        "/ui/admin/session",
-        &[("x-forwarded-proto", "https")],
-        &json!({"token": ADMIN}).to_string(),
-    )
-    .await;
+    let r = sign_in(&api, ADMIN, &[("x-forwarded-proto", "https")]).await;
     assert!(r.header("set-cookie").unwrap().contains("; Secure"));
 }
 
@@ -281,14 +260,7 @@ async fn removing_the_admin_token_ends_its_console_sessions() {
         .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let named = r.json()["token"].as_str().unwrap().to_owned();
-    let r = raw(
-        &api,
-        "POST",
-        "/ui/admin/session",
-        &[],
-        &json!({"token": named}).to_string(),
-    )
-    .await;
+    let r = sign_in(&api, &named, &[]).await;
     assert_eq!(r.status, 204, "{}", r.text());
     let cookie = r
         .header("set-cookie")

@@ -5,8 +5,7 @@
 
 mod support;
 
-use serde_json::json;
-use support::person::{card, raw, setup};
+use support::person::{card, page_resume, raw, setup};
 use support::sse::Events;
 use support::*;
 
@@ -39,14 +38,7 @@ async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
     let (_, kind, data) = ev.next().await;
     assert_eq!(kind, "approval.requested");
     assert_eq!(data["interrupt_id"], cid.as_str());
-    let r = raw(
-        &api,
-        "POST",
-        &format!("/v1/interrupts/{cid}/resume"),
-        &[],
-        &resume_body(&cid, &secret, "resolved", json!({"approved": true})),
-    )
-    .await;
+    let r = page_resume(&api, &cid, &secret, true).await;
     assert_eq!(r.status, 200);
     let (_, kind, data) = ev.next().await;
     assert_eq!(kind, "approval.resolved");

@@ -198,12 +198,7 @@ async fn a_bad_mode_is_refused_and_changes_nothing() {
 #[test]
 fn a_bad_deployment_mode_is_one_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let e = cli_failure(
-        egressgate()
-            .args(["serve", "--mode", "audit", "--data-dir"])
-            .arg(dir.path().join("d"))
-            .env_remove("EGRESSGATE_MODE"),
-    );
+    let e = serve_failure(&["--mode", "audit"], &dir.path().join("d"));
     assert!(e.contains("--mode") && e.contains("audit"), "{e}");
     assert!(!dir.path().join("d").exists(), "nothing was written: {e}");
 }

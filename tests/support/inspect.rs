@@ -159,3 +159,28 @@ pub fn request(method: &str, path: &str, body: &str) -> String {
         body.len()
     )
 }
+
+/// An HTTP/2 client over a tunnel's TLS that negotiated `h2` (asserted): its request sender,
+/// with the connection driven on its own task.
+pub async fn h2_sender<B>(
+    tls: tokio_rustls::client::TlsStream<TcpStream>,
+) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    assert_eq!(
+        tls.get_ref().1.alpn_protocol(),
+        Some(&b"h2"[..]),
+        "h2 by ALPN"
+    );
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send
+}

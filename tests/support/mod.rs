@@ -333,6 +333,19 @@ pub fn cli_failure(cmd: &mut Command) -> String {
     err
 }
 
+/// `egressgate serve ARGS --data-dir DATA` with no `EGRESSGATE_*` setting inherited, which
+/// must fail (a bad setting is refused before anything starts): its standard error.
+#[track_caller]
+pub fn serve_failure(args: &[&str], data: &std::path::Path) -> String {
+    let mut cmd = egressgate();
+    for (k, _) in std::env::vars() {
+        if k.starts_with("EGRESSGATE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cli_failure(cmd.arg("serve").args(args).arg("--data-dir").arg(data))
+}
+
 /// A port that was free a moment ago on 127.0.0.1 (for `start_on`; tests inside a private
 /// network namespace make the race harmless).
 pub fn free_port() -> u16 {

@@ -35,3 +35,17 @@ pub async fn raw(
     let req = request_text(api.addr, (method, path), headers, (body, typed));
     send_raw(api.addr, &req).await
 }
+
+/// `POST /ui/admin/session` with `token` (and `headers`): the console's sign-in, unchecked.
+pub async fn sign_in(api: &Api, token: &str, headers: &[(&str, &str)]) -> Resp {
+    let body = json!({ "token": token }).to_string();
+    raw(api, "POST", "/ui/admin/session", headers, &body).await
+}
+
+/// The card page's click: card `id` resumed with its secret only (no runtime token), the
+/// person deciding `approved`; unchecked.
+pub async fn page_resume(api: &Api, id: &str, secret: &str, approved: bool) -> Resp {
+    let path = format!("/v1/interrupts/{id}/resume");
+    let body = resume_body(id, secret, "resolved", json!({ "approved": approved }));
+    raw(api, "POST", &path, &[], &body).await
+}
