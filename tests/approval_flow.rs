@@ -40,10 +40,7 @@ async fn approve_then_the_same_turn_downloads() {
     let (g, api, turn, url) = refused_at_first("alice").await;
     // Nothing named: the refused host is merged from the turn's record.
     let (id, secret) = ask(&api, &turn, &[]).await;
-    let outcome = api
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await
-        .json();
+    let outcome = api.outcome(&id).await;
     assert_eq!(outcome["state"], "pending");
     assert_eq!(outcome["card"]["sites"], json!([FILES]));
     let r = answer_card(&api, &id, &secret, json!({"approved": true})).await;

@@ -117,10 +117,7 @@ async fn approving_a_method_not_allowed_refusal_grants_full_access() {
     assert_eq!(r.status, 403);
     // The agent asks without naming anything: the refused host is merged into the card.
     let (id, secret) = ask(&api, &turn, &[]).await;
-    let card = api
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await
-        .json();
+    let card = api.outcome(&id).await;
     assert_eq!(card["card"]["sites"], json!([HOST]), "{card}");
     approve_card(&api, &id, &secret).await;
     let approvals = api.chat_approvals("u", "c").await;
@@ -140,10 +137,7 @@ async fn a_person_may_narrow_a_card_to_read_for_an_inspected_host_never_widen_it
     let (r, _) = connect(s.gate.proxy(), &turn, &authority).await;
     assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
     let (id, secret) = ask(&api, &turn, &[]).await;
-    let schema = api
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await
-        .json();
+    let schema = api.outcome(&id).await;
     assert_eq!(schema["card"]["sites"], json!([HOST]), "{schema}");
     // Widening or inventing a level is refused, and nothing is claimed.
     let decide = async |access: &str| {
@@ -270,8 +264,7 @@ async fn a_read_grant_on_a_host_no_longer_inspected_fails_closed_until_a_person_
         tls_get(stream, origin_pki.client(), HOST).await.is_err(),
         "closed, not relayed"
     );
-    let row = wait_for_refusal(&api, &turn, "method_not_allowed", 5).await;
-    assert!(row.is_some(), "recorded as method_not_allowed");
+    assert_recorded(&api, &turn, "method_not_allowed").await;
     assert_eq!(origin.connection_count(), 0, "the origin was never dialled");
     let (id, secret) = ask(&api, &turn, &[]).await;
     approve_card(&api, &id, &secret).await;

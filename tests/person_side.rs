@@ -96,10 +96,7 @@ async fn a_page_click_is_taken_over_by_exactly_one_runtime_worker() {
     assert_eq!(r.status, 200, "{}", r.text());
     let page_claim = r.json()["claim"]["claim_id"].as_str().unwrap().to_owned();
     // The runtime learns of it over its own channel.
-    let out = api
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await
-        .json();
+    let out = api.outcome(&id).await;
     assert_eq!(out["state"], "claimed");
     assert_eq!(out["handoff"], true);
     assert_eq!(out["decision"]["outcome"], "approved");
@@ -136,10 +133,7 @@ async fn a_page_click_is_taken_over_by_exactly_one_runtime_worker() {
     };
     assert_eq!(hb(&page_claim).await.status, 409);
     assert_eq!(hb(&claim).await.status, 200);
-    let out = api
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await
-        .json();
+    let out = api.outcome(&id).await;
     assert_eq!(out["handoff"], false, "taken over: {out}");
     // The resumed run's very next request passes, then it completes.
     assert_eq!(g.get(&turn, &url).await.status, 200);

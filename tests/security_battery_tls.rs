@@ -241,11 +241,7 @@ fn require_sni_false_lets_a_hello_without_sni_through() {
                     .await
                     .is_err()
             );
-            assert!(
-                wait_for_refusal(&api, &turn, "sni_mismatch", 5)
-                    .await
-                    .is_some()
-            );
+            assert_recorded(&api, &turn, "sni_mismatch").await;
             assert_eq!(o443.connection_count(), 1);
         },
     );

@@ -110,9 +110,7 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
         wait_closed(&mut tunnel, 5).await.is_ok(),
         "fronting is refused"
     );
-    let row = wait_for_refusal(&api, &turn, "sni_mismatch", 5)
-        .await
-        .expect("sni_mismatch recorded");
+    let row = assert_recorded(&api, &turn, "sni_mismatch").await;
     assert!(row.get("shadow").is_none(), "{row}");
 }
 

@@ -187,6 +187,12 @@ impl Api {
         assert!(r.status == 201 || r.status == 200, "{list}: {}", r.text());
     }
 
+    /// What the runtime sees of card `id`: `GET /v1/interrupts/{id}/outcome` as JSON.
+    pub async fn outcome(&self, id: &str) -> serde_json::Value {
+        let path = format!("/v1/interrupts/{id}/outcome");
+        self.get(&path, RUNTIME).await.json()
+    }
+
     /// `GET /v1/admin/audit?kind={kind}` as the administrator.
     pub async fn audit(&self, kind: &str) -> Resp {
         self.get(&format!("/v1/admin/audit?kind={kind}"), ADMIN)

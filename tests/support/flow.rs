@@ -39,6 +39,15 @@ pub async fn wait_for_refusal(
     }
 }
 
+/// Asserts the turn's refusal record gets a row with `reason` (bounded, 5 s), showing the
+/// record otherwise; returns that row.
+pub async fn assert_recorded(api: &Api, turn: &Turn, reason: &str) -> serde_json::Value {
+    match wait_for_refusal(api, turn, reason, 5).await {
+        Some(row) => row,
+        None => panic!("no {reason} recorded: {}", api.refusals(turn).await),
+    }
+}
+
 /// Runs the approval tool for `urls` (plus what the turn was refused) and registers the
 /// interrupt; returns (interrupt id, resume secret).
 pub async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
