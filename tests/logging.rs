@@ -174,10 +174,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert_eq!(v["bytes_down"], 14);
 
     // 407: a wrong credential (the secret never appears).
-    let wrong = Turn {
-        id: t1.id.clone(),
-        credential: format!("{}:not-the-secret", t1.id),
-    };
+    let wrong = t1.forged("not-the-secret");
     let r = g.get(&wrong, &format!("http://{FILES}:{port}/")).await;
     assert_eq!(r.status, 407);
     let v = line(&g, "407", |v| v["status"] == 407).await;

@@ -30,10 +30,7 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
         Some("Basic realm=\"egressgate\"")
     );
     let turn = g.turn("u1", "c1").await;
-    let wrong = Turn {
-        id: turn.id.clone(),
-        credential: format!("{}:not-the-secret", turn.id),
-    };
+    let wrong = turn.forged("not-the-secret");
     assert_eq!(g.get(&wrong, &url).await.status, 407);
     let unknown = Turn {
         id: "t_x".into(),
@@ -80,10 +77,7 @@ async fn one_second_turn(api: &Api) -> Turn {
 async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_credential() {
     use tokio::io::AsyncWriteExt as _;
     let (g, o, turn) = one_second_bench().await;
-    let forged = Turn {
-        id: turn.id.clone(),
-        credential: format!("{}:not-the-secret", turn.id),
-    };
+    let forged = turn.forged("not-the-secret");
     let port = o.port();
     let get = |t: &Turn| {
         format!(

@@ -144,6 +144,16 @@ impl Gate {
     }
 }
 
+impl Turn {
+    /// The same turn id with a secret that is not its own: what a forger holds.
+    pub fn forged(&self, secret: &str) -> Turn {
+        Turn {
+            id: self.id.clone(),
+            credential: format!("{}:{secret}", self.id),
+        }
+    }
+}
+
 impl Origin {
     /// Waits (bounded, 5 s) until something has dialled this origin: a tunnel whose client has
     /// not spoken is dialled only after the proxy's first-bytes wait.
