@@ -14,12 +14,7 @@ async fn the_example_agent_runs_both_branches() {
     let (_o, g, port) = example_bench().await;
     for (flag, expect_download) in [("--approve", "200"), ("--decline", "403")] {
         let out = run_example(&g, port, "agent_tool.py", &[flag]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{flag}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = stdout_of(&out, flag);
         assert!(stdout.contains("script download: 403"), "{stdout}");
         assert!(
             stdout.contains("card: Allow connections (downloads and uploads) to files.example.com"),

@@ -122,12 +122,7 @@ fn git_with(dir: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> std:
 }
 
 fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "git failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout_of(out, "git failed")
 }
 
 /// Commits what is staged in `dir` as a test author, with `message`.

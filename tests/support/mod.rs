@@ -324,6 +324,16 @@ pub fn assert_success(out: &std::process::Output) {
     assert!(out.status.success(), "{err}");
 }
 
+/// Asserts a run exited 0, showing `what` and both its streams otherwise; returns its
+/// standard output.
+#[track_caller]
+pub fn stdout_of(out: &std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what}:\n{stdout}\n{stderr}");
+    stdout
+}
+
 /// Runs a CLI command that must fail, asserts it did, and returns its standard error.
 #[track_caller]
 pub fn cli_failure(cmd: &mut Command) -> String {
