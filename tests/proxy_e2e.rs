@@ -167,14 +167,11 @@ async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
     let pki = pki(&[FILES]);
     let o = tls_origin(&pki).await;
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&o.port().to_string())
-        .start();
-    let api = g.api();
-    api.admin_site(FILES).await;
+        .names(&[FILES])
+        .reach(&o)
+        .sites(&[FILES])
+        .ready()
+        .await;
     let turn = g.turn("u1", "c1").await;
     let (head, stream) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200);
@@ -187,16 +184,8 @@ async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
 async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
     let o = origin().await;
     let port = o.port().to_string();
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .resolve("evil.example.com", "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&port)
-        .start();
-    let api = g.api();
-    api.admin_site(FILES).await;
+    let names = [FILES, "evil.example.com"];
+    let g = gate().names(&names).reach(&o).sites(&[FILES]).ready().await;
     let turn = g.turn("u1", "c1").await;
     assert_eq!(
         proxy_get(
@@ -209,14 +198,7 @@ async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
         403
     );
     let dir = g.kill();
-    let g = gate()
-        .data_dir(dir)
-        .resolve(FILES, "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&port)
-        .start();
+    let g = gate().data_dir(dir).names(&[FILES]).reach(&o).start();
     let api = g.api();
     assert_eq!(
         g.get(&turn, &format!("http://{FILES}:{port}/"))
