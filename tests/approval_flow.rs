@@ -12,91 +12,72 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use support::*;
 
-const FILES: &str = "files.example.com";
-
+/// A gate that may reach the origin as [`FILES`], with nothing listed.
 async fn setup() -> (Gate, Origin) {
     let o = origin().await;
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &o.addr.port().to_string(),
-        ])
-        .start();
-    (g, o)
+    (gate().reach(&o).names(&[FILES]).ready().await, o)
+}
+
+/// [`setup`], and a turn of (user, `c1`) whose first download was refused: (gate, its API,
+/// the turn, the download's URL).
+async fn refused_at_first(user: &str) -> (Gate, Api, Turn, String) {
+    let (g, o) = setup().await;
+    let url = o.url(FILES, "/data.csv");
+    let turn = refused_turn(&g, user, "c1", &url).await;
+    let api = g.api();
+    (g, api, turn, url)
+}
+
+/// A turn of (user, chat) whose request for `url` was just refused as `not_approved`.
+async fn refused_turn(g: &Gate, user: &str, chat: &str, url: &str) -> Turn {
+    let turn = g.turn(user, chat).await;
+    assert_refused(&g.get(&turn, url).await, "not_approved");
+    turn
 }
 
 #[tokio::test]
 async fn approve_then_the_same_turn_downloads() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
-    let url = format!("http://{FILES}:{}/data.csv", o.addr.port());
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    let (g, api, turn, url) = refused_at_first("alice").await;
     // Nothing named: the refused host is merged from the turn's record.
     let (id, secret) = ask(&api, &turn, &[]).await;
-    let outcome = api
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await
-        .json();
+    let outcome = api.outcome(&id).await;
     assert_eq!(outcome["state"], "pending");
     assert_eq!(outcome["card"]["sites"], json!([FILES]));
-    let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
+    let r = answer_card(&api, &id, &secret, json!({"approved": true})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["decision"]["outcome"], "approved");
     // The very next request of the same turn passes: no cache hides a fresh approval.
-    let got = proxy_get(g.proxy(), &turn, &url).await;
+    let got = g.get(&turn, &url).await;
     assert_eq!(got.status, 200, "{}", got.text());
-    let approvals = api
-        .call(
-            "GET",
-            "/v1/chats/c1/approvals",
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
-        .await
-        .json();
+    let approvals = api.chat_approvals("alice", "c1").await;
     assert_eq!(approvals["approvals"][0]["value"], FILES);
     assert_eq!(approvals["approvals"][0]["card_id"], id.as_str());
     // Another chat of the same user does not see it.
-    let other = api.turn("alice", "c2", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &other, &url).await.status, 403);
+    refused_turn(&g, "alice", "c2", &url).await;
 }
 
 #[tokio::test]
 async fn decline_and_malformed_decisions_stay_refused() {
     let (g, o) = setup().await;
     let api = g.api();
-    let url = format!("http://{FILES}:{}/data.csv", o.addr.port());
+    let url = o.url(FILES, "/data.csv");
     for (chat, status, payload) in [
         ("declined", "resolved", json!({"approved": false})),
         ("string-true", "resolved", json!({"approved": "true"})),
         ("cancelled", "cancelled", json!({"approved": true})),
         ("missing", "resolved", json!({})),
     ] {
-        let turn = api.turn("bob", chat, &[]).await;
-        assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+        let turn = refused_turn(&g, "bob", chat, &url).await;
         let (id, secret) = ask(&api, &turn, &[&url]).await;
         let r = resume(&api, &id, &secret, status, payload).await;
         assert_eq!(r.status, 200, "{chat}: {}", r.text());
         let v = r.json();
         assert_ne!(v["decision"]["outcome"], "approved", "{chat}");
         // Finish the resumed run, which frees the user's resume slot.
-        let done = api
-            .call(
-                "POST",
-                &format!("/v1/interrupts/{id}/complete"),
-                None,
-                None,
-                Some(&json!({"claim_id": v["claim"]["claim_id"]}).to_string()),
-            )
-            .await;
+        let done = complete(&api, &id, &v["claim"]).await;
         assert_eq!(done.status, 200, "{}", done.text());
         assert_eq!(
-            proxy_get(g.proxy(), &turn, &url).await.status,
+            g.get(&turn, &url).await.status,
             403,
             "{chat} must stay refused"
         );
@@ -106,38 +87,16 @@ async fn decline_and_malformed_decisions_stay_refused() {
 
 #[tokio::test]
 async fn cached_allow_never_outlives_a_revocation_or_its_turn() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    let turn = api.turn("carol", "c1", &[]).await;
-    let url = format!("http://{FILES}:{}/", o.addr.port());
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
-    let (id, secret) = ask(&api, &turn, &[]).await;
-    assert_eq!(
-        resume(&api, &id, &secret, "resolved", json!({"approved": true}))
-            .await
-            .status,
-        200
-    );
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200); // now cached for the turn
-    let r = api
-        .call(
-            "DELETE",
-            &format!("/v1/chats/c1/approvals/site/{FILES}"),
-            Some(RUNTIME),
-            Some("carol"),
-            None,
-        )
-        .await;
+    let (g, api, turn, url) = refused_at_first("carol").await;
+    approved(&api, &turn, &[]).await;
+    assert_eq!(g.get(&turn, &url).await.status, 200); // now cached for the turn
+    let r = api.revoke("carol", "c1", "site", FILES).await;
     assert!(r.status == 200 || r.status == 204, "{}", r.text());
     let revoked_at = Instant::now();
-    let mut refused = false;
-    while revoked_at.elapsed() < Duration::from_secs(5) {
-        if proxy_get(g.proxy(), &turn, &url).await.status == 403 {
-            refused = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let refused = eventually(Duration::from_secs(5), async || {
+        g.get(&turn, &url).await.status == 403
+    })
+    .await;
     let delay = revoked_at.elapsed();
     eprintln!("revocation reached the proxy's cache after {delay:?}");
     assert!(
@@ -146,8 +105,7 @@ async fn cached_allow_never_outlives_a_revocation_or_its_turn() {
         g.log_lines("")
     );
     // A new turn of the chat is refused at once.
-    let next = api.turn("carol", "c1", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &next, &url).await.status, 403);
+    refused_turn(&g, "carol", "c1", &url).await;
 }
 
 /// A resume sent from `source`, a loopback address of the test's choosing, so two callers
@@ -181,7 +139,7 @@ async fn a_guessing_address_is_429_while_the_holder_elsewhere_answers() {
         ])
         .start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
     let (id, secret) = ask(&api, &turn, &["https://files.example.com/data.csv"]).await;
     for i in 0..3 {
         let r = resume_from(&api, "127.0.0.1", &id, &format!("guess-{i}")).await;

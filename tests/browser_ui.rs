@@ -69,7 +69,7 @@ fn screenshot_dir() -> PathBuf {
 }
 
 fn start(origin: &Origin, extra: &[&str]) -> Gate {
-    let port = origin.addr.port().to_string();
+    let port = origin.port().to_string();
     let mut args = vec!["--allow-cidr", "127.0.0.0/8", "--allow-port", &port];
     args.extend_from_slice(extra);
     gate()
@@ -104,7 +104,7 @@ async fn the_card_page_and_the_console_work_in_chromium() {
     let cfg = json!({
         "base": format!("http://{}", g1.api().addr),
         "base2": format!("http://{}", g2.api().addr),
-        "origin_port": o.addr.port(),
+        "origin_port": o.port(),
         "files_host": FILES,
         "upload_host": UPLOAD,
         "runtime": RUNTIME,

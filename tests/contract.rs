@@ -28,18 +28,10 @@ fn st() -> std::process::Command {
 }
 
 fn have_schemathesis() -> bool {
-    let ok = st()
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").is_err(),
-            "schemathesis is missing; .ci/run installs it"
-        );
-        eprintln!("skipped: schemathesis is missing (pip install schemathesis)");
-    }
-    ok
+    support::examples::available(
+        st().arg("--version"),
+        "schemathesis (pip install schemathesis)",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,12 +71,7 @@ async fn schemathesis_finds_no_contract_violation() {
     })
     .await
     .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "schemathesis found problems:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = stdout_of(&out, "schemathesis found problems");
     assert!(
         stdout.contains("26/26") || stdout.contains("Selected:"),
         "{stdout}"

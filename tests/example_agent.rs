@@ -5,23 +5,16 @@
 
 mod support;
 
-use support::examples::{gate_for_origin, run_example};
+use support::examples::{example_bench, gate_for_origin, run_example};
 use support::*;
 
 // Multi-threaded: the test blocks on the Python process while its origin must keep serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_agent_runs_both_branches() {
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for_origin(port);
+    let (_o, g, port) = example_bench().await;
     for (flag, expect_download) in [("--approve", "200"), ("--decline", "403")] {
         let out = run_example(&g, port, "agent_tool.py", &[flag]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{flag}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = stdout_of(&out, flag);
         assert!(stdout.contains("script download: 403"), "{stdout}");
         assert!(
             stdout.contains("card: Allow connections (downloads and uploads) to files.example.com"),

@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::examples::{gate_for_origin, python_has, run_example_ok as run};
+use support::examples::{example_bench, python_has, run_example_ok as run};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,9 +15,7 @@ async fn the_agui_agent_pauses_and_resumes_once() {
     if !python_has("ag_ui.core") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for_origin(port);
+    let (_o, g, port) = example_bench().await;
     for (args, download, stored) in [
         (&[][..], "now answers 200", "stored: done approved"),
         (&["--decline"][..], "Not approved", "stored: done declined"),
@@ -57,9 +55,7 @@ async fn the_langgraph_adapter_re_runs_the_node_without_asking_twice() {
     if !python_has("json") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for_origin(port);
+    let (_o, g, port) = example_bench().await;
     for (args, outcome, download) in [
         (&[][..], "resumed: approved", "after the decision: 200"),
         (

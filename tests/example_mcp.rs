@@ -7,24 +7,24 @@
 
 mod support;
 
-use support::examples::{gate_for_origin, python_has, run_example_ok};
+use support::examples::{example_bench, python_has, run_example_ok};
 use support::*;
+
+/// Runs `examples/mcp_client.py` over `transport` speaking `protocol`, with `extra` flags.
+fn mcp(g: &Gate, port: u16, (transport, protocol): (&str, &str), extra: &[&str]) -> String {
+    let mut args = vec!["--transport", transport, "--protocol", protocol];
+    args.extend_from_slice(extra);
+    run_example_ok(g, port, "mcp_client.py", &args)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_client_example_over_stdio_and_http() {
     if !python_has("mcp, httpx2") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for_origin(port);
+    let (_o, g, port) = example_bench().await;
     for transport in ["stdio", "http"] {
-        let out = run_example_ok(
-            &g,
-            port,
-            "mcp_client.py",
-            &["--transport", transport, "--protocol", "2026-07-28"],
-        );
+        let out = mcp(&g, port, (transport, "2026-07-28"), &[]);
         for line in [
             "script download: 403",
             "tools: egress_refusals, request_egress_approval",
@@ -42,18 +42,7 @@ async fn the_mcp_client_example_over_stdio_and_http() {
                 "{transport}: missing {line:?} in\n{out}"
             );
         }
-        let out = run_example_ok(
-            &g,
-            port,
-            "mcp_client.py",
-            &[
-                "--transport",
-                transport,
-                "--protocol",
-                "2026-07-28",
-                "--decline",
-            ],
-        );
+        let out = mcp(&g, port, (transport, "2026-07-28"), &["--decline"]);
         assert!(out.contains("answer: declined"), "{out}");
         assert!(out.contains("replayed: declined"), "{out}");
         assert!(
@@ -62,12 +51,7 @@ async fn the_mcp_client_example_over_stdio_and_http() {
         );
     }
     for transport in ["stdio", "http"] {
-        let out = run_example_ok(
-            &g,
-            port,
-            "mcp_client.py",
-            &["--transport", transport, "--protocol", "2025-11-25"],
-        );
+        let out = mcp(&g, port, (transport, "2025-11-25"), &[]);
         assert!(out.contains("card page: /ui/cards/"), "{out}");
         assert!(out.contains("asked through: url"), "{out}");
         assert!(out.contains("answer: approved"), "{out}");
@@ -76,18 +60,11 @@ async fn the_mcp_client_example_over_stdio_and_http() {
             "{out}"
         );
         // A client without URL mode (no browser) is asked with a yes/no form.
-        let out = run_example_ok(
+        let out = mcp(
             &g,
             port,
-            "mcp_client.py",
-            &[
-                "--transport",
-                transport,
-                "--protocol",
-                "2025-11-25",
-                "--form-only",
-                "--decline",
-            ],
+            (transport, "2025-11-25"),
+            &["--form-only", "--decline"],
         );
         assert!(out.contains("asked through: form"), "{out}");
         assert!(out.contains("answer: declined"), "{out}");

@@ -12,50 +12,29 @@ use support::pg::PgCluster;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
 
-const FILES: &str = "files.example.com";
-
-/// Polls `f` until it returns true or `limit` passes.
-async fn eventually(limit: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 #[tokio::test]
 async fn database_outage_fails_closed_and_recovers_without_restart() {
     let pg = PgCluster::start();
     let o = origin().await;
-    let port = o.addr.port().to_string();
     let g = gate()
         .database(&pg.url())
-        .resolve(FILES, "127.0.0.1")
-        .resolve("evil.example.com", "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port,
-            "--db-statement-timeout",
-            "1s",
-        ])
-        .start();
+        .reach(&o)
+        .names(&[FILES, "evil.example.com"])
+        .args(&["--db-statement-timeout", "1s"])
+        .sites(&[FILES])
+        .ready()
+        .await;
     let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let ok_url = format!("http://{FILES}:{port}/");
-    let bad_url = format!("http://evil.example.com:{port}/");
-    assert_eq!(proxy_get(g.proxy(), &turn, &ok_url).await.status, 200);
-    assert_eq!(proxy_get(g.proxy(), &turn, &bad_url).await.status, 403);
+    let turn = g.turn("u", "c").await;
+    let ok_url = o.url(FILES, "/");
+    let bad_url = o.url("evil.example.com", "/");
+    assert_eq!(g.get(&turn, &ok_url).await.status, 200);
+    assert_refused(&g.get(&turn, &bad_url).await, "not_approved");
 
     pg.down();
     // Within a poll interval the cached allow is dropped: nothing is allowed on unknown state.
     let closed = eventually(Duration::from_secs(10), async || {
-        proxy_get(g.proxy(), &turn, &ok_url).await.status == 503
+        g.get(&turn, &ok_url).await.status == 503
     })
     .await;
     assert!(
@@ -63,30 +42,21 @@ async fn database_outage_fails_closed_and_recovers_without_restart() {
         "an allowed host must get 503 while the database is down"
     );
     assert_eq!(
-        proxy_get(g.proxy(), &turn, &bad_url).await.status,
+        g.get(&turn, &bad_url).await.status,
         503,
         "a refusal that cannot be recorded is a 503"
     );
-    assert_eq!(
-        api.call("GET", "/readyz", None, None, None).await.status,
-        503
-    );
-    assert_eq!(
-        api.call("GET", "/healthz", None, None, None).await.status,
-        200
-    );
+    assert_eq!(api.open_get("/readyz").await.status, 503);
+    assert_eq!(api.open_get("/healthz").await.status, 200);
 
     pg.up();
     let back = eventually(Duration::from_secs(20), async || {
-        proxy_get(g.proxy(), &turn, &ok_url).await.status == 200
+        g.get(&turn, &ok_url).await.status == 200
     })
     .await;
     assert!(back, "service resumes when the database returns");
-    assert_eq!(proxy_get(g.proxy(), &turn, &bad_url).await.status, 403);
-    assert_eq!(
-        api.call("GET", "/readyz", None, None, None).await.status,
-        200
-    );
+    assert_refused(&g.get(&turn, &bad_url).await, "not_approved");
+    assert_eq!(api.open_get("/readyz").await.status, 200);
     let rec = api.refusals(&turn).await;
     assert_eq!(
         rec["refusals"][0]["count"], 2,
@@ -97,15 +67,15 @@ async fn database_outage_fails_closed_and_recovers_without_restart() {
 #[tokio::test]
 async fn kill_9_during_a_refusal_burst_keeps_every_answered_refusal() {
     let o = origin().await;
-    let port = o.addr.port().to_string();
     let g = gate()
         .database("sqlite-default")
-        .resolve("evil.example.com", "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
-        .start();
-    let turn = g.api().turn("u", "c", &[]).await;
+        .reach(&o)
+        .names(&["evil.example.com"])
+        .ready()
+        .await;
+    let turn = g.turn("u", "c").await;
     let proxy = g.proxy();
-    let url = format!("http://evil.example.com:{port}/");
+    let url = o.url("evil.example.com", "/");
     let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let stop = Instant::now() + Duration::from_secs(2);
     let mut clients = Vec::new();
@@ -149,39 +119,24 @@ async fn kill_9_during_a_refusal_burst_keeps_every_answered_refusal() {
 #[tokio::test]
 async fn sigterm_closes_listeners_drains_tunnels_and_exits_zero() {
     let o = origin().await;
-    let port = o.addr.port().to_string();
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port,
-            "--drain-timeout",
-            "2s",
-        ])
+        .reach(&o)
+        .names(&[FILES])
+        .args(&["--drain-timeout", "2s"])
         // Started the way a supervisor may start it: the drain must not depend on the
         // signal mask it inherits.
         .shutdown_signals_blocked()
-        .start();
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+        .sites(&[FILES])
+        .ready()
+        .await;
+    let turn = g.turn("u", "c").await;
     let proxy = g.proxy();
-    let (head, mut tunnel) = connect(proxy, &turn, &format!("{FILES}:{port}")).await;
+    let (head, mut tunnel) = connect(proxy, &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200);
-    tunnel
-        .write_all(format!("GET /one HTTP/1.1\r\nhost: {FILES}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(read_response(&mut tunnel).await.unwrap().status, 200);
+    assert_eq!(get_over(&mut tunnel, FILES).await.unwrap().status, 200);
 
     let started = Instant::now();
-    let pid = g.pid();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
+    g.sigterm();
     // New connections are refused once the listener is closed...
     let closed = eventually(Duration::from_secs(5), async || {
         tokio::net::TcpStream::connect(proxy).await.is_err()
@@ -189,12 +144,8 @@ async fn sigterm_closes_listeners_drains_tunnels_and_exits_zero() {
     .await;
     assert!(closed, "the proxy listener closes on SIGTERM");
     // ...while the open tunnel keeps working during the drain.
-    tunnel
-        .write_all(format!("GET /two HTTP/1.1\r\nhost: {FILES}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
     assert_eq!(
-        read_response(&mut tunnel).await.unwrap().status,
+        get_over(&mut tunnel, FILES).await.unwrap().status,
         200,
         "in-flight tunnel drains"
     );

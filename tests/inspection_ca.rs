@@ -15,19 +15,12 @@ use tokio::io::AsyncWriteExt as _;
 #[tokio::test]
 async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
     let pg = support::pg::PgCluster::start();
-    let origin_pki = pki(&[HOST]);
-    let origin = tls_origin(&origin_pki).await;
-    let dir = tempfile::tempdir().unwrap();
-    let upstream_ca = dir.path().join("upstream-ca.pem");
-    std::fs::write(&upstream_ca, pem_of(&origin_pki.ca_der)).unwrap();
-    let port = origin.addr.port().to_string();
+    let upstream = Upstream::start().await;
     let proxy = || {
-        gate()
+        upstream
+            .gate()
             .subcommand("proxy")
             .database(&pg.url())
-            .resolve(HOST, "127.0.0.1")
-            .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
-            .args(&["--upstream-ca", upstream_ca.to_str().unwrap()])
             .start()
     };
     // Started together, so both may find no CA yet: the first write wins, the other reads it.
@@ -37,19 +30,15 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
         (a.join().unwrap(), b.join().unwrap())
     });
     let public = p1.proxy().to_string();
-    let control = gate()
-        .subcommand("control")
-        .database(&pg.url())
-        .args(&["--proxy-public-url", &public])
-        .start();
+    let control = control_on(&pg.url(), &public).start();
     let api = control.api();
     add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let ca = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    let ca = api.open_get("/v1/ca.pem").await.text();
     assert_eq!(ca.matches("BEGIN CERTIFICATE").count(), 1, "{ca}");
     let client = client_trusting(&ca, &[b"http/1.1"]);
     let turn = api.turn("u", "c", &[]).await;
     for p in [&p1, &p2] {
-        let (r, stream) = connect(p.proxy(), &turn, &format!("{HOST}:{port}")).await;
+        let (r, stream) = connect(p.proxy(), &turn, &upstream.origin.at(HOST)).await;
         assert_eq!(r.status, 200);
         let mut tls = handshake(stream, client.clone(), HOST).await.unwrap();
         tls.write_all(request("GET", "/", "").as_bytes())
@@ -58,15 +47,16 @@ async fn two_proxies_on_one_postgresql_mint_under_one_ca() {
         let r = read_response(&mut tls).await.unwrap();
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    assert_eq!(origin.requests().len(), 2);
+    assert_eq!(upstream.origin.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_old_one_trusted() {
     let s = setup(&[]).await;
     let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = s
+        .listed_turn(serde_json::json!({"pattern": HOST, "inspect": true}))
+        .await;
     let old = s.ca_pem.clone();
     let db = support::ca::Db::of(s.gate.data_dir.path());
     let data = db.data.clone();
@@ -74,7 +64,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("until 20"), "the stated time: {stderr}");
-    let bundle = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    let bundle = api.open_get("/v1/ca.pem").await.text();
     assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2, "{bundle}");
     assert!(
         bundle.ends_with(&old),
@@ -99,7 +89,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(served, Some(200), "leaves are minted under the new CA");
-    let authority = format!("{HOST}:{}", s.origin.addr.port());
+    let authority = format!("{HOST}:{}", s.origin.port());
     let (_, stream) = connect(s.gate.proxy(), &turn, &authority).await;
     assert!(
         handshake(stream, client_trusting(&old, &[]), HOST)
@@ -115,7 +105,7 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
 }
 
 fn egressgate(args: &[&str], dir: &std::path::Path) -> std::process::Output {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
+    let mut c = support::egressgate();
     for (k, _) in std::env::vars() {
         if k.starts_with("EGRESSGATE_") || k == "DATABASE_URL" {
             c.env_remove(k);

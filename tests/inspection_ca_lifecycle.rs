@@ -41,11 +41,7 @@ async fn the_ca_endpoint_never_makes_a_ca_it_answers_404_until_the_proxy_or_ca_p
     }
     // `egressgate ca print` makes it, as documented; the endpoint then serves the same.
     let out = db.egressgate(&["ca", "print"], &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let printed = String::from_utf8(out.stdout).unwrap();
     assert_eq!(certs(&printed).len(), 1, "{printed}");
     let r = api.call("GET", "/v1/ca.pem", None, None, None).await;

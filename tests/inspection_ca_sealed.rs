@@ -143,11 +143,7 @@ async fn the_postgresql_row_holds_no_pem_key_and_a_process_without_the_seal_key_
         ],
         &[("EGRESSGATE_CA_SEAL_KEY", "")],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(db.sql("SELECT count(*) FROM deployment_ca"), "2");
     assert!(
         !all_rows(&db).contains("PRIVATE KEY"),
@@ -163,11 +159,7 @@ async fn a_plaintext_key_of_an_older_release_is_refused_without_a_seal_key_and_s
     let b = Bench::new().await;
     let db = b.db();
     let out = db.egressgate(&["migrate"], &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     // The row an older release wrote: a ten-year CA, its key in clear.
     let key = rcgen::KeyPair::generate().unwrap();
     let mut p = rcgen::CertificateParams::default();

@@ -122,12 +122,13 @@ fn git_with(dir: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> std:
 }
 
 fn ok(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "git failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout_of(out, "git failed")
+}
+
+/// Commits what is staged in `dir` as a test author, with `message`.
+fn commit(dir: &std::path::Path, message: &str) {
+    let who = ["-c", "user.name=t", "-c", "user.email=t@e"];
+    ok(&git(dir, &[&who[..], &["commit", "-qm", message]].concat()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,18 +144,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
     ok(&git(&seed, &["init", "-q", "-b", "main"]));
     std::fs::write(seed.join("README"), "hello\n").unwrap();
     ok(&git(&seed, &["add", "README"]));
-    ok(&git(
-        &seed,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@e",
-            "commit",
-            "-qm",
-            "one",
-        ],
-    ));
+    commit(&seed, "one");
     let bare = root.join("repo.git");
     ok(&git(&seed, &["push", "-q", bare.to_str().unwrap(), "main"]));
     ok(&git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]));
@@ -181,7 +171,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
     )
     .await;
     assert_eq!(r.status, 201, "{}", r.text());
-    let ca = api.call("GET", "/v1/ca.pem", None, None, None).await.text();
+    let ca = api.open_get("/v1/ca.pem").await.text();
     let ca_file = w.join("deployment-ca.pem");
     std::fs::write(&ca_file, ca).unwrap();
     let turn = api.turn("u", "c", &[]).await;
@@ -203,18 +193,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
     let clone = w.join("clone");
     std::fs::write(clone.join("NEW"), "upload\n").unwrap();
     ok(&git(&clone, &["add", "NEW"]));
-    ok(&git(
-        &clone,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@e",
-            "commit",
-            "-qm",
-            "two",
-        ],
-    ));
+    commit(&clone, "two");
     let out = via(&clone, &["push", "origin", "main"]);
     assert!(!out.status.success(), "push must fail");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -227,9 +206,7 @@ async fn git_clone_works_under_read_and_git_push_is_refused() {
         head_before,
         "nothing was pushed"
     );
-    let row = wait_for_refusal(&api, &turn, "method_not_allowed", 5)
-        .await
-        .expect("the push was recorded");
+    let row = assert_recorded(&api, &turn, "method_not_allowed").await;
     assert_eq!(row["method"], "GET", "{row}");
     assert_eq!(
         row["url"],

@@ -195,15 +195,7 @@ impl Table {
     /// The case as one HTTP/2 stream through a tunnel's TLS (ALPN `h2`).
     async fn over_h2(&self, case: &Case) -> Resp {
         use http_body_util::BodyExt as _;
-        let tls = self.tls(&[b"h2"]).await;
-        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tls),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
+        let mut send = h2_sender(self.tls(&[b"h2"]).await).await;
         let port = self.s.origin.addr.port();
         let mut req = http::Request::builder()
             .method(case.method)
@@ -442,9 +434,9 @@ async fn read_refuses_a_get_body_in_plain_http_forwarding_too() {
     let plain = origin().await;
     let port = plain.addr.port();
     let gate = gate()
-        .resolve(HOST, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8", "--inspect", HOST])
-        .args(&["--allow-port", &port.to_string()])
+        .names(&[HOST])
+        .reach(&plain)
+        .args(&["--inspect", HOST])
         .start();
     let api = gate.api();
     let r = add_site(&api, serde_json::json!({"pattern": HOST, "access": "read"})).await;

@@ -8,18 +8,27 @@ mod support;
 
 use support::inspect::*;
 
-/// `egressgate sandbox run` with `extra` flags (the CA source), running `script` under `sh`.
-fn sandbox(proxy_url: &str, extra: &[&str], script: &str) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
-        .args(["sandbox", "run", "--proxy-url", proxy_url])
+/// `egressgate sandbox run` with `extra` flags (the CA source), running `script` under `sh`
+/// (on a blocking thread, so the gate keeps serving).
+async fn sandbox(proxy_url: &str, extra: &[&str], script: &str) -> std::process::Output {
+    let mut cmd = support::egressgate();
+    cmd.args(["sandbox", "run", "--proxy-url", proxy_url])
         .args(extra)
         .args(["--", "sh", "-c", script])
         // The command runs as `nobody` under a root launcher: a directory it may enter.
         .current_dir("/")
         .env_remove("EGRESSGATE_CONTROL_URL")
-        .env("SSL_CERT_FILE", "/nonexistent/overridden.pem")
-        .output()
+        .env("SSL_CERT_FILE", "/nonexistent/overridden.pem");
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
         .unwrap()
+}
+
+/// [`HOST`] listed as inspected, and the proxy URL of a turn that may reach it.
+async fn inspected_proxy_url(s: &Setup) -> String {
+    let site = serde_json::json!({"pattern": HOST, "inspect": true});
+    let turn = s.listed_turn(site).await;
+    format!("http://{}@{}", turn.credential, s.gate.proxy())
 }
 
 /// Checks, inside the sandbox, that every trust variable names one bundle holding the system
@@ -45,17 +54,10 @@ fn trust_script(port: u16, mounted: bool) -> String {
 #[tokio::test]
 async fn the_sandbox_trusts_the_deployment_ca_fetched_from_the_control_plane() {
     let s = setup(&[]).await;
-    let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, s.gate.proxy());
+    let proxy_url = inspected_proxy_url(&s).await;
     let control = format!("http://{}", s.gate.control.unwrap());
-    let script = trust_script(s.origin.addr.port(), true);
-    let out = tokio::task::spawn_blocking(move || {
-        sandbox(&proxy_url, &["--control-url", &control], &script)
-    })
-    .await
-    .unwrap();
+    let script = trust_script(s.origin.port(), true);
+    let out = sandbox(&proxy_url, &["--control-url", &control], &script).await;
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -67,19 +69,12 @@ async fn the_sandbox_trusts_the_deployment_ca_fetched_from_the_control_plane() {
 #[tokio::test]
 async fn the_sandbox_takes_the_ca_from_a_file_without_isolation_too_and_refuses_a_bad_one() {
     let s = setup(&[]).await;
-    let api = s.gate.api();
-    add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, s.gate.proxy());
+    let proxy_url = inspected_proxy_url(&s).await;
     let ca_file = s.gate.data_dir.path().join("deployment-ca.pem");
     std::fs::write(&ca_file, &s.ca_pem).unwrap();
-    let script = trust_script(s.origin.addr.port(), false);
-    let (p, f) = (proxy_url.clone(), ca_file.to_str().unwrap().to_owned());
-    let out = tokio::task::spawn_blocking(move || {
-        sandbox(&p, &["--no-isolate", "--ca-file", &f], &script)
-    })
-    .await
-    .unwrap();
+    let script = trust_script(s.origin.port(), false);
+    let f = ca_file.to_str().unwrap();
+    let out = sandbox(&proxy_url, &["--no-isolate", "--ca-file", f], &script).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         stdout,
@@ -90,11 +85,8 @@ async fn the_sandbox_takes_the_ca_from_a_file_without_isolation_too_and_refuses_
     // A file that is not a certificate: the launcher fails before running anything.
     let bad = s.gate.data_dir.path().join("not-a-ca.pem");
     std::fs::write(&bad, "hello").unwrap();
-    let f = bad.to_str().unwrap().to_owned();
-    let out =
-        tokio::task::spawn_blocking(move || sandbox(&proxy_url, &["--ca-file", &f], "echo ran"))
-            .await
-            .unwrap();
+    let f = bad.to_str().unwrap();
+    let out = sandbox(&proxy_url, &["--ca-file", f], "echo ran").await;
     assert_eq!(out.status.code(), Some(125));
     assert!(out.stdout.is_empty(), "the command did not run");
     let stderr = String::from_utf8_lossy(&out.stderr);

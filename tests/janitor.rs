@@ -23,8 +23,8 @@ async fn an_expired_turn_is_purged_after_the_retention_and_a_live_one_stays() {
     let short = ["--turn-ttl", "1s", "--interrupt-retention", "1s"];
     let g = gate().args(&short).start();
     let api = g.api();
-    let old = api.turn("alice", "c1", &[]).await;
-    let r = proxy_get(g.proxy(), &old, "http://blocked.example.net/x").await;
+    let old = g.turn("alice", "c1").await;
+    let r = g.get(&old, "http://blocked.example.net/x").await;
     assert_eq!(r.status, 403);
     assert_eq!(
         api.refusals(&old).await["refusals"]
@@ -49,8 +49,8 @@ async fn an_expired_turn_is_purged_after_the_retention_and_a_live_one_stays() {
         .data_dir(data)
         .start();
     let api = g.api();
-    let live = api.turn("alice", "c2", &[]).await;
-    let r = proxy_get(g.proxy(), &live, "http://blocked.example.net/x").await;
+    let live = g.turn("alice", "c2").await;
+    let r = g.get(&live, "http://blocked.example.net/x").await;
     assert_eq!(r.status, 403);
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {

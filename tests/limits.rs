@@ -1,7 +1,7 @@
 //! Hostile clients against the real binary, with real slow clients: slow-loris heads, oversized
-//! heads, connection floods per turn and in total, idle tunnels and tunnels that outlive their
-//! turn. Each test also proves the proxy keeps serving a well-behaved client. Every wait is
-//! bounded.
+//! heads, connection floods per turn and in total. Each test also proves the proxy keeps
+//! serving a well-behaved client. Every wait is bounded. Tunnels that idle, outlive their turn
+//! or meet a drain are `limits_tunnels.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,94 +10,16 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use support::hostile::*;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
-const FILES: &str = "files.example.com";
-
-/// A gate that can reach the loopback origin as `files.example.com`, plus `extra` flags.
-fn gate_for(o: &Origin, extra: &[&str]) -> Gate {
-    let mut b = gate()
-        .resolve(FILES, "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&o.addr.port().to_string());
-    for a in extra {
-        b = b.arg(a);
-    }
-    b.start()
-}
-
-fn files_url(o: &Origin) -> String {
-    format!("http://{FILES}:{}/", o.addr.port())
-}
-
-/// A well-behaved forwarded request must succeed within `within`.
-async fn served_promptly(proxy: SocketAddr, turn: &Turn, url: &str, within: Duration) {
-    let t = Instant::now();
-    let r = tokio::time::timeout(within, proxy_get(proxy, turn, url))
-        .await
-        .unwrap_or_else(|_| panic!("a normal request was not answered within {within:?}"));
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.text(), "origin says hi");
-    assert!(t.elapsed() < within);
-}
-
-/// Opens a CONNECT tunnel to the origin and proves it carries a request.
-async fn open_tunnel(proxy: SocketAddr, turn: &Turn, o: &Origin) -> TcpStream {
-    let (head, mut s) = tokio::time::timeout(
-        Duration::from_secs(5),
-        connect(proxy, turn, &format!("{FILES}:{}", o.addr.port())),
-    )
-    .await
-    .expect("CONNECT answered");
-    assert_eq!(
-        head.status,
-        200,
-        "CONNECT: {} {:?}",
-        head.status,
-        head.text()
-    );
-    let r = get_over(&mut s, FILES).await.unwrap();
-    assert_eq!(r.status, 200);
-    s
-}
-
-/// Retries `CONNECT` until it is `200` (a slot was freed asynchronously), bounded.
-async fn tunnel_eventually(
-    proxy: SocketAddr,
-    turn: &Turn,
-    o: &Origin,
-    within: Duration,
-) -> TcpStream {
-    let deadline = Instant::now() + within;
-    loop {
-        let (head, mut s) = connect(proxy, turn, &format!("{FILES}:{}", o.addr.port())).await;
-        if head.status == 200 {
-            let r = get_over(&mut s, FILES).await.unwrap();
-            assert_eq!(r.status, 200);
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no tunnel within {within:?}: still {} {:?}",
-            head.status,
-            head.header("x-egress-refused")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_loris_heads_are_closed_while_others_are_served() {
     let o = origin().await;
-    let g = gate_for(&o, &["--header-read-timeout", "1s"]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let p = o.addr.port();
+    let (g, turn) = listed_gate(&o, &["--header-read-timeout", "1s"]).await;
+    let p = o.port();
     let started = Instant::now();
 
     // Partial heads that stall.
@@ -159,11 +81,8 @@ async fn slow_loris_heads_are_closed_while_others_are_served() {
 #[tokio::test]
 async fn oversized_request_head_is_431_and_the_proxy_keeps_serving() {
     let o = origin().await;
-    let g = gate_for(&o, &["--max-header-bytes", "8192"]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let p = o.addr.port();
+    let (g, turn) = listed_gate(&o, &["--max-header-bytes", "8192"]).await;
+    let p = o.port();
     let big = format!(
         "GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\nx-big: {}\r\n\r\n",
         turn.auth_header(),
@@ -204,32 +123,28 @@ async fn oversized_request_head_is_431_and_the_proxy_keeps_serving() {
 #[tokio::test]
 async fn per_turn_connection_limit_is_429_limit_exceeded_and_frees_up() {
     let o = origin().await;
-    let g = gate_for(&o, &["--max-connections-per-turn", "2"]);
+    let (g, turn) = listed_gate(&o, &["--max-connections-per-turn", "2"]).await;
     let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
     let t1 = open_tunnel(g.proxy(), &turn, &o).await;
     let _t2 = open_tunnel(g.proxy(), &turn, &o).await;
 
-    let (third, _s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+    let (third, _s) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(third.status, 429, "{:?}", third.text());
     assert_eq!(third.header("x-egress-refused"), Some("limit_exceeded"));
     assert_eq!(third.header("x-egress-approvable"), Some("false"));
     // A forwarded request of the same turn counts too while both tunnels are open.
-    let fwd = proxy_get(g.proxy(), &turn, &files_url(&o)).await;
+    let fwd = g.get(&turn, &files_url(&o)).await;
     assert_eq!(
         (fwd.status, fwd.header("x-egress-refused")),
         (429, Some("limit_exceeded"))
     );
-    let row = wait_for_refusal(&api, &turn, "limit_exceeded", 5)
-        .await
-        .expect("limit_exceeded recorded");
+    let row = assert_recorded(&api, &turn, "limit_exceeded").await;
     assert_eq!(row["host"], FILES);
     assert_eq!(row["approvable"], false);
     assert!(row["count"].as_i64().unwrap() >= 2, "{row}");
 
     // Another turn is not limited by this one's connections.
-    let other = api.turn("u2", "c2", &[]).await;
+    let other = g.turn("u2", "c2").await;
     let _o1 = open_tunnel(g.proxy(), &other, &o).await;
 
     // Closing one tunnel frees a slot.
@@ -239,7 +154,7 @@ async fn per_turn_connection_limit_is_429_limit_exceeded_and_frees_up() {
 
 /// A keep-alive client connection that has been served once and stays open.
 async fn keep_alive_conn(proxy: SocketAddr, turn: &Turn, o: &Origin) -> TcpStream {
-    let p = o.addr.port();
+    let p = o.port();
     let mut s = TcpStream::connect(proxy).await.unwrap();
     s.write_all(format!("GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\n\r\n", turn.auth_header()).as_bytes())
         .await
@@ -289,10 +204,8 @@ async fn recovers(proxy: SocketAddr, turn: &Turn, o: &Origin) {
 #[tokio::test]
 async fn total_connection_limit_is_429_and_the_proxy_recovers() {
     let o = origin().await;
-    let g = gate_for(&o, &["--max-connections", "3"]);
+    let (g, turn) = listed_gate(&o, &["--max-connections", "3"]).await;
     let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(keep_alive_conn(g.proxy(), &turn, &o).await);
@@ -309,10 +222,7 @@ async fn total_connection_limit_is_429_and_the_proxy_recovers() {
 #[tokio::test]
 async fn total_connection_limit_counts_open_tunnels() {
     let o = origin().await;
-    let g = gate_for(&o, &["--max-connections", "3"]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let (g, turn) = listed_gate(&o, &["--max-connections", "3"]).await;
     let mut tunnels = Vec::new();
     for _ in 0..3 {
         tunnels.push(open_tunnel(g.proxy(), &turn, &o).await);
@@ -327,149 +237,4 @@ async fn total_connection_limit_counts_open_tunnels() {
     }
     drop(tunnels);
     recovers(g.proxy(), &turn, &o).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_tunnel_is_closed_while_a_busy_one_stays_open() {
-    let o = origin().await;
-    let g = gate_for(&o, &["--idle-timeout", "1s"]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let mut idle = open_tunnel(g.proxy(), &turn, &o).await;
-    let mut busy = open_tunnel(g.proxy(), &turn, &o).await;
-    let busy_task = tokio::spawn(async move {
-        let until = Instant::now() + Duration::from_millis(2500);
-        let mut n = 0;
-        while Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let r = get_over(&mut busy, FILES)
-                .await
-                .map_err(|e| format!("busy tunnel failed after {n} requests: {e}"))?;
-            assert_eq!(r.status, 200);
-            n += 1;
-        }
-        Ok::<usize, String>(n)
-    });
-    let closed = wait_closed(&mut idle, 5).await;
-    let elapsed =
-        closed.unwrap_or_else(|d| panic!("the idle tunnel was not closed within 5 s (data {d:?})"));
-    assert!(
-        (Duration::from_millis(700)..Duration::from_secs(3)).contains(&elapsed),
-        "idle tunnel closed after {elapsed:?} with a 1 s idle timeout"
-    );
-    let n = busy_task.await.unwrap().unwrap();
-    assert!(n >= 6, "the busy tunnel carried {n} requests");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tunnel_ends_when_its_turn_expires() {
-    let o = origin().await;
-    let g = gate_for(&o, &[]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let opened = Instant::now();
-    let turn = turn_with(&api, serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": 2})).await;
-    let mut t = open_tunnel(g.proxy(), &turn, &o).await;
-    // Keep it busy so only the turn's expiry can end it.
-    let mut served = 0;
-    let ended = loop {
-        assert!(
-            opened.elapsed() < Duration::from_secs(6),
-            "the tunnel outlived its turn by far: {served} requests"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        match get_over(&mut t, FILES).await {
-            Ok(r) if r.status == 200 => served += 1,
-            _ => break opened.elapsed(),
-        }
-    };
-    assert!(
-        served >= 3,
-        "the tunnel worked before expiry ({served} requests)"
-    );
-    assert!(
-        (Duration::from_millis(1000)..Duration::from_millis(3500)).contains(&ended),
-        "tunnel ended {ended:?} after a 2 s turn opened"
-    );
-    assert_eq!(
-        proxy_get(g.proxy(), &turn, &files_url(&o)).await.status,
-        407,
-        "the expired credential is refused"
-    );
-}
-
-/// Graceful shutdown stops accepting but lets open tunnels run up to the drain timeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn open_tunnels_keep_working_during_the_drain() {
-    let o = origin().await;
-    let g = gate_for(&o, &["--drain-timeout", "3s"]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let proxy = g.proxy();
-    let mut t = open_tunnel(proxy, &turn, &o).await;
-    let started = Instant::now();
-    let stopping = tokio::task::spawn_blocking(move || g.terminate());
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let r = get_over(&mut t, FILES).await;
-    assert!(
-        matches!(&r, Ok(r) if r.status == 200),
-        "an open tunnel was cut {:?} after SIGTERM, well inside the 3 s drain timeout: {r:?}",
-        started.elapsed()
-    );
-    assert!(
-        TcpStream::connect(proxy).await.is_err(),
-        "no new connections while draining"
-    );
-    let status = tokio::time::timeout(Duration::from_secs(10), stopping)
-        .await
-        .expect("exits after the drain timeout")
-        .unwrap();
-    assert!(status.success(), "{status:?}");
-}
-
-/// At the drain timeout every open tunnel is closed, a silent one too (a client that never
-/// spoke, whose tunnel waits for either side after dialling the origin), and the process
-/// exits without having to cut anything itself.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_tunnel_is_closed_at_the_drain_timeout() {
-    let o = origin().await;
-    let g = gate_for(&o, &["--drain-timeout", "1s"]);
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let (head, mut silent) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
-    assert_eq!(head.status, 200, "CONNECT: {}", head.text());
-    let dialled = Instant::now() + Duration::from_secs(5);
-    while o.connection_count() == 0 {
-        assert!(
-            Instant::now() < dialled,
-            "the proxy never dialled the origin"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let started = Instant::now();
-    std::process::Command::new("kill")
-        .args(["-TERM", &g.pid().to_string()])
-        .status()
-        .unwrap();
-    let closed = wait_closed(&mut silent, 5).await;
-    let took = started.elapsed();
-    assert!(
-        closed.is_ok(),
-        "the silent tunnel was not closed: {closed:?}"
-    );
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
-        "closed {took:?} after SIGTERM, with a 1 s drain timeout"
-    );
-    assert!(
-        g.log_line(&["drain timeout: closing open tunnels", "stopped=1"])
-            .await
-            .is_some(),
-        "the drain closes it through its registration"
-    );
-    assert!(g.log_lines("drain deadline passed").is_empty());
-    assert!(g.wait().success());
 }

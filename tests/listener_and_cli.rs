@@ -23,7 +23,7 @@ async fn the_proxy_listener_speaks_tls() {
             "--allow-cidr",
             "127.0.0.0/8",
             "--allow-port",
-            &o.addr.port().to_string(),
+            &o.port().to_string(),
         ])
         .args(&[
             "--tls-cert",
@@ -34,7 +34,7 @@ async fn the_proxy_listener_speaks_tls() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = g.turn("u", "c").await;
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(der).unwrap();
@@ -54,7 +54,7 @@ async fn the_proxy_listener_speaks_tls() {
     let req = format!(
         "GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\nconnection: close\r\n\r\n",
         turn.auth_header(),
-        p = o.addr.port()
+        p = o.port()
     );
     tls.write_all(req.as_bytes()).await.unwrap();
     let r = read_response(&mut tls).await.unwrap();
@@ -74,7 +74,7 @@ async fn the_proxy_listener_speaks_tls() {
 }
 
 fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+    egressgate()
         .arg("admin")
         .args(args)
         .arg("--data-dir")
@@ -84,9 +84,17 @@ fn admin(args: &[&str], data: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
+/// A fresh data directory, migrated: (the temp dir that holds it, its path).
+fn migrated_dir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    migrated(&data);
+    (dir, data)
+}
+
 /// `egressgate migrate` on a fresh data dir: it creates the database `admin` then keeps.
 fn migrated(data: &std::path::Path) {
-    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
+    let migrated = egressgate()
         .args(["migrate", "--data-dir"])
         .arg(data)
         .env_remove("DATABASE_URL")
@@ -100,18 +108,12 @@ fn migrated(data: &std::path::Path) {
 
 #[test]
 fn admin_cli_keeps_the_lists_like_the_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    migrated(&data);
+    let (_dir, data) = migrated_dir();
     let out = admin(
         &["sites", "add", "*.Example.COM.", "--note", "docs mirror"],
         &data,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "added *.example.com\n"
@@ -188,7 +190,7 @@ async fn fake_dns() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize
 async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
     let o = origin().await;
     let (dns, queries) = fake_dns().await;
-    let port = o.addr.port().to_string();
+    let port = o.port().to_string();
     let url = format!("http://{FILES}:{port}/");
     // Without an allowed range the loopback answer is refused as private_address...
     let g = gate()
@@ -196,8 +198,8 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let turn = g.turn("u", "c").await;
+    let r = g.get(&turn, &url).await;
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("private_address"));
     assert!(
@@ -218,16 +220,14 @@ async fn configured_upstream_dns_is_used_and_its_answers_are_vetted() {
         .start();
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u", "c", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    let turn = g.turn("u", "c").await;
+    assert_eq!(g.get(&turn, &url).await.status, 200);
     assert_eq!(o.requests().len(), 1);
 }
 
 #[test]
 fn admin_cli_manages_named_tokens() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    migrated(&data);
+    let (_dir, data) = migrated_dir();
     let out = admin(
         &[
             "tokens",
@@ -242,11 +242,7 @@ fn admin_cli_manages_named_tokens() {
         ],
         &data,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let secret = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(secret.len() >= 43, "the secret alone on stdout: {secret:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);

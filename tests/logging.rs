@@ -5,6 +5,8 @@
 
 mod support;
 
+use serde_json::Value;
+use support::decisions::*;
 use support::*;
 
 #[tokio::test]
@@ -13,9 +15,8 @@ async fn json_log_lines_carry_the_decision_fields() {
         .resolve("files.example.com", "127.0.0.1")
         .args(&["--log-format", "json", "--allow-cidr", "127.0.0.0/8"])
         .start();
-    let api = g.api();
-    let turn = api.turn("alice", "c-json", &[]).await;
-    let r = proxy_get(g.proxy(), &turn, "http://files.example.com/data.csv").await;
+    let turn = g.turn("alice", "c-json").await;
+    let r = g.get(&turn, "http://files.example.com/data.csv").await;
     assert_eq!(r.status, 403);
     // The line is written as the refusal is answered; stderr is read on another thread.
     let found = g
@@ -49,13 +50,7 @@ async fn json_log_lines_carry_the_decision_fields() {
 #[test]
 fn an_unknown_log_format_is_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
-        .args(["serve", "--log-format", "xml", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = serve_failure(&["--log-format", "xml"], &dir.path().join("data"));
     assert!(
         e.contains("--log-format \"xml\": expected text or json"),
         "{e}"
@@ -63,45 +58,9 @@ fn an_unknown_log_format_is_one_clear_error() {
     assert!(!dir.path().join("data").exists(), "nothing was written");
 }
 
-// ---------------------------------------------------------------------------------------------
-// The canonical decision line: one per request and per tunnel, for every status.
-// ---------------------------------------------------------------------------------------------
-
-use std::time::Duration;
-
-use serde_json::Value;
-
-const FILES: &str = "files.example.com";
 const OTHER: &str = "other.example.com";
+
 const SLOW: &str = "slow.example.com";
-
-/// The `proxy decision` lines logged so far, as JSON.
-fn decisions(g: &Gate) -> Vec<Value> {
-    g.log
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["message"] == "proxy decision")
-        .collect()
-}
-
-/// Waits (bounded) for a decision line matching `pred`; allowed lines are written when the
-/// response or tunnel ends, just after the client saw it.
-async fn line(g: &Gate, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(v) = decisions(g).into_iter().find(|v| pred(v)) {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no decision line for {what}: {:#?}",
-            decisions(g)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn common(v: &Value, turn: &Turn, chat: &str, host: &str, port: u16) {
     assert_eq!(v["turn_id"], turn.id.as_str(), "{v}");
@@ -115,7 +74,7 @@ fn common(v: &Value, turn: &Turn, chat: &str, host: &str, port: u16) {
 #[tokio::test]
 async fn every_status_gets_one_decision_line_with_its_fields() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let closed = free_port();
     // A DNS server that never answers (UDP and TCP), for the 504.
     // A free UDP port is not always free for TCP (another test may hold it): try again.
@@ -141,8 +100,8 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     api.admin_site(SLOW).await;
 
     // 200, forwarded, through the admin list: the address dialled and the bytes.
-    let t1 = api.turn("alice", "c1", &[]).await;
-    let r = proxy_get(g.proxy(), &t1, &format!("http://{FILES}:{port}/a")).await;
+    let t1 = g.turn("alice", "c1").await;
+    let r = g.get(&t1, &format!("http://{FILES}:{port}/a")).await;
     assert_eq!(r.status, 200);
     let v = line(&g, "200 forward", |v| {
         v["status"] == 200 && v["kind"] == "forward" && v["turn_id"] == t1.id.as_str()
@@ -162,7 +121,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
 
     // 403, then 200 through a person's approval: the line names the card.
     let url = format!("http://{OTHER}:{port}/data.csv");
-    assert_eq!(proxy_get(g.proxy(), &t1, &url).await.status, 403);
+    assert_eq!(g.get(&t1, &url).await.status, 403);
     let v = line(&g, "403", |v| v["status"] == 403 && v["host"] == OTHER).await;
     common(&v, &t1, "c1", OTHER, port);
     assert_eq!(v["decision"], "refuse");
@@ -170,7 +129,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert!(v.get("grant").is_none(), "{v}");
     let (id, secret) = ask(&api, &t1, &[&url]).await;
     approve_card(&api, &id, &secret).await;
-    assert_eq!(proxy_get(g.proxy(), &t1, &url).await.status, 200);
+    assert_eq!(g.get(&t1, &url).await.status, 200);
     let v = line(&g, "200 approval", |v| {
         v["status"] == 200 && v["host"] == OTHER
     })
@@ -215,11 +174,8 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert_eq!(v["bytes_down"], 14);
 
     // 407: a wrong credential (the secret never appears).
-    let wrong = Turn {
-        id: t1.id.clone(),
-        credential: format!("{}:not-the-secret", t1.id),
-    };
-    let r = proxy_get(g.proxy(), &wrong, &format!("http://{FILES}:{port}/")).await;
+    let wrong = t1.forged("not-the-secret");
+    let r = g.get(&wrong, &format!("http://{FILES}:{port}/")).await;
     assert_eq!(r.status, 407);
     let v = line(&g, "407", |v| v["status"] == 407).await;
     assert_eq!(v["decision"], "fail");
@@ -227,7 +183,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert_eq!(v["host"], FILES);
 
     // 502: an allowed host whose port has no listener.
-    let r = proxy_get(g.proxy(), &t1, &format!("http://{FILES}:{closed}/")).await;
+    let r = g.get(&t1, &format!("http://{FILES}:{closed}/")).await;
     assert_eq!(r.status, 502, "{}", r.text());
     let v = line(&g, "502", |v| v["status"] == 502).await;
     common(&v, &t1, "c1", FILES, closed);
@@ -236,7 +192,7 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
     assert_eq!(v["grant"], "admin");
 
     // 504: an allowed host whose DNS never answers.
-    let r = proxy_get(g.proxy(), &t1, &format!("http://{SLOW}:{port}/")).await;
+    let r = g.get(&t1, &format!("http://{SLOW}:{port}/")).await;
     assert_eq!(r.status, 504, "{}", r.text());
     let v = line(&g, "504", |v| v["status"] == 504).await;
     common(&v, &t1, "c1", SLOW, port);
@@ -247,170 +203,4 @@ async fn every_status_gets_one_decision_line_with_its_fields() {
         g.log.lock().unwrap().iter().all(|l| !l.contains(secret)),
         "a turn secret was logged"
     );
-}
-
-#[tokio::test]
-async fn a_refusal_that_cannot_be_recorded_logs_its_503() {
-    let pg = support::pg::PgCluster::start();
-    let g = gate()
-        .database(&pg.url())
-        .resolve(FILES, "127.0.0.1")
-        .args(&["--log-format", "json", "--allow-cidr", "127.0.0.0/8"])
-        .args(&["--db-statement-timeout", "1s"])
-        .start();
-    let api = g.api();
-    let turn = api.turn("u", "c", &[]).await;
-    pg.down();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}/")).await;
-        if r.status == 503 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never 503: {}",
-            r.status
-        );
-    }
-    let v = line(&g, "503", |v| v["status"] == 503).await;
-    assert!(v["decision"] == "refuse" || v["decision"] == "fail", "{v}");
-    assert_eq!(v["host"], FILES);
-}
-
-async fn sampled_gate(sampling: &str) -> (Gate, Origin, Turn) {
-    let o = origin().await;
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .resolve(OTHER, "127.0.0.1")
-        .args(&["--log-format", "json", "--allow-cidr", "127.0.0.0/8"])
-        .args(&["--allow-port", &o.addr.port().to_string()])
-        .args(&["--log-allowed", sampling])
-        .start();
-    let api = g.api();
-    let turn = api.turn("alice", "c1", &[FILES]).await;
-    (g, o, turn)
-}
-
-fn count(g: &Gate, decision: &str) -> usize {
-    decisions(g)
-        .iter()
-        .filter(|v| v["decision"] == decision)
-        .count()
-}
-
-#[tokio::test]
-async fn allowed_lines_are_sampled_and_refusals_never() {
-    let (g, o, turn) = sampled_gate("none").await;
-    let port = o.addr.port();
-    for i in 0..5 {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/{i}")).await;
-        assert_eq!(r.status, 200);
-    }
-    assert_eq!(o.requests().len(), 5);
-    let r = proxy_get(g.proxy(), &turn, &format!("http://{OTHER}:{port}/")).await;
-    assert_eq!(r.status, 403);
-    line(&g, "the refusal", |v| v["decision"] == "refuse").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(count(&g, "allow"), 0, "none: {:#?}", decisions(&g));
-
-    let (g, o, turn) = sampled_gate("1/3").await;
-    let port = o.addr.port();
-    for i in 0..6 {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/{i}")).await;
-        assert_eq!(r.status, 200);
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while count(&g, "allow") < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:#?}",
-            decisions(&g)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Refusals are never sampled: three different hosts, three lines.
-    for h in ["a", "b", "c"] {
-        let url = format!("http://{h}.{OTHER}:{port}/");
-        assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        count(&g, "allow"),
-        2,
-        "one in three of six: {:#?}",
-        decisions(&g)
-    );
-    assert_eq!(count(&g, "refuse"), 3);
-}
-
-#[tokio::test]
-async fn repeated_identical_refusals_are_limited_with_a_suppressed_count() {
-    let (g, o, turn) = sampled_gate("all").await;
-    let port = o.addr.port();
-    let url = format!("http://{OTHER}:{port}/retry");
-    let started = std::time::Instant::now();
-    for _ in 0..20 {
-        assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
-    }
-    let storm = started.elapsed();
-    // A different host is not held back by the storm.
-    let url2 = format!("http://x.{OTHER}:{port}/");
-    assert_eq!(proxy_get(g.proxy(), &turn, &url2).await.status, 403);
-    line(&g, "another host", |v| v["host"] == format!("x.{OTHER}")).await;
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let lines: Vec<Value> = decisions(&g)
-            .into_iter()
-            .filter(|v| v["host"] == OTHER && v["reason"] == "not_approved")
-            .collect();
-        let reported: u64 = lines
-            .iter()
-            .map(|v| 1 + v["suppressed"].as_u64().unwrap_or(0))
-            .sum();
-        if reported == 21 {
-            // At most one line per second of storm, plus the one after it.
-            let most = usize::try_from(storm.as_secs()).unwrap() + 2;
-            assert!(lines.len() <= most, "{} lines: {lines:#?}", lines.len());
-            assert!(
-                lines.last().unwrap()["suppressed"].as_u64().unwrap_or(0) > 0,
-                "the next line says how many were held back: {lines:#?}"
-            );
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "reported {reported} of 21: {lines:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // The record itself still counts every one.
-    let rec = g.api().refusals(&turn).await;
-    let row = rec["refusals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["host"] == OTHER)
-        .unwrap()
-        .clone();
-    assert_eq!(row["count"], 21);
-}
-
-#[test]
-fn a_bad_log_allowed_value_is_one_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    for bad in ["some", "1/0", "2/3"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
-            .args(["serve", "--log-allowed", bad, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .env_remove("EGRESSGATE_LOG_ALLOWED")
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let e = String::from_utf8_lossy(&out.stderr);
-        assert!(e.contains("--log-allowed") && e.contains(bad), "{e}");
-    }
-    assert!(!dir.path().join("data").exists(), "nothing was written");
 }

@@ -30,7 +30,7 @@ async fn post_mcp(api: Api, headers: &[(&str, &str)], body: &str) -> Resp {
 async fn mcp_needs_the_runtime_token_and_a_turn() {
     let g = gate().start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
     let bearer_rt = format!("Bearer {RUNTIME}");
     let bearer_admin = format!("Bearer {ADMIN}");
 
@@ -75,7 +75,7 @@ async fn mcp_refuses_foreign_hosts_and_accepts_the_public_one() {
         .args(&["--control-public-url", "https://gate.example.com"])
         .start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
     let bearer = format!("Bearer {RUNTIME}");
     let base = [
         ("authorization", bearer.as_str()),

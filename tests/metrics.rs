@@ -11,6 +11,22 @@ use serde_json::json;
 use support::held::{FILES, Held};
 use support::*;
 
+const REQUESTS: &str = "egressgate_control_requests_total";
+const RESUMES: &str = "egressgate_control_resumes_total";
+const CONFLICTS: &str = "egressgate_control_claim_conflicts_total";
+const ERRORS: &str = "egressgate_control_errors_total";
+const CARDS: &str = "egressgate_control_cards";
+const FAILURES: &str = "egressgate_proxy_failures_total";
+const REFUSALS: &str = "egressgate_proxy_refusals_total";
+const REVOKED: &str = "egressgate_proxy_revoked_connections_total";
+/// The epoch itself (the space keeps its `_age_seconds` sibling out).
+const EPOCH: &str = "egressgate_proxy_cache_epoch ";
+const EPOCH_AGE: &str = "egressgate_proxy_cache_epoch_age_seconds";
+const GET: &str = r#"method="GET""#;
+const POST: &str = r#"method="POST""#;
+const OK: &str = r#"status="200""#;
+const CREATED: &str = r#"status="201""#;
+
 /// The value of the series whose line contains every one of `parts` (0 when absent).
 fn value(text: &str, name: &str, parts: &[&str]) -> f64 {
     text.lines()
@@ -23,161 +39,106 @@ fn value(text: &str, name: &str, parts: &[&str]) -> f64 {
 #[tokio::test]
 async fn metrics_cover_both_planes() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let closed = free_port();
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8"])
-        .args(&["--allow-port", &format!("{port},{closed}")])
+        .names(&[FILES])
+        .loopback()
+        .ports(&[port, closed])
         .start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
     // Control: a route with an id in its path, answered 200.
     assert_eq!(api.refusals(&turn).await["turn_id"], turn.id.as_str());
     // A card, approved once; a second click while the claim is held is a conflict.
     let url = format!("http://{FILES}:{port}/data.csv");
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
+    assert_eq!(g.get(&turn, &url).await.status, 403);
     let (id, secret) = ask(&api, &turn, &[]).await;
     approve_card(&api, &id, &secret).await;
-    let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
+    let r = answer_card(&api, &id, &secret, json!({"approved": true})).await;
     assert_eq!(r.status, 409, "{}", r.text());
     // Proxy: 407 and 502.
-    let wrong = Turn {
-        id: turn.id.clone(),
-        credential: format!("{}:wrong", turn.id),
-    };
-    assert_eq!(proxy_get(g.proxy(), &wrong, &url).await.status, 407);
+    assert_eq!(g.get(&turn.forged("wrong"), &url).await.status, 407);
     api.admin_site(FILES).await;
-    let r = proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{closed}/")).await;
+    let r = g.get(&turn, &format!("http://{FILES}:{closed}/")).await;
     assert_eq!(r.status, 502);
     // A revocation closes a tunnel: counted.
-    let other = api.turn("alice", "c2", &[]).await;
+    let other = g.turn("alice", "c2").await;
     let mut held = Held::open(g.proxy(), &other, port).await;
-    let r = api
-        .call(
-            "DELETE",
-            &format!("/v1/admin/sites/{FILES}"),
-            Some(ADMIN),
-            None,
-            None,
-        )
-        .await;
+    let r = api.remove_site(FILES).await;
     assert!(r.status < 300);
     held.assert_closed_within_a_second(std::time::Instant::now(), "admin removal")
         .await;
 
-    let scrape = api.call("GET", "/metrics", None, None, None).await;
+    let scrape = api.open_get("/metrics").await;
     assert_eq!(scrape.status, 200);
     let text = scrape.text();
-    let requests = "egressgate_control_requests_total";
-    assert!(
-        value(
-            &text,
-            requests,
-            &[
-                "route=\"/v1/turns/{turn_id}/refusals\"",
-                "method=\"GET\"",
-                "status=\"200\""
-            ]
-        ) >= 1.0,
-        "{text}"
-    );
-    assert!(
-        value(
-            &text,
-            requests,
-            &["route=\"/v1/turns\"", "method=\"POST\"", "status=\"201\""]
-        ) >= 2.0,
-        "{text}"
-    );
     assert!(
         !text.contains(&turn.id),
         "a raw path leaked into a label: {text}"
     );
-    assert_eq!(
-        value(
-            &text,
-            "egressgate_control_resumes_total",
-            &["outcome=\"ok\""]
+    // (series, labels it carries, what its value must be).
+    let rows: [(&str, &[&str], Want); 14] = [
+        // Routes by their template: the refusals GET, and two turns opened.
+        (
+            REQUESTS,
+            &[r#"route="/v1/turns/{turn_id}/refusals""#, GET, OK],
+            AtLeast(1.0),
         ),
-        1.0,
-        "{text}"
-    );
-    assert_eq!(
-        value(
-            &text,
-            "egressgate_control_resumes_total",
-            &["outcome=\"RESUME_IN_PROGRESS\""]
+        (
+            REQUESTS,
+            &[r#"route="/v1/turns""#, POST, CREATED],
+            AtLeast(2.0),
         ),
-        1.0,
-        "{text}"
-    );
-    assert_eq!(
-        value(&text, "egressgate_control_claim_conflicts_total", &[]),
-        1.0,
-        "{text}"
-    );
-    assert!(
-        text.contains("egressgate_control_audit_failures_total 0"),
-        "{text}"
-    );
-    assert!(
-        value(
-            &text,
-            "egressgate_control_errors_total",
-            &["code=\"RESUME_IN_PROGRESS\""]
-        ) >= 1.0,
-        "{text}"
-    );
-    assert_eq!(
-        value(
-            &text,
-            "egressgate_proxy_failures_total",
-            &["status=\"407\""]
-        ),
-        1.0,
-        "{text}"
-    );
-    assert_eq!(
-        value(
-            &text,
-            "egressgate_proxy_failures_total",
-            &["status=\"502\""]
-        ),
-        1.0,
-        "{text}"
-    );
-    assert!(
-        value(
-            &text,
-            "egressgate_proxy_refusals_total",
-            &["reason=\"not_approved\""]
-        ) >= 1.0,
-        "{text}"
-    );
-    assert!(
-        value(&text, "egressgate_proxy_revoked_connections_total", &[]) >= 1.0,
-        "{text}"
-    );
-    assert!(
-        value(&text, "egressgate_proxy_cache_epoch ", &[]) >= 1.0,
-        "the removal bumped it: {text}"
-    );
-    // Card states, read at the scrape: the one card is claimed, none pending.
-    assert_eq!(
-        value(&text, "egressgate_control_cards", &["state=\"claimed\""]),
-        1.0,
-        "{text}"
-    );
-    assert_eq!(
-        value(&text, "egressgate_control_cards", &["state=\"pending\""]),
-        0.0,
-        "{text}"
-    );
-    assert!(
-        text.contains("egressgate_control_cards{state=\"done\"} 0"),
-        "{text}"
-    );
-    let age = value(&text, "egressgate_proxy_cache_epoch_age_seconds", &[]);
-    assert!((0.0..2.0).contains(&age), "epoch read {age}s ago: {text}");
+        // The approval, then the second click while the claim is held.
+        (RESUMES, &[r#"outcome="ok""#], Exactly(1.0)),
+        (RESUMES, &[r#"outcome="RESUME_IN_PROGRESS""#], Exactly(1.0)),
+        (CONFLICTS, &[], Exactly(1.0)),
+        (ERRORS, &[r#"code="RESUME_IN_PROGRESS""#], AtLeast(1.0)),
+        // The proxy's own answers: the wrong secret, the closed port, the first GET.
+        (FAILURES, &[r#"status="407""#], Exactly(1.0)),
+        (FAILURES, &[r#"status="502""#], Exactly(1.0)),
+        (REFUSALS, &[r#"reason="not_approved""#], AtLeast(1.0)),
+        // The closed tunnel; the removal bumped the epoch, which was read just now.
+        (REVOKED, &[], AtLeast(1.0)),
+        (EPOCH, &[], AtLeast(1.0)),
+        (EPOCH_AGE, &[], Below(2.0)),
+        // Card states, read at the scrape: the one card is claimed, none pending.
+        (CARDS, &[r#"state="claimed""#], Exactly(1.0)),
+        (CARDS, &[r#"state="pending""#], Exactly(0.0)),
+    ];
+    for (name, labels, want) in rows {
+        let v = value(&text, name, labels);
+        assert!(
+            want.holds(v),
+            "{name}{labels:?} = {v}, want {want:?}: {text}"
+        );
+    }
+    // Written as zero, not merely absent.
+    for line in [
+        "egressgate_control_audit_failures_total 0",
+        "egressgate_control_cards{state=\"done\"} 0",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+}
+
+/// What a series' value must be.
+#[derive(Clone, Copy, Debug)]
+enum Want {
+    Exactly(f64),
+    AtLeast(f64),
+    /// At least 0 and under the bound.
+    Below(f64),
+}
+use Want::*;
+
+impl Want {
+    fn holds(self, v: f64) -> bool {
+        match self {
+            Exactly(x) => v == x,
+            AtLeast(x) => v >= x,
+            Below(x) => (0.0..x).contains(&v),
+        }
+    }
 }

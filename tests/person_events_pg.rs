@@ -14,62 +14,32 @@ use support::pg::PgCluster;
 use support::sse::Events;
 use support::*;
 
-const FILES: &str = "files.example.com";
-
 #[tokio::test]
 async fn a_subscriber_on_one_control_process_sees_changes_made_through_others() {
     let pg = PgCluster::start();
     let o = origin().await;
-    let port = o.addr.port().to_string();
-    let proxy = gate()
-        .subcommand("proxy")
-        .database(&pg.url())
-        .resolve(FILES, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
-        .start();
+    let proxy = proxy_on(&pg.url()).reach(&o).names(&[FILES]).start();
     let public = proxy.proxy().to_string();
-    let control = || {
-        gate()
-            .subcommand("control")
-            .database(&pg.url())
-            .args(&["--proxy-public-url", &public])
-            .start()
-    };
+    let control = || control_on(&pg.url(), &public).start();
     let (a, b) = (control(), control());
     let (api_a, api_b) = (a.api(), b.api());
     let mut ev = Events::open(&api_b, "c1", "alice", None).await;
-    let turn = api_a.turn("alice", "c1", &[]).await;
-    let url = format!("http://{FILES}:{port}/data.csv");
+    let turn = a.turn("alice", "c1").await;
+    let url = o.url(FILES, "/data.csv");
     let t0 = Instant::now();
-    assert_eq!(proxy_get(proxy.proxy(), &turn, &url).await.status, 403);
+    assert_refused(&proxy.get(&turn, &url).await, "not_approved");
     let (first, kind, data) = ev.next().await;
     let refusal_latency = t0.elapsed();
     assert_eq!(kind, "refusal.recorded");
     assert_eq!(data["host"], FILES);
-    let r = api_a
-        .post(
-            &format!("/v1/turns/{}/approval-requests", turn.id),
-            RUNTIME,
-            json!({"reason": "needs the data"}),
-        )
-        .await;
-    let r = api_a
-        .post(
-            "/v1/interrupts",
-            RUNTIME,
-            json!({"draft_id": r.json()["draft_id"]}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    let id = r.json()["interrupt"]["id"].as_str().unwrap().to_owned();
-    let secret = r.json()["resume_secret"].as_str().unwrap().to_owned();
+    let (_, id, secret) = ask_with(&api_a, &turn, json!({"reason": "needs the data"})).await;
     let (_, kind, data) = ev.next().await;
     assert_eq!(
         (kind.as_str(), data["interrupt_id"].as_str()),
         ("approval.requested", Some(id.as_str()))
     );
     let t1 = Instant::now();
-    let r = resume(&api_a, &id, &secret, "resolved", json!({"approved": true})).await;
+    let r = click_approve(&api_a, &id, &secret).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let (last, kind, data) = ev.next().await;
     let resolve_latency = t1.elapsed();

@@ -1,6 +1,7 @@
 //! End-to-end: the real binary on loopback. The core loop of the product: a sandbox's request
 //! either reaches an approved host or is refused with a clear 403 that is recorded against the
-//! turn before it is sent.
+//! turn before it is sent. This file: credentials, approved hosts forwarded and tunnelled,
+//! restarts and startup errors; what is refused and recorded is `proxy_refusals.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,23 +9,8 @@ mod support;
 
 use support::*;
 
-const FILES: &str = "files.example.com";
-
 async fn setup() -> (Gate, Origin) {
-    let o = origin().await;
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .resolve("a.wild.example.org", "127.0.0.1")
-        .resolve("wild.example.org", "127.0.0.1")
-        .resolve("badexample.com", "127.0.0.1")
-        .resolve("example.com", "127.0.0.1")
-        .resolve("other.example.net", "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&o.addr.port().to_string())
-        .start();
-    (g, o)
+    reachable(&[FILES]).await
 }
 
 #[tokio::test]
@@ -32,13 +18,10 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
     let (g, o) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let url = format!("http://{FILES}:{}/", o.addr.port());
+    let url = o.url(FILES, "/");
     let no_auth = proxy_raw(
         g.proxy(),
-        &format!(
-            "GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n",
-            o.addr.port()
-        ),
+        &format!("GET {url} HTTP/1.1\r\nhost: {FILES}:{}\r\n\r\n", o.port()),
     )
     .await;
     assert_eq!(no_auth.status, 407);
@@ -46,17 +29,14 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
         no_auth.header("proxy-authenticate"),
         Some("Basic realm=\"egressgate\"")
     );
-    let turn = api.turn("u1", "c1", &[]).await;
-    let wrong = Turn {
-        id: turn.id.clone(),
-        credential: format!("{}:not-the-secret", turn.id),
-    };
-    assert_eq!(proxy_get(g.proxy(), &wrong, &url).await.status, 407);
+    let turn = g.turn("u1", "c1").await;
+    let wrong = turn.forged("not-the-secret");
+    assert_eq!(g.get(&wrong, &url).await.status, 407);
     let unknown = Turn {
         id: "t_x".into(),
         credential: "t_AAAAAAAAAAAAAAAAAAAAAA:whatever".into(),
     };
-    assert_eq!(proxy_get(g.proxy(), &unknown, &url).await.status, 407);
+    assert_eq!(g.get(&unknown, &url).await.status, 407);
     let garbage = proxy_raw(
         g.proxy(),
         &format!("GET {url} HTTP/1.1\r\nproxy-authorization: Basic !!!\r\n\r\n"),
@@ -67,7 +47,15 @@ async fn missing_wrong_and_malformed_credentials_get_407() {
         o.requests().is_empty(),
         "the origin must not be reached without a credential"
     );
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
+    assert_eq!(g.get(&turn, &url).await.status, 200);
+}
+
+/// The bench with [`FILES`] listed, and a turn on it that expires in one second.
+async fn one_second_bench() -> (Gate, Origin, Turn) {
+    let (g, o) = setup().await;
+    g.api().admin_site(FILES).await;
+    let turn = one_second_turn(&g.api()).await;
+    (g, o, turn)
 }
 
 /// A turn that expires one second after it is opened.
@@ -88,15 +76,9 @@ async fn one_second_turn(api: &Api) -> Turn {
 #[tokio::test]
 async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_credential() {
     use tokio::io::AsyncWriteExt as _;
-    let (g, o) = setup().await;
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = one_second_turn(&api).await;
-    let forged = Turn {
-        id: turn.id.clone(),
-        credential: format!("{}:not-the-secret", turn.id),
-    };
-    let port = o.addr.port();
+    let (g, o, turn) = one_second_bench().await;
+    let forged = turn.forged("not-the-secret");
+    let port = o.port();
     let get = |t: &Turn| {
         format!(
             "GET http://{FILES}:{port}/ HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
@@ -124,14 +106,11 @@ async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_cred
 
 #[tokio::test]
 async fn expired_turn_gets_407() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = one_second_turn(&api).await;
-    let target = format!("http://{FILES}:{}/", o.addr.port());
-    assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 200);
+    let (g, o, turn) = one_second_bench().await;
+    let target = o.url(FILES, "/");
+    assert_eq!(g.get(&turn, &target).await.status, 200);
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // the turn's own expiry
-    assert_eq!(proxy_get(g.proxy(), &turn, &target).await.status, 407);
+    assert_eq!(g.get(&turn, &target).await.status, 407);
 }
 
 #[tokio::test]
@@ -139,8 +118,8 @@ async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
     let (g, o) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let turn = api.turn("u1", "c1", &[]).await;
-    let port = o.addr.port();
+    let turn = g.turn("u1", "c1").await;
+    let port = o.port();
     let raw = format!(
         "GET http://{FILES}:{port}/data.csv?x=1 HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\
          proxy-connection: keep-alive\r\nconnection: close, x-secret-hop\r\nx-secret-hop: 1\r\nx-end-to-end: kept\r\n\r\n",
@@ -188,16 +167,13 @@ async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
     let pki = pki(&[FILES]);
     let o = tls_origin(&pki).await;
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&o.addr.port().to_string())
-        .start();
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u1", "c1", &[]).await;
-    let (head, stream) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
+        .names(&[FILES])
+        .reach(&o)
+        .sites(&[FILES])
+        .ready()
+        .await;
+    let turn = g.turn("u1", "c1").await;
+    let (head, stream) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200);
     let r = tls_get(stream, pki.client(), FILES).await.unwrap();
     assert_eq!(r.status, 200);
@@ -205,196 +181,12 @@ async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
 }
 
 #[tokio::test]
-async fn unapproved_host_is_refused_clearly_recorded_once_and_counted() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    let turn = api.turn("u1", "c1", &[]).await;
-    let url = format!("http://{FILES}:{}/secret.csv?token=abc#frag", o.addr.port());
-    let r = proxy_get(g.proxy(), &turn, &url).await;
-    assert_eq!(r.status, 403);
-    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
-    assert_eq!(r.header("x-egress-approvable"), Some("true"));
-    let body = r.text();
-    assert!(
-        body.contains(FILES) && body.contains("not_approved"),
-        "{body}"
-    );
-    assert!(
-        body.contains("approval tool") && body.contains("do not try to get around the proxy"),
-        "{body}"
-    );
-    // Recorded before the 403 was written: visible immediately.
-    let rec = api.refusals(&turn).await;
-    let rows = rec["refusals"].as_array().unwrap();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0]["host"], FILES);
-    assert_eq!(rows[0]["reason"], "not_approved");
-    assert_eq!(rows[0]["approvable"], true);
-    assert_eq!(rows[0]["count"], 1);
-    assert_eq!(
-        rows[0]["url"],
-        format!("http://{FILES}:{}/secret.csv", o.addr.port()),
-        "query and fragment stripped"
-    );
-    let (head, _s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", o.addr.port())).await;
-    assert_eq!(head.status, 403);
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 403);
-    let rec = api.refusals(&turn).await;
-    assert_eq!(
-        rec["refusals"].as_array().unwrap().len(),
-        1,
-        "one row per (host, port, reason)"
-    );
-    assert_eq!(rec["refusals"][0]["count"], 3);
-    assert_eq!(rec["overflow"], 0);
-    assert!(
-        o.requests().is_empty() && o.connection_count() == 0,
-        "the origin must never be touched"
-    );
-    let line = g
-        .log_line(&["decision=\"refuse\"", &turn.id, "reason=\"not_approved\""])
-        .await;
-    assert!(
-        line.is_some(),
-        "canonical decision log line: {:?}",
-        g.log_lines("decision=\"refuse\"")
-    );
-}
-
-#[tokio::test]
-async fn refusals_are_kept_per_turn_and_launch_sites_only_for_their_turn() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    let with_launch = api.turn("u1", "c1", &[FILES]).await;
-    let plain = api.turn("u1", "c1", &[]).await;
-    let url = format!("http://{FILES}:{}/", o.addr.port());
-    assert_eq!(proxy_get(g.proxy(), &with_launch, &url).await.status, 200);
-    assert_eq!(proxy_get(g.proxy(), &plain, &url).await.status, 403);
-    assert_eq!(
-        api.refusals(&with_launch).await["refusals"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
-    assert_eq!(
-        api.refusals(&plain).await["refusals"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
-}
-
-#[tokio::test]
-async fn wildcards_match_subdomains_only_and_hosts_are_normalised() {
-    let (g, o) = setup().await;
-    let api = g.api();
-    api.admin_site("*.wild.example.org").await;
-    api.admin_site("EXAMPLE.com.").await;
-    let turn = api.turn("u1", "c1", &[]).await;
-    let p = o.addr.port();
-    for (host, status) in [
-        ("a.wild.example.org", 200),
-        ("A.WILD.Example.ORG.", 200),
-        ("wild.example.org", 403),
-        ("example.com", 200),
-        ("Example.COM.", 200),
-        ("badexample.com", 403),
-    ] {
-        let r = proxy_get(g.proxy(), &turn, &format!("http://{host}:{p}/")).await;
-        assert_eq!(r.status, status, "{host}: {}", r.text());
-    }
-    let rows = api.refusals(&turn).await;
-    let hosts: Vec<_> = rows["refusals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["host"].as_str().unwrap().to_owned())
-        .collect();
-    assert!(
-        hosts.contains(&"wild.example.org".to_owned())
-            && hosts.contains(&"badexample.com".to_owned()),
-        "{hosts:?}"
-    );
-}
-
-#[tokio::test]
-async fn malformed_proxy_requests_are_400_and_not_recorded() {
-    let (g, _o) = setup().await;
-    let api = g.api();
-    let turn = api.turn("u1", "c1", &[]).await;
-    let auth = turn.auth_header();
-    for raw in [
-        format!(
-            "GET /not/a/proxy/request HTTP/1.1\r\nhost: x\r\nproxy-authorization: {auth}\r\n\r\n"
-        ),
-        format!("CONNECT nohostport HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
-        format!("CONNECT files.example.com:99999 HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
-        format!("GET https://files.example.com/ HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
-        format!("GET http://exa%zzmple.com/ HTTP/1.1\r\nproxy-authorization: {auth}\r\n\r\n"),
-        "NONSENSE\r\n\r\n".to_owned(),
-    ] {
-        let r = proxy_raw(g.proxy(), &raw).await;
-        assert_eq!(r.status, 400, "{raw:?} → {} {}", r.status, r.text());
-    }
-    assert_eq!(
-        api.refusals(&turn).await["refusals"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
-}
-
-#[tokio::test]
-async fn api_refuses_missing_unknown_and_wrong_role_tokens() {
-    let (g, _o) = setup().await;
-    let api = g.api();
-    let body =
-        serde_json::json!({"user_id": "u", "chat_id": "c", "can_ask_human": true}).to_string();
-    assert_eq!(
-        api.call("POST", "/v1/turns", None, None, Some(&body))
-            .await
-            .status,
-        401
-    );
-    assert_eq!(
-        api.call(
-            "POST",
-            "/v1/turns",
-            Some("nope-nope-nope-nope"),
-            None,
-            Some(&body)
-        )
-        .await
-        .status,
-        401
-    );
-    let wrong_role = api
-        .call("POST", "/v1/turns", Some(ADMIN), None, Some(&body))
-        .await;
-    assert_eq!(wrong_role.status, 403);
-    assert_eq!(wrong_role.json()["error"]["code"], "FORBIDDEN");
-    assert_eq!(api.get("/v1/admin/sites", RUNTIME).await.status, 403);
-    assert_eq!(api.get("/v1/admin/sites", ADMIN).await.status, 200);
-}
-
-#[tokio::test]
 async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
     let o = origin().await;
-    let port = o.addr.port().to_string();
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .resolve("evil.example.com", "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&port)
-        .start();
-    let api = g.api();
-    api.admin_site(FILES).await;
-    let turn = api.turn("u1", "c1", &[]).await;
+    let port = o.port().to_string();
+    let names = [FILES, "evil.example.com"];
+    let g = gate().names(&names).reach(&o).sites(&[FILES]).ready().await;
+    let turn = g.turn("u1", "c1").await;
     assert_eq!(
         proxy_get(
             g.proxy(),
@@ -406,17 +198,10 @@ async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
         403
     );
     let dir = g.kill();
-    let g = gate()
-        .data_dir(dir)
-        .resolve(FILES, "127.0.0.1")
-        .arg("--allow-cidr")
-        .arg("127.0.0.0/8")
-        .arg("--allow-port")
-        .arg(&port)
-        .start();
+    let g = gate().data_dir(dir).names(&[FILES]).reach(&o).start();
     let api = g.api();
     assert_eq!(
-        proxy_get(g.proxy(), &turn, &format!("http://{FILES}:{port}/"))
+        g.get(&turn, &format!("http://{FILES}:{port}/"))
             .await
             .status,
         200,
@@ -468,42 +253,28 @@ fn bad_flags_and_unreachable_database_are_one_line_errors() {
 
 #[test]
 fn config_file_env_and_flags_layer_in_order() {
-    let bin = env!("CARGO_BIN_EXE_egressgate");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("eg.toml");
+    let migrate = || {
+        let mut c = egressgate();
+        c.args(["migrate", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(dir.path().join("d"));
+        c
+    };
     std::fs::write(&cfg, "turn-ttl = \"nonsense\"\n").unwrap();
     // The file's bad value is reported...
-    let out = std::process::Command::new(bin)
-        .args(["migrate", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("d"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("turn-ttl"));
+    let e = cli_failure(&mut migrate());
+    assert!(e.contains("turn-ttl"), "{e}");
     // ...unless the environment overrides it, and a flag overrides the environment.
-    let out = std::process::Command::new(bin)
-        .args(["migrate", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("d"))
+    let out = migrate()
         .env("EGRESSGATE_TURN_TTL", "also-bad")
         .args(["--turn-ttl", "2h"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     std::fs::write(&cfg, "no-such-key = 1\n").unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["migrate", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("d"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "unknown keys are errors");
+    let e = cli_failure(&mut migrate());
+    assert!(!e.is_empty(), "unknown keys are errors");
 }

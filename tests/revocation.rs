@@ -10,17 +10,14 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::held::{FILES, Held};
+use support::held::{FILES, Held, approve, assert_closed_in_a_second};
 use support::*;
 
+/// A gate that may reach the origin as [`FILES`], with nothing listed.
 async fn setup() -> (Gate, Origin, u16) {
     let o = origin().await;
-    let port = o.addr.port();
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8"])
-        .args(&["--allow-port", &port.to_string()])
-        .start();
+    let g = gate().reach(&o).names(&[FILES]).ready().await;
+    let port = o.port();
     (g, o, port)
 }
 
@@ -28,44 +25,56 @@ fn url(port: u16) -> String {
     format!("http://{FILES}:{port}/data.csv")
 }
 
+/// The user revokes their chat's approval of [`FILES`] (2xx asserted).
+async fn revoke_files(api: &Api, user: &str, chat: &str) {
+    let r = api.revoke(user, chat, "site", FILES).await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+}
+
+/// Turns for (user, chat) pairs, each of whose chats a person approved [`FILES`] for.
+async fn approved_turns<const N: usize>(g: &Gate, port: u16, who: [(&str, &str); N]) -> [Turn; N] {
+    let mut turns = Vec::new();
+    for (user, chat) in who {
+        let turn = g.turn(user, chat).await;
+        approve(&g.api(), &turn, port).await;
+        turns.push(turn);
+    }
+    turns.try_into().unwrap()
+}
+
+/// A row's check: the first turn's tunnel and keep-alive connection close within a second of
+/// `revoke` (which withdraws what they relied on, `what`), the second turn's stay open (`kept`).
+/// Returns what `revoke` answered.
+async fn closes_only_the_first<R>(
+    g: &Gate,
+    port: u16,
+    (first, second): (&Turn, &Turn),
+    (what, kept): (&str, &str),
+    revoke: impl AsyncFnOnce() -> R,
+) -> R {
+    let mut gone = Held::open(g.proxy(), first, port).await;
+    let mut stays = Held::open(g.proxy(), second, port).await;
+    let r = revoke().await;
+    let since = Instant::now();
+    gone.assert_closed_within_a_second(since, what).await;
+    stays.assert_open(second, port, kept).await;
+    r
+}
+
 #[tokio::test]
 async fn revoking_an_approval_closes_that_chats_connections_only() {
     let (g, _o, port) = setup().await;
     let api = g.api();
-    let c1 = api.turn("alice", "c1", &[]).await;
-    let c2 = api.turn("alice", "c2", &[]).await;
-    support::held::approve(&api, &c1, port).await;
-    support::held::approve(&api, &c2, port).await;
-    let mut held1 = Held::open(g.proxy(), &c1, port).await;
-    let mut held2 = Held::open(g.proxy(), &c2, port).await;
-
-    let r = api
-        .call(
-            "DELETE",
-            &format!("/v1/chats/c1/approvals/site/{FILES}"),
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
+    let [c1, c2] = approved_turns(&g, port, [("alice", "c1"), ("alice", "c2")]).await;
+    let why = ("revoked approval", "another chat's approval");
+    closes_only_the_first(&g, port, (&c1, &c2), why, async || {
+        revoke_files(&api, "alice", "c1").await
+    })
+    .await;
+    assert_refused(&g.get(&c1, &url(port)).await, "not_approved");
+    assert_eq!(g.get(&c2, &url(port)).await.status, 200);
+    g.assert_logged(&["revoked: closing an open connection"], "the closing")
         .await;
-    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
-    let revoked = Instant::now();
-    held1
-        .assert_closed_within_a_second(revoked, "revoked approval")
-        .await;
-    held2
-        .assert_open(&c2, port, "another chat's approval")
-        .await;
-    let r = proxy_get(g.proxy(), &c1, &url(port)).await;
-    assert_eq!(r.status, 403, "{}", r.text());
-    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
-    assert_eq!(proxy_get(g.proxy(), &c2, &url(port)).await.status, 200);
-    assert!(
-        g.log_line(&["revoked: closing an open connection"])
-            .await
-            .is_some(),
-        "the closing is logged"
-    );
 }
 
 #[tokio::test]
@@ -74,42 +83,14 @@ async fn revoking_closes_a_tunnel_whose_client_never_spoke() {
     // proxy dials the origin and waits for either side to speak. A revocation must close the
     // tunnel in that wait too, not only once bytes move.
     let (g, o, port) = setup().await;
-    let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
-    support::held::approve(&api, &turn, port).await;
-    let (r, mut silent) = connect(g.proxy(), &turn, &format!("{FILES}:{port}")).await;
+    let [turn] = approved_turns(&g, port, [("alice", "c1")]).await;
+    let (r, mut silent) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(r.status, 200, "CONNECT: {}", r.text());
-    let dialled = Instant::now() + Duration::from_secs(5);
-    while o.connection_count() == 0 {
-        assert!(
-            Instant::now() < dialled,
-            "the proxy never dialled the origin"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let r = api
-        .call(
-            "DELETE",
-            &format!("/v1/chats/c1/approvals/site/{FILES}"),
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
+    o.assert_dialled().await;
+    revoke_files(&g.api(), "alice", "c1").await;
+    assert_closed_in_a_second(&mut silent, Instant::now(), "the silent tunnel").await;
+    g.assert_logged(&["revoked: closing an open connection"], "the closing")
         .await;
-    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
-    let revoked = Instant::now();
-    assert!(
-        wait_closed(&mut silent, 3).await.is_ok(),
-        "the silent tunnel was not closed"
-    );
-    let took = revoked.elapsed();
-    assert!(took < Duration::from_secs(1), "closed only after {took:?}");
-    assert!(
-        g.log_line(&["revoked: closing an open connection"])
-            .await
-            .is_some(),
-        "the closing is logged"
-    );
 }
 
 #[tokio::test]
@@ -117,28 +98,16 @@ async fn removing_an_admin_site_closes_what_it_let_through() {
     let (g, _o, port) = setup().await;
     let api = g.api();
     api.admin_site(FILES).await;
-    let c1 = api.turn("alice", "c1", &[]).await;
+    let c1 = g.turn("alice", "c1").await;
     // Another chat reaches the same host through its launch-time sites, which stay.
     let c2 = api.turn("alice", "c2", &[FILES]).await;
-    let mut held1 = Held::open(g.proxy(), &c1, port).await;
-    let mut held2 = Held::open(g.proxy(), &c2, port).await;
-
-    let r = api
-        .call(
-            "DELETE",
-            &format!("/v1/admin/sites/{FILES}"),
-            Some(ADMIN),
-            None,
-            None,
-        )
-        .await;
+    let why = ("removed admin site", "a launch-time site");
+    let r = closes_only_the_first(&g, port, (&c1, &c2), why, async || {
+        api.remove_site(FILES).await
+    })
+    .await;
     assert!(r.status < 300, "remove: {} {}", r.status, r.text());
-    let removed = Instant::now();
-    held1
-        .assert_closed_within_a_second(removed, "removed admin site")
-        .await;
-    held2.assert_open(&c2, port, "a launch-time site").await;
-    assert_eq!(proxy_get(g.proxy(), &c1, &url(port)).await.status, 403);
+    assert_eq!(g.get(&c1, &url(port)).await.status, 403);
 }
 
 #[tokio::test]
@@ -147,20 +116,14 @@ async fn hiding_a_chat_ends_its_turns_and_closes_their_connections() {
     let api = g.api();
     let c1 = api.turn("alice", "c1", &[FILES]).await;
     let c2 = api.turn("alice", "c2", &[FILES]).await;
-    let mut held1 = Held::open(g.proxy(), &c1, port).await;
-    let mut held2 = Held::open(g.proxy(), &c2, port).await;
-
-    let r = api
-        .call("DELETE", "/v1/chats/c1", Some(RUNTIME), Some("alice"), None)
-        .await;
+    let why = ("hidden chat", "another chat");
+    let r = closes_only_the_first(&g, port, (&c1, &c2), why, async || {
+        api.hide_chat("alice", "c1").await
+    })
+    .await;
     assert!(r.status < 300, "hide: {} {}", r.status, r.text());
-    let hidden = Instant::now();
-    held1
-        .assert_closed_within_a_second(hidden, "hidden chat")
-        .await;
-    held2.assert_open(&c2, port, "another chat").await;
     // The hidden chat's turn credential no longer works: 407, like an expired one.
-    let r = proxy_get(g.proxy(), &c1, &url(port)).await;
+    let r = g.get(&c1, &url(port)).await;
     assert_eq!(r.status, 407, "{}", r.text());
     let (r, _) = connect(g.proxy(), &c1, &format!("{FILES}:{port}")).await;
     assert_eq!(r.status, 407);
@@ -169,44 +132,24 @@ async fn hiding_a_chat_ends_its_turns_and_closes_their_connections() {
         .await;
     assert_eq!(r.status, 410, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "TURN_EXPIRED");
-    assert_eq!(proxy_get(g.proxy(), &c2, &url(port)).await.status, 200);
+    assert_eq!(g.get(&c2, &url(port)).await.status, 200);
 }
 
 #[tokio::test]
 async fn a_user_losing_can_approve_loses_what_they_approved() {
     let (g, _o, port) = setup().await;
     let api = g.api();
-    let alice = api.turn("alice", "c1", &[]).await;
-    let bob = api.turn("bob", "c1", &[]).await;
-    support::held::approve(&api, &alice, port).await;
-    support::held::approve(&api, &bob, port).await;
-    let mut held_a = Held::open(g.proxy(), &alice, port).await;
-    let mut held_b = Held::open(g.proxy(), &bob, port).await;
-
-    let r = api
-        .call(
-            "PUT",
-            "/v1/admin/users/alice",
-            Some(ADMIN),
-            None,
-            Some(&json!({"can_approve": false}).to_string()),
-        )
-        .await;
+    let [alice, bob] = approved_turns(&g, port, [("alice", "c1"), ("bob", "c1")]).await;
+    let why = ("can_approve lost", "another user's approval");
+    let r = closes_only_the_first(&g, port, (&alice, &bob), why, async || {
+        api.set_can_approve("alice", false).await
+    })
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let changed = Instant::now();
-    held_a
-        .assert_closed_within_a_second(changed, "can_approve lost")
-        .await;
-    held_b
-        .assert_open(&bob, port, "another user's approval")
-        .await;
-    assert_eq!(proxy_get(g.proxy(), &alice, &url(port)).await.status, 403);
-    let r = api.get("/v1/admin/audit?kind=admin_change", ADMIN).await;
-    assert!(
-        r.text().contains("approvals_revoked"),
-        "the audit says what was withdrawn: {}",
-        r.text()
-    );
+    assert_eq!(g.get(&alice, &url(port)).await.status, 403);
+    let audit = api.audit("admin_change").await.text();
+    let what = "the audit says what was withdrawn";
+    assert!(audit.contains("approvals_revoked"), "{what}: {audit}");
 }
 
 /// A card expired past its claim cap withdraws what it approved (its rows are deleted), the
@@ -214,35 +157,30 @@ async fn a_user_losing_can_approve_loses_what_they_approved() {
 #[tokio::test]
 async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8"])
-        .args(&["--allow-port", &port.to_string()])
+        .reach(&o)
+        .names(&[FILES])
         .args(&["--claim-cap", "1", "--lease", "1s"])
-        .start();
+        .ready()
+        .await;
     let api = g.api();
-    let c1 = api.turn("alice", "c1", &[]).await;
-    let c2 = api.turn("alice", "c2", &[]).await;
-    support::held::approve(&api, &c2, port).await;
-    let (id, secret) = ask(&api, &c1, &[&url(port)]).await;
-    approve_card(&api, &id, &secret).await;
+    let c1 = g.turn("alice", "c1").await;
+    let [c2] = approved_turns(&g, port, [("alice", "c2")]).await;
+    let (id, secret) = approved(&api, &c1, &[&url(port)]).await;
     let claimed = tokio::time::Instant::now();
-    let mut held1 = Held::open(g.proxy(), &c1, port).await;
-    let mut held2 = Held::open(g.proxy(), &c2, port).await;
-    // The worker never completes; after its lease the next click is past the cap.
-    tokio::time::sleep_until(claimed + std::time::Duration::from_millis(1_200)).await;
-    let r = resume(&api, &id, &secret, "resolved", json!({"approved": true})).await;
+    let why = ("card past its claim cap", "another chat's card");
+    let r = closes_only_the_first(&g, port, (&c1, &c2), why, async || {
+        // The worker never completes; after its lease the next click is past the cap.
+        tokio::time::sleep_until(claimed + Duration::from_millis(1_200)).await;
+        answer_card(&api, &id, &secret, json!({"approved": true})).await
+    })
+    .await;
     assert_ne!(
         r.status,
         200,
         "past the cap the card is expired: {}",
         r.text()
     );
-    let expired = Instant::now();
-    held1
-        .assert_closed_within_a_second(expired, "card past its claim cap")
-        .await;
-    held2.assert_open(&c2, port, "another chat's card").await;
-    assert_eq!(proxy_get(g.proxy(), &c1, &url(port)).await.status, 403);
+    assert_eq!(g.get(&c1, &url(port)).await.status, 403);
 }

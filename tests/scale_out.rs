@@ -11,10 +11,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::held::{Held, approve};
 use support::pg::PgCluster;
 use support::*;
 
-const FILES: &str = "files.example.com";
 /// base64 of "paused agent state".
 const SNAPSHOT: &str = "cGF1c2VkIGFnZW50IHN0YXRl";
 
@@ -31,28 +31,16 @@ struct Fleet {
 async fn fleet(lease: &str) -> Fleet {
     let pg = PgCluster::start();
     let origin = origin().await;
-    let port = origin.addr.port().to_string();
-    let proxy = |_: u8| {
-        gate()
-            .subcommand("proxy")
-            .database(&pg.url())
-            .resolve(FILES, "127.0.0.1")
-            .args(&["--allow-cidr", "127.0.0.0/8", "--allow-port", &port])
-            .start()
-    };
-    let p1 = proxy(1);
-    let p2 = proxy(2);
+    let proxy = || proxy_on(&pg.url()).reach(&origin).names(&[FILES]).start();
+    let (p1, p2) = (proxy(), proxy());
     let public = p1.proxy().to_string();
-    let control = |_: u8| {
-        gate()
-            .subcommand("control")
-            .database(&pg.url())
-            .args(&["--proxy-public-url", &public, "--lease", lease])
+    let control = || {
+        control_on(&pg.url(), &public)
+            .args(&["--lease", lease])
             .start()
     };
-    let a = control(1);
-    let b = control(2);
-    let url = format!("http://{FILES}:{port}/data.csv");
+    let (a, b) = (control(), control());
+    let url = origin.url(FILES, "/data.csv");
     Fleet {
         _pg: pg,
         p1,
@@ -65,23 +53,12 @@ async fn fleet(lease: &str) -> Fleet {
 }
 
 async fn card(api: &Api, turn: &Turn) -> (String, String) {
-    let r = api
-        .post(
-            &format!("/v1/turns/{}/approval-requests", turn.id),
-            RUNTIME,
-            json!({"reason": "needs the data"}),
-        )
-        .await;
+    let r = approval_request(api, turn, json!({"reason": "needs the data"})).await;
     assert_eq!(r.json()["outcome"], "ask", "{}", r.text());
     // The paused agent's snapshot goes to the blob store, which follows the database here,
     // so any control process can hand it back on resume.
-    let r = api
-        .post(
-            "/v1/interrupts",
-            RUNTIME,
-            json!({"draft_id": r.json()["draft_id"], "snapshot": SNAPSHOT}),
-        )
-        .await;
+    let draft = r.json()["draft_id"].clone();
+    let r = register(api, json!({"draft_id": draft, "snapshot": SNAPSHOT})).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let v = r.json();
     (
@@ -90,30 +67,14 @@ async fn card(api: &Api, turn: &Turn) -> (String, String) {
     )
 }
 
-async fn resume(api: &Api, id: &str, secret: &str) -> Resp {
-    api.call(
-        "POST",
-        &format!("/v1/interrupts/{id}/resume"),
-        None,
-        None,
-        Some(&resume_body(
-            id,
-            secret,
-            "resolved",
-            json!({"approved": true}),
-        )),
-    )
-    .await
-}
-
 #[tokio::test]
 async fn full_loop_with_each_step_on_a_different_process() {
     let f = fleet("30s").await;
     let (a, b) = (f.a.api(), f.b.api());
-    let turn = a.turn("alice", "c1", &[]).await; // control A opens the turn
-    assert_eq!(proxy_get(f.p1.proxy(), &turn, &f.url).await.status, 403); // proxy 1 refuses and records
+    let turn = f.a.turn("alice", "c1").await; // control A opens the turn
+    assert_eq!(f.p1.get(&turn, &f.url).await.status, 403); // proxy 1 refuses and records
     let (id, secret) = card(&b, &turn).await; // control B sees the refusal, drafts and registers
-    let r = resume(&a, &id, &secret).await; // control A resumes the card registered on B
+    let r = click_approve(&a, &id, &secret).await; // control A resumes the card registered on B
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["decision"]["outcome"], "approved");
     assert_eq!(
@@ -121,30 +82,18 @@ async fn full_loop_with_each_step_on_a_different_process() {
         SNAPSHOT,
         "the snapshot written through B is read back through A"
     );
-    let got = proxy_get(f.p2.proxy(), &turn, &f.url).await; // proxy 2 honours it on the next request
+    let got = f.p2.get(&turn, &f.url).await; // proxy 2 honours it on the next request
     assert_eq!(got.status, 200, "{}", got.text());
     assert_eq!(f.origin.requests().len(), 1);
 
     // Revocation through B reaches proxy 2's cache (allowed just now) within one poll.
-    let r = b
-        .call(
-            "DELETE",
-            &format!("/v1/chats/c1/approvals/site/{FILES}"),
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let r = b.revoke("alice", "c1", "site", FILES).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let t = Instant::now();
-    let mut refused = false;
-    while t.elapsed() < Duration::from_secs(5) {
-        if proxy_get(f.p2.proxy(), &turn, &f.url).await.status == 403 {
-            refused = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let refused = eventually(Duration::from_secs(5), async || {
+        f.p2.get(&turn, &f.url).await.status == 403
+    })
+    .await;
     eprintln!(
         "revocation propagated to another process's proxy in {:?}",
         t.elapsed()
@@ -156,15 +105,15 @@ async fn full_loop_with_each_step_on_a_different_process() {
 async fn concurrent_resumes_across_control_processes_claim_once() {
     let f = fleet("30s").await;
     let (a, b) = (f.a.api(), f.b.api());
-    let turn = a.turn("bob", "c1", &[]).await;
-    assert_eq!(proxy_get(f.p1.proxy(), &turn, &f.url).await.status, 403);
+    let turn = f.a.turn("bob", "c1").await;
+    assert_eq!(f.p1.get(&turn, &f.url).await.status, 403);
     let (id, secret) = card(&a, &turn).await;
     let mut tasks = Vec::new();
     for i in 0..50 {
         let api = if i % 2 == 0 { a } else { b };
         let (id, secret) = (id.clone(), secret.clone());
         tasks.push(tokio::spawn(async move {
-            resume(&api, &id, &secret).await.status
+            click_approve(&api, &id, &secret).await.status
         }));
     }
     let mut statuses = Vec::new();
@@ -183,20 +132,20 @@ async fn concurrent_resumes_across_control_processes_claim_once() {
 async fn a_control_process_killed_while_holding_a_claim_is_taken_over_after_its_lease() {
     let f = fleet("1s").await;
     let a = f.a.api();
-    let turn = a.turn("carol", "c1", &[]).await;
-    assert_eq!(proxy_get(f.p1.proxy(), &turn, &f.url).await.status, 403);
+    let turn = f.a.turn("carol", "c1").await;
+    assert_eq!(f.p1.get(&turn, &f.url).await.status, 403);
     let (id, secret) = card(&a, &turn).await;
-    let first = resume(&f.b.api(), &id, &secret).await;
+    let first = click_approve(&f.b.api(), &id, &secret).await;
     assert_eq!(first.status, 200, "{}", first.text());
     let dead_claim = first.json()["claim"]["claim_id"].clone();
     let _ = f.b.kill(); // kill -9 of the worker holding the claim
     assert_eq!(
-        resume(&a, &id, &secret).await.status,
+        click_approve(&a, &id, &secret).await.status,
         409,
         "the lease is still live"
     );
     tokio::time::sleep(Duration::from_millis(1200)).await; // the lease (1s) lapses
-    let second = resume(&a, &id, &secret).await;
+    let second = click_approve(&a, &id, &secret).await;
     assert_eq!(
         second.status,
         200,
@@ -224,7 +173,32 @@ async fn a_control_process_killed_while_holding_a_claim_is_taken_over_after_its_
         "the dead worker's claim is lost: {}",
         hb.text()
     );
-    assert_eq!(proxy_get(f.p2.proxy(), &turn, &f.url).await.status, 200);
+    assert_eq!(f.p2.get(&turn, &f.url).await.status, 200);
+}
+
+/// One revocation row: `turn` holds a tunnel and a keep-alive connection on both proxies;
+/// `revoke` answers 2xx (exactly `status` when given) and closes all four within a second;
+/// the turn's next request through `then_via` is answered `then`.
+async fn revocation_row(
+    f: &Fleet,
+    (turn, what): (&Turn, &str),
+    (revoke, status): (impl AsyncFnOnce() -> Resp, Option<u16>),
+    (then_via, then): (&Gate, u16),
+) {
+    let mut held = Vec::new();
+    for p in [f.p1.proxy(), f.p2.proxy()] {
+        held.push(Held::open(p, turn, f.origin.port()).await);
+    }
+    let r = revoke().await;
+    let since = Instant::now();
+    assert!(r.status < 300, "{what}: {}", r.text());
+    if let Some(want) = status {
+        assert_eq!(r.status, want, "{what}: {}", r.text());
+    }
+    for h in &mut held {
+        h.assert_closed_within_a_second(since, what).await;
+    }
+    assert_eq!(then_via.get(turn, &f.url).await.status, then, "{what}");
 }
 
 /// Every kind of revocation, made through one control process, closes the open tunnels and
@@ -232,88 +206,35 @@ async fn a_control_process_killed_while_holding_a_claim_is_taken_over_after_its_
 /// chat's connections to the same host stay open throughout.
 #[tokio::test]
 async fn revocations_close_open_connections_on_every_proxy() {
-    use support::held::{Held, approve};
     let f = fleet("30s").await;
     let (a, b) = (f.a.api(), f.b.api());
-    let port = f.origin.addr.port();
-    let proxies = [f.p1.proxy(), f.p2.proxy()];
-    let open_on_both = async |turn: &Turn| {
-        let mut held = Vec::new();
-        for p in proxies {
-            held.push(Held::open(p, turn, port).await);
-        }
-        held
-    };
-    let closed_within_a_second = async |held: &mut Vec<Held>, since: Instant, what: &str| {
-        for h in held.iter_mut() {
-            h.assert_closed_within_a_second(since, what).await;
-        }
-    };
-    let c1 = a.turn("alice", "c1", &[]).await;
-    let c2 = a.turn("alice", "c2", &[]).await;
-    let bob = a.turn("bob", "b1", &[]).await;
+    let port = f.origin.port();
+    let c1 = f.a.turn("alice", "c1").await;
+    let c2 = f.a.turn("alice", "c2").await;
+    let bob = f.a.turn("bob", "b1").await;
     for t in [&c1, &c2, &bob] {
         approve(&a, t, port).await;
     }
-    let mut stays = open_on_both(&c2).await;
-
-    // An approval revoked.
-    let mut held = open_on_both(&c1).await;
-    let r = b
-        .call(
-            "DELETE",
-            &format!("/v1/chats/c1/approvals/site/{FILES}"),
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    closed_within_a_second(&mut held, Instant::now(), "revoked approval").await;
-    assert_eq!(proxy_get(f.p2.proxy(), &c1, &f.url).await.status, 403);
-
+    let mut stays = Vec::new();
+    for p in [f.p1.proxy(), f.p2.proxy()] {
+        stays.push(Held::open(p, &c2, port).await);
+    }
+    let revoke = async || b.revoke("alice", "c1", "site", FILES).await;
+    let row = (&c1, "revoked approval");
+    revocation_row(&f, row, (revoke, Some(200)), (&f.p2, 403)).await;
     // An admin site removed (chat c3 reached the host through it alone).
     a.admin_site(FILES).await;
-    let c3 = a.turn("alice", "c3", &[]).await;
-    let mut held = open_on_both(&c3).await;
-    let r = b
-        .call(
-            "DELETE",
-            &format!("/v1/admin/sites/{FILES}"),
-            Some(ADMIN),
-            None,
-            None,
-        )
-        .await;
-    assert!(r.status < 300, "{}", r.text());
-    closed_within_a_second(&mut held, Instant::now(), "removed admin site").await;
-    assert_eq!(proxy_get(f.p1.proxy(), &c3, &f.url).await.status, 403);
-
+    let c3 = f.a.turn("alice", "c3").await;
+    let revoke = async || b.remove_site(FILES).await;
+    let row = (&c3, "removed admin site");
+    revocation_row(&f, row, (revoke, None), (&f.p1, 403)).await;
     // A chat hidden (its turn had the host as a launch-time site).
     let c4 = a.turn("alice", "c4", &[FILES]).await;
-    let mut held = open_on_both(&c4).await;
-    let r = b
-        .call("DELETE", "/v1/chats/c4", Some(RUNTIME), Some("alice"), None)
-        .await;
-    assert!(r.status < 300, "{}", r.text());
-    closed_within_a_second(&mut held, Instant::now(), "hidden chat").await;
-    assert_eq!(proxy_get(f.p2.proxy(), &c4, &f.url).await.status, 407);
-
-    // A user losing can_approve.
-    let mut held = open_on_both(&bob).await;
-    let r = b
-        .call(
-            "PUT",
-            "/v1/admin/users/bob",
-            Some(ADMIN),
-            None,
-            Some(&json!({"can_approve": false}).to_string()),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    closed_within_a_second(&mut held, Instant::now(), "can_approve lost").await;
-    assert_eq!(proxy_get(f.p1.proxy(), &bob, &f.url).await.status, 403);
-
+    let revoke = async || b.hide_chat("alice", "c4").await;
+    revocation_row(&f, (&c4, "hidden chat"), (revoke, None), (&f.p2, 407)).await;
+    let revoke = async || b.set_can_approve("bob", false).await;
+    let row = (&bob, "can_approve lost");
+    revocation_row(&f, row, (revoke, Some(200)), (&f.p1, 403)).await;
     for h in &mut stays {
         h.assert_open(&c2, port, "another chat, through every revocation")
             .await;

@@ -13,7 +13,6 @@ use serde_json::json;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
 
-const FILES: &str = "files.example.com";
 const INSIDE: &str = "inside.example.com";
 
 fn refusal_row<'a>(rec: &'a serde_json::Value, host: &str, reason: &str) -> &'a serde_json::Value {
@@ -27,34 +26,26 @@ fn refusal_row<'a>(rec: &'a serde_json::Value, host: &str, reason: &str) -> &'a 
 
 /// The bytes a rustls client sends first: its ClientHello naming `sni`.
 fn client_hello(sni: &str) -> Vec<u8> {
-    let pki = pki(&[sni]);
-    let name = rustls::pki_types::ServerName::try_from(sni.to_owned()).unwrap();
-    let mut conn = rustls::ClientConnection::new(pki.client(), name).unwrap();
-    let mut out = Vec::new();
-    while conn.wants_write() {
-        conn.write_tls(&mut out).unwrap();
-    }
-    out
+    support::hello::client_hello(pki(&[sni]).client(), Some(sni))
 }
 
 #[tokio::test]
 async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
     let o = origin().await;
-    let port = o.addr.port();
+    let port = o.port();
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
         // No --allow-cidr for INSIDE: its address is private, which is never shadowed.
-        .resolve(INSIDE, "10.0.0.1")
+        .answers(&[(FILES, "127.0.0.1"), (INSIDE, "10.0.0.1")])
         .args(&["--allow-cidr", "127.0.0.0/8=files.example.com"])
-        .args(&["--allow-port", &port.to_string()])
+        .ports(&[port])
         .args(&["--mode", "shadow"])
         .start();
     let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let turn = g.turn("alice", "c1").await;
 
     // not_approved: shadowed, so the origin is reached.
-    let url = format!("http://{FILES}:{port}/data.csv");
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let url = o.url(FILES, "/data.csv");
+    let r = g.get(&turn, &url).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), "origin says hi");
     let rec = api.refusals(&turn).await;
@@ -62,13 +53,10 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
     assert_eq!(row["shadow"], true, "{row}");
     assert_eq!(row["count"], 1);
     // A CONNECT is shadowed the same way.
-    let (r, mut tunnel) = connect(g.proxy(), &turn, &format!("{FILES}:{port}")).await;
+    let (r, mut tunnel) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(r.status, 200);
     assert_eq!(
-        get_over(&mut tunnel, &format!("{FILES}:{port}"))
-            .await
-            .unwrap()
-            .status,
+        get_over(&mut tunnel, &o.at(FILES)).await.unwrap().status,
         200
     );
     let shadow_line = g
@@ -92,13 +80,13 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
     assert_eq!(r.json()["error"]["code"], "NOTHING_TO_APPROVE");
 
     // ip_literal, internal_name and private_address are never shadowed.
-    let r = proxy_get(g.proxy(), &turn, &format!("http://127.0.0.1:{port}/")).await;
+    let r = g.get(&turn, &format!("http://127.0.0.1:{port}/")).await;
     assert_eq!(r.status, 403);
     assert_eq!(r.header("x-egress-refused"), Some("ip_literal"));
-    let r = proxy_get(g.proxy(), &turn, &format!("http://db.internal:{port}/")).await;
+    let r = g.get(&turn, &format!("http://db.internal:{port}/")).await;
     assert_eq!(r.status, 403);
     assert_eq!(r.header("x-egress-refused"), Some("internal_name"));
-    let r = proxy_get(g.proxy(), &turn, &format!("http://{INSIDE}:{port}/")).await;
+    let r = g.get(&turn, &format!("http://{INSIDE}:{port}/")).await;
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("private_address"));
     let rec = api.refusals(&turn).await;
@@ -122,58 +110,35 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
         wait_closed(&mut tunnel, 5).await.is_ok(),
         "fronting is refused"
     );
-    let row = wait_for_refusal(&api, &turn, "sni_mismatch", 5)
-        .await
-        .expect("sni_mismatch recorded");
+    let row = assert_recorded(&api, &turn, "sni_mismatch").await;
     assert!(row.get("shadow").is_none(), "{row}");
 }
 
 #[tokio::test]
 async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     let o = origin().await;
-    let port = o.addr.port();
-    let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.0/8"])
-        .args(&["--allow-port", &port.to_string()])
-        .start();
+    let g = gate().reach(&o).names(&[FILES]).ready().await;
     let api = g.api();
-    let url = format!("http://{FILES}:{port}/data.csv");
-    let alice = api.turn("alice", "c1", &[]).await;
-    let bob = api.turn("bob", "c1", &[]).await;
-    assert_eq!(proxy_get(g.proxy(), &alice, &url).await.status, 403);
+    let url = o.url(FILES, "/data.csv");
+    let alice = g.turn("alice", "c1").await;
+    let bob = g.turn("bob", "c1").await;
+    assert_eq!(g.get(&alice, &url).await.status, 403);
 
-    let put = |user: &'static str, body: serde_json::Value| async move {
-        api.call(
-            "PUT",
-            &format!("/v1/admin/users/{user}"),
-            Some(ADMIN),
-            None,
-            Some(&body.to_string()),
-        )
-        .await
-    };
-    let r = put("alice", json!({"mode": "shadow"})).await;
+    let r = api.set_user("alice", json!({"mode": "shadow"})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json(), json!({"user_id": "alice", "mode": "shadow"}));
     // Alice's open turn is re-read after the change (one poll), then shadowed.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    loop {
-        let r = proxy_get(g.proxy(), &alice, &url).await;
-        if r.status == 200 {
-            break;
-        }
-        assert_eq!(r.status, 403);
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the user's mode never reached the proxy"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let shadowed = eventually(Duration::from_secs(2), async || {
+        let status = g.get(&alice, &url).await.status;
+        assert!(status == 200 || status == 403, "{status}");
+        status == 200
+    })
+    .await;
+    assert!(shadowed, "the user's mode never reached the proxy");
     let rec = api.refusals(&alice).await;
     assert_eq!(refusal_row(&rec, FILES, "not_approved")["shadow"], true);
     // Bob stays enforced.
-    let r = proxy_get(g.proxy(), &bob, &url).await;
+    let r = g.get(&bob, &url).await;
     assert_eq!(r.status, 403);
     let rec = api.refusals(&bob).await;
     assert!(
@@ -183,32 +148,22 @@ async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     );
 
     // Back to enforce: refused again.
-    let r = put("alice", json!({"mode": "enforce"})).await;
+    let r = api.set_user("alice", json!({"mode": "enforce"})).await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while proxy_get(g.proxy(), &alice, &url).await.status != 403 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "enforce never came back"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let audit = api.get("/v1/admin/audit?kind=admin_change", ADMIN).await;
-    assert!(
-        audit.text().contains("\"mode\":\"shadow\""),
-        "{}",
-        audit.text()
-    );
+    let enforced = eventually(Duration::from_secs(2), async || {
+        g.get(&alice, &url).await.status == 403
+    })
+    .await;
+    assert!(enforced, "enforce never came back");
+    let audit = api.audit("admin_change").await.text();
+    assert!(audit.contains("\"mode\":\"shadow\""), "{audit}");
 }
 
 #[tokio::test]
 async fn a_bad_mode_is_refused_and_changes_nothing() {
     let g = gate().start();
     let api = g.api();
-    let before = api
-        .get("/v1/admin/audit?kind=admin_change", ADMIN)
-        .await
-        .text();
+    let before = api.audit("admin_change").await.text();
     for (body, status, code) in [
         (json!({"mode": "audit"}), 422, "INVALID_INPUT"),
         (
@@ -224,50 +179,24 @@ async fn a_bad_mode_is_refused_and_changes_nothing() {
             "INVALID_BODY",
         ),
     ] {
-        let r = api
-            .call(
-                "PUT",
-                "/v1/admin/users/alice",
-                Some(ADMIN),
-                None,
-                Some(&body.to_string()),
-            )
-            .await;
+        let r = api.set_user("alice", body.clone()).await;
         assert_eq!(r.status, status, "{body}: {}", r.text());
         assert_eq!(r.json()["error"]["code"], code, "{body}");
     }
-    let r = api
-        .call(
-            "PUT",
-            "/v1/admin/users/alice",
-            Some(ADMIN),
-            None,
-            Some(&json!({"mode": "audit"}).to_string()),
-        )
-        .await;
+    let r = api.set_user("alice", json!({"mode": "audit"})).await;
     assert!(
         r.text().contains("enforce"),
         "the error names the choices: {}",
         r.text()
     );
-    let after = api
-        .get("/v1/admin/audit?kind=admin_change", ADMIN)
-        .await
-        .text();
+    let after = api.audit("admin_change").await.text();
     assert_eq!(before, after, "nothing was written");
 }
 
 #[test]
 fn a_bad_deployment_mode_is_one_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"))
-        .args(["serve", "--mode", "audit", "--data-dir"])
-        .arg(dir.path().join("d"))
-        .env_remove("EGRESSGATE_MODE")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = serve_failure(&["--mode", "audit"], &dir.path().join("d"));
     assert!(e.contains("--mode") && e.contains("audit"), "{e}");
     assert!(!dir.path().join("d").exists(), "nothing was written: {e}");
 }

@@ -47,8 +47,8 @@ async fn the_audit_names_the_person_or_says_only_the_secret_was_presented() {
     let g = gate().resolve(FILES, "127.0.0.1").start();
     let api = g.api();
     let url = format!("http://{FILES}/data.csv");
-    let t1 = api.turn("alice", "c1", &[]).await;
-    let t2 = api.turn("alice", "c2", &[]).await;
+    let t1 = g.turn("alice", "c1").await;
+    let t2 = g.turn("alice", "c2").await;
     let (a, a_secret) = ask(&api, &t1, &[&url]).await;
     let (b, b_secret) = ask(&api, &t2, &[&url]).await;
 

@@ -1,340 +1,29 @@
 //! The approval tool (`POST /v1/turns/{turn_id}/approval-requests`) through the real router:
-//! one test per row of the design's outcome table, plus their order, the merge of refused
-//! hosts, dropping what is granted, deterministic denials, and drafts.
+//! one test per row of the design's outcome table from step 2 on, plus their order, the merge
+//! of refused hosts, dropping what is granted, deterministic denials, and drafts. Step 1 (what
+//! the tool refuses before it looks at any grant) is in `approval_tool_input.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cards;
 mod support;
 
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use egressgate_control::Settings;
+use cards::ask;
 use egressgate_store::{DraftId, RefusalReason};
 use serde_json::{Value, json};
-use support::{TestApp, assert_invalid_input, code, message};
+use support::{TestApp, assert_error};
 
 const NOTHING: &str =
     "name the URLs or packages, or run the step first so the blocked sites are recorded";
 
-async fn ask(app: &TestApp, turn_id: &str, body: Value) -> (StatusCode, Value) {
-    app.post_json(
-        &format!("/v1/turns/{turn_id}/approval-requests"),
-        app.runtime(),
-        None,
-        body,
-    )
-    .await
-}
+const NOTHING_TO_APPROVE: (StatusCode, &str) =
+    (StatusCode::UNPROCESSABLE_ENTITY, "NOTHING_TO_APPROVE");
 
 async fn drafts(app: &TestApp) -> i64 {
     app.count("SELECT COUNT(*) FROM drafts").await
-}
-
-// Step 1.
-#[tokio::test]
-async fn step1_invalid_input_names_the_entry_and_why_and_writes_nothing() {
-    let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    let cases = [
-        (
-            json!({"reason": "r", "urls": ["https://ok.example.com/", "ftp://files.example.com/x"]}),
-            "urls[1]",
-            "http and https",
-        ),
-        (
-            json!({"reason": "r", "urls": ["https://user:pw@files.example.com/x"]}),
-            "urls[0]",
-            "credentials",
-        ),
-        (
-            json!({"reason": "r", "urls": ["not a url"]}),
-            "urls[0]",
-            "absolute URL",
-        ),
-        (
-            json!({"reason": "r", "urls": ["http://127.0.0.1/x"]}),
-            "urls[0]",
-            "IP literal",
-        ),
-        (
-            json!({"reason": "r", "urls": ["http://2130706433/x"]}),
-            "urls[0]",
-            "IP literal",
-        ),
-        (
-            json!({"reason": "r", "urls": ["http://[::1]/x"]}),
-            "urls[0]",
-            "IP literal",
-        ),
-        (
-            json!({"reason": "r", "urls": ["http://metadata.internal/x"]}),
-            "urls[0]",
-            "internal",
-        ),
-        (
-            json!({"reason": "r", "urls": ["http://localhost:8080/x"]}),
-            "urls[0]",
-            "internal",
-        ),
-        (
-            json!({"reason": "r", "urls": ["http://intranet/x"]}),
-            "urls[0]",
-            "internal",
-        ),
-        (
-            json!({"reason": "r", "packages": ["requests", "not valid!"]}),
-            "packages[1]",
-            "PyPI",
-        ),
-        (
-            json!({"reason": "r", "packages": ["cargo:serde"]}),
-            "packages[0]",
-            "ecosystem",
-        ),
-        (
-            json!({"reason": "", "urls": ["https://files.example.com/"]}),
-            "reason",
-            "",
-        ),
-        (
-            json!({"reason": "   ", "urls": ["https://files.example.com/"]}),
-            "reason",
-            "",
-        ),
-        (
-            json!({"reason": "x".repeat(501), "urls": ["https://files.example.com/"]}),
-            "reason",
-            "500",
-        ),
-    ];
-    for (body, entry, why) in cases {
-        let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
-        assert_invalid_input(s, &b, entry, why, &body.to_string());
-        assert!(
-            !message(&b).contains("pw@"),
-            "credentials never echoed: {b}"
-        );
-    }
-    let (s, _) = ask(
-        &app,
-        &t.turn_id,
-        json!({"reason": "x".repeat(500), "urls": ["https://files.example.com/"]}),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "500 characters is allowed");
-    assert_eq!(drafts(&app).await, 1);
-}
-
-#[tokio::test]
-async fn step1_card_caps() {
-    let settings = Settings {
-        card_max_sites: 2,
-        card_max_urls: 3,
-        card_max_packages: 2,
-        ..Settings::default()
-    };
-    let app = TestApp::with_settings(settings).await;
-    let t = app.open_turn("u", "c", true).await;
-    let three_hosts = json!({"reason": "r", "urls": ["https://a.example.com/", "https://b.example.com/", "https://c.example.com/"]});
-    let (s, b) = ask(&app, &t.turn_id, three_hosts).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
-    );
-    assert!(message(&b).contains("at most 2 sites"), "{b}");
-    let four_urls: Vec<String> = (0..4)
-        .map(|i| format!("https://a.example.com/{i}"))
-        .collect();
-    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "r", "urls": four_urls})).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
-    );
-    assert!(message(&b).contains("at most 3 URLs"), "{b}");
-    let (s, b) = ask(
-        &app,
-        &t.turn_id,
-        json!({"reason": "r", "packages": ["a", "b", "c"]}),
-    )
-    .await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
-    );
-    assert!(message(&b).contains("at most 2 packages"), "{b}");
-    // Refused hosts do not lock the tool: they fill the card's free places (below).
-    assert_eq!(drafts(&app).await, 0);
-}
-
-#[tokio::test]
-async fn probing_more_hosts_than_a_card_holds_keeps_the_card_usable() {
-    let app = TestApp::with_settings(Settings {
-        card_max_sites: 5,
-        ..Settings::default()
-    })
-    .await;
-    let t = app.open_turn("u", "c", true).await;
-    // A script probes 30 hosts, then the one it needed is refused last.
-    for i in 0..30 {
-        app.refuse(
-            &t.turn_id,
-            &format!("probe{i:02}.example.net"),
-            443,
-            RefusalReason::NotApproved,
-            None,
-        )
-        .await;
-    }
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    app.refuse(
-        &t.turn_id,
-        "latest.example.net",
-        443,
-        RefusalReason::NotApproved,
-        None,
-    )
-    .await;
-    let body = json!({"reason": "r", "urls": ["https://data.example.org/x.csv", "https://probe00.example.net/"]});
-    let (s, first) = ask(&app, &t.turn_id, body.clone()).await;
-    assert_eq!(s, StatusCode::OK, "{first}");
-    assert_eq!(first["outcome"], "ask");
-    let card = &first["card"];
-    let sites: Vec<&str> = card["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert_eq!(sites.len(), 5, "{card}");
-    // Named hosts always make it; the most recent refusal fills a free place.
-    for must in [
-        "data.example.org",
-        "probe00.example.net",
-        "latest.example.net",
-    ] {
-        assert!(sites.contains(&must), "{must} missing from {card}");
-    }
-    assert_eq!(card["sites_not_shown"], 31 - 4, "{card}");
-    // The same facts give the same card.
-    let (_, again) = ask(&app, &t.turn_id, body).await;
-    assert_eq!(again["card"], first["card"]);
-
-    // The approval grants only what the card listed.
-    let (s, reg) = app
-        .post_json(
-            "/v1/interrupts",
-            app.runtime(),
-            None,
-            json!({"draft_id": first["draft_id"]}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{reg}");
-    let message = reg["interrupt"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("27 more blocked sites not shown"),
-        "{message}"
-    );
-    let id = reg["interrupt"]["id"].as_str().unwrap();
-    let (s, res) = app
-        .post_json(
-            &format!("/v1/interrupts/{id}/resume"),
-            None,
-            None,
-            json!({"secret": reg["resume_secret"], "resume": [
-                {"interruptId": id, "status": "resolved", "payload": {"approved": true}}]}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{res}");
-    assert_eq!(res["decision"]["sites"], card["sites"]);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM approvals WHERE kind = 'site'")
-            .await,
-        5
-    );
-
-    // Only the agent's own named entries over the caps are refused.
-    let named: Vec<String> = (0..6)
-        .map(|i| format!("https://n{i}.example.org/"))
-        .collect();
-    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "r", "urls": named})).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
-    );
-}
-
-#[tokio::test]
-async fn bad_json_and_unknown_fields_are_400_and_write_nothing() {
-    let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    let path = format!("/v1/turns/{}/approval-requests", t.turn_id);
-    for raw in [
-        "{",
-        r#"{"reason": "r", "urls": ["https://a.example.com/"], "user_id": "admin"}"#,
-        r#"{"reason": "r", "can_ask_human": true}"#,
-        r#"{"urls": ["https://a.example.com/"]}"#,
-        r#"{"reason": "r", "urls": "https://a.example.com/"}"#,
-        r#"{"reason": 1}"#,
-    ] {
-        let (s, b) = app.post_raw(&path, app.runtime(), None, raw).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::BAD_REQUEST, "INVALID_BODY"),
-            "{raw}: {b}"
-        );
-    }
-    assert_eq!(drafts(&app).await, 0);
-}
-
-#[tokio::test]
-async fn auth_and_turn_lookup() {
-    let app = TestApp::new().await;
-    let t = app.open_turn("alice", "c", true).await;
-    let path = format!("/v1/turns/{}/approval-requests", t.turn_id);
-    let body = json!({"reason": "r", "urls": ["https://a.example.com/"]});
-    let (s, _) = app.post_json(&path, None, None, body.clone()).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    let (s, _) = app.post_json(&path, app.admin(), None, body.clone()).await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, b) = app
-        .post_json(&path, app.runtime(), Some("mallory"), body.clone())
-        .await;
-    assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"));
-    let unknown = egressgate_store::TurnId::generate();
-    for id in [unknown.as_str(), "garbage"] {
-        let (s, b) = ask(&app, id, body.clone()).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::NOT_FOUND, "TURN_NOT_FOUND"),
-            "{id}"
-        );
-    }
-    assert_eq!(drafts(&app).await, 0);
-    let (s, _) = app
-        .post_json(&path, app.runtime(), Some("alice"), body.clone())
-        .await;
-    assert_eq!(s, StatusCode::OK);
-
-    app.expire_turn(&t.turn_id).await;
-    let (s, b) = ask(&app, &t.turn_id, body).await;
-    assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"));
-    assert_eq!(drafts(&app).await, 1);
-}
-
-#[tokio::test]
-async fn a_hidden_chat_cannot_ask() {
-    let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    app.hide_chat("u", "c").await;
-    let (s, b) = ask(
-        &app,
-        &t.turn_id,
-        json!({"reason": "r", "urls": ["https://a.example.com/"]}),
-    )
-    .await;
-    assert_eq!((s, code(&b)), (StatusCode::GONE, "CHAT_HIDDEN"), "{b}");
-    assert_eq!(drafts(&app).await, 0);
 }
 
 // Steps 2 and 7.
@@ -351,15 +40,13 @@ async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_ca
         Some("http://cdn.example.net/x"),
     )
     .await;
-    app.refuse(
+    app.refuse_for(
         &t.turn_id,
         "blocked.example.net",
-        443,
         RefusalReason::PrivateAddress,
-        None,
     )
     .await;
-    app.refuse(&t.turn_id, "10.0.0.1", 443, RefusalReason::IpLiteral, None)
+    app.refuse_for(&t.turn_id, "10.0.0.1", RefusalReason::IpLiteral)
         .await;
     let other = app.open_turn("u", "c2", true).await;
     app.refuse_unapproved(&other.turn_id, "other-turn.example.net")
@@ -440,9 +127,9 @@ async fn step2_merges_refused_not_approved_hosts_and_step7_asks_with_a_sorted_ca
 #[tokio::test]
 async fn an_empty_call_asks_for_what_the_sandbox_was_refused() {
     let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
-    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
-    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "install deps"})).await;
+    let t = app.turn("u", "c").await;
+    app.refuse_unapproved(&t, "pypi.org").await;
+    let (s, b) = ask(&app, &t, json!({"reason": "install deps"})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["outcome"], "ask");
     assert_eq!(b["card"]["sites"], json!(["pypi.org"]));
@@ -453,12 +140,12 @@ async fn an_empty_call_asks_for_what_the_sandbox_was_refused() {
 #[tokio::test]
 async fn step3_nothing_named_and_nothing_refused() {
     let app = TestApp::new().await;
-    let t = app.open_turn("u", "c", true).await;
+    let t = app.turn("u", "c").await;
     for body in [
         json!({"reason": "r"}),
         json!({"reason": "r", "urls": [], "packages": []}),
     ] {
-        let (s, b) = ask(&app, &t.turn_id, body).await;
+        let (s, b) = ask(&app, &t, body).await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
             b,
@@ -467,18 +154,15 @@ async fn step3_nothing_named_and_nothing_refused() {
     }
     // Refusals no approval fixes are not something to approve either.
     app.refuse(
-        &t.turn_id,
+        &t,
         "x.example.com",
         8443,
         RefusalReason::PortNotAllowed,
         None,
     )
     .await;
-    let (s, b) = ask(&app, &t.turn_id, json!({"reason": "r"})).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "NOTHING_TO_APPROVE")
-    );
+    let (s, b) = ask(&app, &t, json!({"reason": "r"})).await;
+    assert_error(s, &b, NOTHING_TO_APPROVE, "only a port refused");
     // ... and the message says why, instead of asking the model to run the step again.
     assert_eq!(
         b["error"]["message"],
@@ -488,13 +172,10 @@ async fn step3_nothing_named_and_nothing_refused() {
          Continue without that data and say so."
     );
     // Nor are another turn's refusals.
-    let t2 = app.open_turn("u", "c", true).await;
-    app.refuse_unapproved(&t.turn_id, "pypi.org").await;
-    let (s, b) = ask(&app, &t2.turn_id, json!({"reason": "r"})).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "NOTHING_TO_APPROVE")
-    );
+    let t2 = app.turn("u", "c").await;
+    app.refuse_unapproved(&t, "pypi.org").await;
+    let (s, b) = ask(&app, &t2, json!({"reason": "r"})).await;
+    assert_error(s, &b, NOTHING_TO_APPROVE, "another turn's refusal");
     assert_eq!(drafts(&app).await, 0);
 }
 
@@ -503,12 +184,10 @@ async fn step3_nothing_named_and_nothing_refused() {
 async fn step4_a_named_host_refused_for_an_unfixable_reason_is_not_approvable() {
     let app = TestApp::new().await;
     let t = app.open_turn("u", "c", false).await;
-    app.refuse(
+    app.refuse_for(
         &t.turn_id,
         "files.example.com",
-        443,
         RefusalReason::PrivateAddress,
-        None,
     )
     .await;
     app.refuse_unapproved(&t.turn_id, "pypi.org").await;
@@ -552,16 +231,17 @@ async fn step5_already_approved_by_admin_launch_or_chat_grants() {
             json!({"sites": ["pypi.org"], "packages": ["pandas"]}),
         )
         .await;
-    app.insert_approval(
-        "u",
-        "c",
-        "site",
-        "data.example.org",
-        Duration::from_secs(3600),
-    )
+    app.insert_approvals(&[
+        (
+            "u",
+            "c",
+            "site",
+            "data.example.org",
+            Duration::from_secs(3600),
+        ),
+        ("u", "c", "package", "requests", Duration::from_secs(3600)),
+    ])
     .await;
-    app.insert_approval("u", "c", "package", "requests", Duration::from_secs(3600))
-        .await;
     app.refuse_unapproved(&t.turn_id, "pypi.org").await;
 
     let body = json!({
@@ -583,19 +263,18 @@ async fn step5_already_approved_by_admin_launch_or_chat_grants() {
 async fn step5_drops_only_what_is_granted_to_this_chat_and_still_valid() {
     let app = TestApp::new().await;
     app.admin_site("*.example.com").await;
-    let t = app.open_turn("u", "c", true).await;
+    let t = app.turn("u", "c").await;
     let hour = Duration::from_secs(3600);
-    app.insert_approval("u", "c", "site", "mine.example.org", hour)
-        .await;
-    app.insert_approval("u", "c", "site", "stale.example.org", Duration::ZERO)
-        .await;
-    app.insert_approval("u", "other-chat", "site", "other-chat.example.org", hour)
-        .await;
-    app.insert_approval("someone-else", "c", "site", "other-user.example.org", hour)
-        .await;
+    app.insert_approvals(&[
+        ("u", "c", "site", "mine.example.org", hour),
+        ("u", "c", "site", "stale.example.org", Duration::ZERO),
+        ("u", "other-chat", "site", "other-chat.example.org", hour),
+        ("someone-else", "c", "site", "other-user.example.org", hour),
+    ])
+    .await;
     let (s, b) = ask(
         &app,
-        &t.turn_id,
+        &t,
         json!({"reason": "r", "urls": [
             "https://example.com/apex-is-not-covered-by-the-wildcard",
             "https://a.example.com/covered",
@@ -634,11 +313,11 @@ async fn launch_sites_count_only_for_their_own_turn() {
     let t1 = app
         .open_turn_with("u", "c", true, json!({"sites": ["*.example.com"]}))
         .await;
-    let t2 = app.open_turn("u", "c", true).await;
+    let t2 = app.turn("u", "c").await;
     let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
     let (_, b1) = ask(&app, &t1.turn_id, body.clone()).await;
     assert_eq!(b1["outcome"], "already_approved");
-    let (_, b2) = ask(&app, &t2.turn_id, body).await;
+    let (_, b2) = ask(&app, &t2, body).await;
     assert_eq!(b2["outcome"], "ask", "{b2}");
 }
 
@@ -672,18 +351,10 @@ async fn step6_no_human_is_a_fixed_sorted_text_byte_identical_across_calls() {
 #[tokio::test]
 async fn step6_a_user_who_may_not_approve_is_not_permitted() {
     let app = TestApp::new().await;
-    let (s, _) = app
-        .put(
-            "/v1/admin/users/bob",
-            app.admin(),
-            None,
-            json!({"can_approve": false}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK);
-    let t = app.open_turn("bob", "c", true).await;
+    assert_eq!(app.set_can_approve("bob", false).await, StatusCode::OK);
+    let t = app.turn("bob", "c").await;
     let body = json!({"reason": "r", "packages": ["requests"]});
-    let (s, b) = ask(&app, &t.turn_id, body.clone()).await;
+    let (s, b) = ask(&app, &t, body.clone()).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(b["outcome"], "denied");
     assert_eq!(b["code"], "NOT_PERMITTED");
@@ -692,61 +363,38 @@ async fn step6_a_user_who_may_not_approve_is_not_permitted() {
         m.contains("packages requests") && m.ends_with("Continue without that data and say so."),
         "{m}"
     );
-    assert_eq!(ask(&app, &t.turn_id, body.clone()).await.1, b);
+    assert_eq!(ask(&app, &t, body.clone()).await.1, b);
     // Alice (no row, default true) may ask in the same chat id.
-    let ta = app.open_turn("alice", "c", true).await;
-    assert_eq!(
-        ask(&app, &ta.turn_id, body.clone()).await.1["outcome"],
-        "ask"
-    );
+    let ta = app.turn("alice", "c").await;
+    assert_eq!(ask(&app, &ta, body.clone()).await.1["outcome"], "ask");
     // Permission restored: the same turn asks.
-    app.put(
-        "/v1/admin/users/bob",
-        app.admin(),
-        None,
-        json!({"can_approve": true}),
-    )
-    .await;
-    assert_eq!(ask(&app, &t.turn_id, body).await.1["outcome"], "ask");
+    app.set_can_approve("bob", true).await;
+    assert_eq!(ask(&app, &t, body).await.1["outcome"], "ask");
 }
 
 #[tokio::test]
 async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
-    let app = TestApp::with_settings(Settings {
-        default_can_approve: false,
-        ..Settings::default()
-    })
-    .await;
-    app.put(
-        "/v1/admin/users/trusted",
-        app.admin(),
-        None,
-        json!({"can_approve": true}),
-    )
-    .await;
+    let app = TestApp::configured(|s| s.default_can_approve = false).await;
+    app.set_can_approve("trusted", true).await;
     let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
-    let t = app.open_turn("anyone", "c", true).await;
-    let (_, b) = ask(&app, &t.turn_id, body.clone()).await;
+    let t = app.turn("anyone", "c").await;
+    let (_, b) = ask(&app, &t, body.clone()).await;
     assert_eq!(b["code"], "NOT_PERMITTED", "{b}");
-    let t = app.open_turn("trusted", "c", true).await;
-    let (_, b) = ask(&app, &t.turn_id, body).await;
+    let t = app.turn("trusted", "c").await;
+    let (_, b) = ask(&app, &t, body).await;
     assert_eq!(b["outcome"], "ask", "{b}");
 }
 
 #[tokio::test]
 async fn refused_packages_are_merged_into_the_card_one_row_each_and_capped() {
-    let app = TestApp::with_settings(Settings {
-        card_max_packages: 3,
-        ..Settings::default()
-    })
-    .await;
-    let t = app.open_turn("u", "c", true).await;
+    let app = TestApp::configured(|s| s.card_max_packages = 3).await;
+    let t = app.turn("u", "c").await;
     for p in ["numpy", "scipy", "npm:left-pad", "pandas"] {
-        app.refuse_package(&t.turn_id, "pypi.org", p).await;
+        app.refuse_package(&t, "pypi.org", p).await;
     }
-    app.refuse_package(&t.turn_id, "pypi.org", "numpy").await;
+    app.refuse_package(&t, "pypi.org", "numpy").await;
     // The record keeps one row per package, each naming it.
-    let (_, rec) = app.turn_get(&t.turn_id, "refusals").await;
+    let (_, rec) = app.turn_get(&t, "refusals").await;
     let rows = rec["refusals"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "{rec}");
     let numpy = rows.iter().find(|r| r["package"] == "numpy").unwrap();
@@ -756,12 +404,7 @@ async fn refused_packages_are_merged_into_the_card_one_row_each_and_capped() {
     );
     // Nothing named: the card lists the refused packages, the named one first in the cap,
     // never the registry host as a site.
-    let (s, b) = ask(
-        &app,
-        &t.turn_id,
-        json!({"reason": "r", "packages": ["requests"]}),
-    )
-    .await;
+    let (s, b) = ask(&app, &t, json!({"reason": "r", "packages": ["requests"]})).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["outcome"], "ask", "{b}");
     assert_eq!(
@@ -773,7 +416,7 @@ async fn refused_packages_are_merged_into_the_card_one_row_each_and_capped() {
     // An approved package leaves the card.
     let (s, _) = app.admin_package("numpy").await;
     assert_eq!(s, StatusCode::CREATED);
-    let (_, b) = ask(&app, &t.turn_id, json!({"reason": "r"})).await;
+    let (_, b) = ask(&app, &t, json!({"reason": "r"})).await;
     assert_eq!(
         b["card"]["packages"],
         json!(["npm:left-pad", "pandas", "scipy"]),

@@ -12,16 +12,14 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use egressgate_store::Timestamp;
 use serde_json::json;
-use support::{TestApp, code};
+use support::{TestApp, assert_code, code};
 
 #[tokio::test]
 async fn an_approval_writes_rows_the_chat_can_list() {
     let app = TestApp::new().await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
     cards::approve(&app, &r).await;
-    let (status, body) = app
-        .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
-        .await;
+    let (status, body) = app.as_user("alice").get("/v1/chats/c1/approvals").await;
     assert_eq!(status, StatusCode::OK);
     let rows = body["approvals"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
@@ -36,11 +34,9 @@ async fn an_approval_writes_rows_the_chat_can_list() {
     assert_eq!(rows[1]["kind"], "package");
     assert_eq!(rows[1]["value"], "requests");
     // The same chat id under another user is another (empty) chat.
-    let (status, body) = app
-        .get("/v1/chats/c1/approvals", app.runtime(), Some("mallory"))
-        .await;
+    let (status, body) = app.as_user("mallory").get("/v1/chats/c1/approvals").await;
     assert_eq!((status, body), (StatusCode::OK, json!({"approvals": []})));
-    let (status, _) = app.get("/v1/chats/c1/approvals", app.runtime(), None).await;
+    let (status, _) = app.as_runtime().get("/v1/chats/c1/approvals").await;
     assert_eq!(
         status,
         StatusCode::BAD_REQUEST,
@@ -51,9 +47,7 @@ async fn an_approval_writes_rows_the_chat_can_list() {
 #[tokio::test]
 async fn a_decline_removes_only_its_own_cards_rows() {
     let app = TestApp::new().await;
-    let a = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
-    let claim = cards::approve(&app, &a).await;
-    cards::claim_call(&app, &a.id, "complete", json!({"claim_id": claim})).await;
+    let a = cards::completed(&app, "alice", "c1", &["a.example.com"]).await;
     app.insert_approval(
         "alice",
         "c1",
@@ -87,16 +81,11 @@ async fn revoking_one_approval() {
     cards::approve(&app, &r).await;
     // The person may type the value as they see it; it is normalised like the card.
     let (status, body) = app
-        .delete(
-            "/v1/chats/c1/approvals/site/Files.Example.com",
-            app.runtime(),
-            Some("alice"),
-        )
+        .as_user("alice")
+        .delete("/v1/chats/c1/approvals/site/Files.Example.com")
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, list) = app
-        .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
-        .await;
+    let (_, list) = app.as_user("alice").get("/v1/chats/c1/approvals").await;
     assert_eq!(list["approvals"].as_array().unwrap().len(), 1);
     assert_eq!(app.audit_rows("approval_revoked").await, 1);
     // Gone, another user's, or an unknown kind: not found.
@@ -105,7 +94,7 @@ async fn revoking_one_approval() {
         ("/v1/chats/c1/approvals/package/requests", "mallory"),
         ("/v1/chats/c1/approvals/host/requests", "alice"),
     ] {
-        let (status, body) = app.delete(path, app.runtime(), Some(user)).await;
+        let (status, body) = app.as_user(user).delete(path).await;
         assert_eq!(
             (status, code(&body)),
             (StatusCode::NOT_FOUND, "APPROVAL_NOT_FOUND"),
@@ -113,11 +102,8 @@ async fn revoking_one_approval() {
         );
     }
     let (status, _) = app
-        .delete(
-            "/v1/chats/c1/approvals/package/requests",
-            app.runtime(),
-            Some("alice"),
-        )
+        .as_user("alice")
+        .delete("/v1/chats/c1/approvals/package/requests")
         .await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -125,53 +111,29 @@ async fn revoking_one_approval() {
 #[tokio::test]
 async fn hiding_a_chat_expires_its_card_and_revokes_everything() {
     let app = TestApp::new().await;
-    let done = cards::card(&app, "alice", "c1", &["a.example.com"], &[]).await;
-    let claim = cards::approve(&app, &done).await;
-    cards::claim_call(&app, &done.id, "complete", json!({"claim_id": claim})).await;
+    cards::completed(&app, "alice", "c1", &["a.example.com"]).await;
     let pending = cards::card(&app, "alice", "c1", &["b.example.com"], &[]).await;
 
     // Another user's chat of the same id, and an unknown chat, are not found.
-    let (status, body) = app
-        .delete("/v1/chats/c1", app.runtime(), Some("mallory"))
-        .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "CHAT_NOT_FOUND")
-    );
-    let (status, _) = app
-        .delete("/v1/chats/nope", app.runtime(), Some("alice"))
-        .await;
+    let (status, body) = app.as_user("mallory").delete("/v1/chats/c1").await;
+    assert_code(status, &body, (StatusCode::NOT_FOUND, "CHAT_NOT_FOUND"));
+    let (status, _) = app.as_user("alice").delete("/v1/chats/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    let (status, body) = app
-        .delete("/v1/chats/c1", app.runtime(), Some("alice"))
-        .await;
+    let (status, body) = app.as_user("alice").delete("/v1/chats/c1").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = cards::resume(
-        &app,
-        &pending.id,
-        &pending.secret,
-        json!({"approved": true}),
-    )
-    .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::GONE, "INTERRUPT_EXPIRED")
-    );
-    let (_, list) = app
-        .get("/v1/chats/c1/approvals", app.runtime(), Some("alice"))
-        .await;
+    let (status, body) = cards::click(&app, &pending).await;
+    assert_code(status, &body, (StatusCode::GONE, "INTERRUPT_EXPIRED"));
+    let (_, list) = app.as_user("alice").get("/v1/chats/c1/approvals").await;
     assert_eq!(list, json!({"approvals": []}));
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
     assert_eq!(app.audit_rows("chat_hidden").await, 1);
     // New turns are refused.
     let body = json!({"user_id": "alice", "chat_id": "c1", "can_ask_human": true});
-    let (status, body) = app.post_json("/v1/turns", app.runtime(), None, body).await;
-    assert_eq!((status, code(&body)), (StatusCode::GONE, "CHAT_HIDDEN"));
+    let (status, body) = app.as_runtime().post("/v1/turns", body).await;
+    assert_code(status, &body, (StatusCode::GONE, "CHAT_HIDDEN"));
     // Hiding twice is harmless.
-    let (status, _) = app
-        .delete("/v1/chats/c1", app.runtime(), Some("alice"))
-        .await;
+    let (status, _) = app.as_user("alice").delete("/v1/chats/c1").await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -189,22 +151,19 @@ async fn an_audit_failure_revokes_nothing() {
     app.open_turn("alice", "c1", true).await;
     cards::break_audit(&app).await;
     let (status, body) = app
-        .delete(
-            "/v1/chats/c1/approvals/site/a.example.com",
-            app.runtime(),
-            Some("alice"),
-        )
+        .as_user("alice")
+        .delete("/v1/chats/c1/approvals/site/a.example.com")
         .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    assert_code(
+        status,
+        &body,
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED"),
     );
-    let (status, body) = app
-        .delete("/v1/chats/c1", app.runtime(), Some("alice"))
-        .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
+    let (status, body) = app.as_user("alice").delete("/v1/chats/c1").await;
+    assert_code(
+        status,
+        &body,
+        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED"),
     );
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 1);
     assert_eq!(

@@ -24,7 +24,7 @@ async fn keeps_the_first_approval_call_and_cancels_the_rest() {
             {"toolUseId": "t4", "name": "fetch"},
         ],
     });
-    let (s, b) = app.post_json(PATH, app.runtime(), None, body.clone()).await;
+    let (s, b) = app.as_runtime().post(PATH, body.clone()).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(
         b,
@@ -34,7 +34,7 @@ async fn keeps_the_first_approval_call_and_cancels_the_rest() {
             "t4": "call the approval tool on its own",
         }})
     );
-    let (_, again) = app.post_json(PATH, app.runtime(), None, body).await;
+    let (_, again) = app.as_runtime().post(PATH, body).await;
     assert_eq!(again.to_string(), b.to_string(), "same input, same answer");
 }
 
@@ -46,17 +46,15 @@ async fn without_an_approval_call_nothing_is_cancelled() {
         json!([{"toolUseId": "a", "name": "run_script"}, {"toolUseId": "b", "name": "fetch"}]),
     ] {
         let (s, b) = app
-            .post_json(
+            .as_runtime()
+            .post(
                 PATH,
-                app.runtime(),
-                None,
                 json!({"approval_tool": "request_approval", "tool_uses": uses}),
             )
             .await;
         assert_eq!((s, b), (StatusCode::OK, json!({"cancel": {}})));
     }
-    let (_, b) = app
-        .post_json(PATH, app.runtime(), None, json!({"approval_tool": "request_approval", "tool_uses": [{"toolUseId": "only", "name": "request_approval"}]}))
+    let (_, b) = app.as_runtime().post(PATH, json!({"approval_tool": "request_approval", "tool_uses": [{"toolUseId": "only", "name": "request_approval"}]}))
         .await;
     assert_eq!(b, json!({"cancel": {}}));
 }
@@ -66,13 +64,10 @@ async fn bad_requests() {
     let app = TestApp::new().await;
     let ok = json!({"approval_tool": "x", "tool_uses": []});
     assert_eq!(
-        app.post_json(PATH, None, None, ok.clone()).await.0,
+        app.anonymous().post(PATH, ok.clone()).await.0,
         StatusCode::UNAUTHORIZED
     );
-    assert_eq!(
-        app.post_json(PATH, app.admin(), None, ok).await.0,
-        StatusCode::FORBIDDEN
-    );
+    assert_eq!(app.as_admin().post(PATH, ok).await.0, StatusCode::FORBIDDEN);
     for raw in [
         "[",
         r#"{"tool_uses": []}"#,
@@ -81,7 +76,7 @@ async fn bad_requests() {
         r#"{"approval_tool": "x", "tool_uses": [{"toolUseId": "a", "name": "x", "input": {}}]}"#,
         r#"{"approval_tool": "x", "tool_uses": [{"tool_use_id": "a", "name": "x"}]}"#,
     ] {
-        let (s, b) = app.post_raw(PATH, app.runtime(), None, raw).await;
+        let (s, b) = app.as_runtime().post_raw(PATH, raw).await;
         assert_eq!(
             (s, code(&b)),
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),
@@ -89,19 +84,15 @@ async fn bad_requests() {
         );
     }
     let dup = json!({"approval_tool": "x", "tool_uses": [{"toolUseId": "a", "name": "x"}, {"toolUseId": "a", "name": "y"}]});
-    let (s, b) = app.post_json(PATH, app.runtime(), None, dup).await;
+    let (s, b) = app.as_runtime().post(PATH, dup).await;
     assert_eq!(
         (s, code(&b)),
         (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
         "{b}"
     );
     let (s, b) = app
-        .post_json(
-            PATH,
-            app.runtime(),
-            None,
-            json!({"approval_tool": "", "tool_uses": []}),
-        )
+        .as_runtime()
+        .post(PATH, json!({"approval_tool": "", "tool_uses": []}))
         .await;
     assert_eq!(
         (s, code(&b)),

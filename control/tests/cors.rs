@@ -7,7 +7,6 @@ mod support;
 
 use axum::body::Body;
 use axum::http::{Request, Response};
-use egressgate_control::Settings;
 use support::TestApp;
 use tower::ServiceExt as _;
 
@@ -47,11 +46,8 @@ async fn off_by_default() {
 
 #[tokio::test]
 async fn only_configured_origins() {
-    let app = TestApp::with_settings(Settings {
-        cors_origins: vec!["https://app.example.com".into()],
-        ..Settings::default()
-    })
-    .await;
+    let app =
+        TestApp::configured(|s| s.cors_origins = vec!["https://app.example.com".into()]).await;
     let r = preflight(&app, "https://app.example.com").await;
     assert_eq!(r.status(), 200);
     let h = r.headers();
@@ -111,11 +107,8 @@ async fn post_turn(app: &TestApp, origin: &str) -> Response<Body> {
 /// the same-origin guard too, while any other site is still refused.
 #[tokio::test]
 async fn an_allowed_origin_can_write_and_others_cannot() {
-    let app = TestApp::with_settings(Settings {
-        cors_origins: vec!["https://app.example.com".into()],
-        ..Settings::default()
-    })
-    .await;
+    let app =
+        TestApp::configured(|s| s.cors_origins = vec!["https://app.example.com".into()]).await;
     let r = post_turn(&app, "https://app.example.com").await;
     assert_eq!(r.status(), 201);
     assert_eq!(

@@ -11,22 +11,18 @@ use support::TestApp;
 #[tokio::test]
 async fn generated_once_then_kept() {
     let app = TestApp::new().await;
-    let first = app
-        .store
-        .deployment_key("mcp-state", || vec![1; 32], Timestamp::now())
-        .await
-        .unwrap();
+    let key = async |name: &str, fresh: u8| {
+        let store = &app.store;
+        let fresh = move || vec![fresh; 32];
+        store
+            .deployment_key(name, fresh, Timestamp::now())
+            .await
+            .unwrap()
+    };
+    let first = key("mcp-state", 1).await;
     assert_eq!(first, vec![1; 32]);
-    let again = app
-        .store
-        .deployment_key("mcp-state", || vec![2; 32], Timestamp::now())
-        .await
-        .unwrap();
+    let again = key("mcp-state", 2).await;
     assert_eq!(again, first, "a later start keeps the stored key");
-    let other = app
-        .store
-        .deployment_key("other", || vec![3; 32], Timestamp::now())
-        .await
-        .unwrap();
+    let other = key("other", 3).await;
     assert_eq!(other, vec![3; 32]);
 }

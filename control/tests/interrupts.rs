@@ -1,6 +1,7 @@
 //! Registering interrupts: the AG-UI shape, draft checks before the one-open rule, one open
-//! request per chat under concurrency, snapshot failure leaving no pointer, bulk moved whole
-//! to the blob store, reissue, outcome, chained cards, audit failure, and the janitor.
+//! request per chat under concurrency, reissue, outcome and chained cards. What is stored
+//! beside the row (snapshots, long answers, their failures and the janitor) is in
+//! `interrupts_storage.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,11 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use egressgate_control::Settings;
 use egressgate_store::Timestamp;
-use egressgate_store::blob::{BlobError, BlobFuture, BlobRef, BlobStore, DirBlobStore};
 use serde_json::json;
-use support::{TestApp, code};
+use support::{TestApp, assert_code, code};
 
 #[tokio::test]
 async fn registration_returns_an_ag_ui_interrupt() {
@@ -75,21 +74,15 @@ async fn registration_returns_an_ag_ui_interrupt() {
 async fn draft_errors_come_before_the_one_open_rule() {
     let app = TestApp::new().await;
     let (status, body) = cards::register_with(&app, "dr_AAAAAAAAAAAAAAAAAAAAAA", json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
-    );
+    assert_code(status, &body, (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND"));
     let (status, body) = cards::register_with(&app, "nonsense", json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
-    );
+    assert_code(status, &body, (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND"));
 
     let (turn, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
     cards::register(&app, &d, json!({})).await;
     // Used draft while the chat has an open request: DRAFT_USED, not INTERRUPT_PENDING.
     let (status, body) = cards::register_with(&app, &d, json!({})).await;
-    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "DRAFT_USED"));
+    assert_code(status, &body, (StatusCode::CONFLICT, "DRAFT_USED"));
     // Expired draft while the chat has an open request: DRAFT_NOT_FOUND.
     let d2 = cards::draft_in_turn(&app, &turn, &["pypi.org"], &[], None).await;
     app.exec_sql(&format!(
@@ -97,17 +90,11 @@ async fn draft_errors_come_before_the_one_open_rule() {
     ))
     .await;
     let (status, body) = cards::register_with(&app, &d2, json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND")
-    );
+    assert_code(status, &body, (StatusCode::NOT_FOUND, "DRAFT_NOT_FOUND"));
     // A usable draft in the same chat meets the one-open rule.
     let d3 = cards::draft_in_turn(&app, &turn, &["pypi.org"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d3, json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::CONFLICT, "INTERRUPT_PENDING")
-    );
+    assert_code(status, &body, (StatusCode::CONFLICT, "INTERRUPT_PENDING"));
     let unused = format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d3}' AND used_at IS NULL");
     assert_eq!(
         app.count(&unused).await,
@@ -119,18 +106,11 @@ async fn draft_errors_come_before_the_one_open_rule() {
 #[tokio::test]
 async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
     let app = Arc::new(TestApp::new().await);
-    let turn = app.open_turn("alice", "c1", true).await;
+    let turn = app.turn("alice", "c1").await;
     let mut drafts = Vec::new();
     for i in 0..8 {
         drafts.push(
-            cards::draft_in_turn(
-                &app,
-                &turn.turn_id,
-                &[&format!("h{i}.example.com")],
-                &[],
-                None,
-            )
-            .await,
+            cards::draft_in_turn(&app, &turn, &[&format!("h{i}.example.com")], &[], None).await,
         );
     }
     let tasks: Vec<_> = drafts
@@ -166,7 +146,7 @@ async fn a_closed_request_makes_room_for_the_next_card() {
     let (turn, d) = cards::draft(&app, "alice", "c1", &["a.example.com"], &[], None).await;
     let r = cards::register(&app, &d, json!({})).await;
     let claim = cards::approve(&app, &r).await;
-    let (status, _) = cards::claim_call(&app, &r.id, "complete", json!({"claim_id": claim})).await;
+    let (status, _) = cards::claim(&app, &r, "complete", &claim).await;
     assert_eq!(status, StatusCode::OK);
     // Done: a new card may replace it (in the same turn, as a resumed run would).
     let d = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
@@ -178,155 +158,34 @@ async fn a_closed_request_makes_room_for_the_next_card() {
     cards::register(&app, &d, json!({})).await;
 }
 
-/// A blob store whose writes always fail.
-struct BrokenBlobs;
-
-impl BlobStore for BrokenBlobs {
-    fn put(&self, _: Vec<u8>) -> BlobFuture<'_, BlobRef> {
-        Box::pin(async { Err(BlobError::Io(std::io::Error::other("disk on fire"))) })
-    }
-    fn read<'a>(&'a self, _: &'a str) -> BlobFuture<'a, Vec<u8>> {
-        Box::pin(async { Err(BlobError::NotFound) })
-    }
-    fn delete<'a>(&'a self, _: &'a str) -> BlobFuture<'a, ()> {
-        Box::pin(async { Ok(()) })
-    }
-    fn list_older_than(&self, _: Timestamp) -> BlobFuture<'_, Vec<String>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-}
-
-#[tokio::test]
-async fn a_failed_snapshot_write_leaves_no_pointer() {
-    let app = TestApp::with_blobs(Settings::default(), Some(Arc::new(BrokenBlobs))).await;
-    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
-    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "c25hcA=="})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
-    );
-    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM drafts WHERE used_at IS NULL")
-            .await,
-        1
-    );
-    assert_eq!(app.audit_rows("approval_requested").await, 0);
-}
-
-#[tokio::test]
-async fn an_oversized_snapshot_is_refused_with_no_pointer() {
-    let settings = Settings {
-        snapshot_max_bytes: 16,
-        ..Settings::default()
-    };
-    let app = TestApp::with_settings(settings).await;
-    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
-    let big = base64_of(&[7u8; 17]);
-    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": big})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
-    );
-    // Far past the limit (the body itself is over the read limit): the same answer.
-    let huge = base64_of(&vec![7u8; 200_000]);
-    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": huge})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::INSUFFICIENT_STORAGE, "SNAPSHOT_FAILED")
-    );
-    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
-    // At the limit it is accepted.
-    let ok = base64_of(&[7u8; 16]);
-    cards::register(&app, &d, json!({"snapshot": ok})).await;
-}
-
-fn base64_of(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-#[tokio::test]
-async fn a_first_answer_over_the_item_limit_moves_whole_to_the_blob_store() {
-    let settings = Settings {
-        item_max_bytes: 4_000,
-        ..Settings::default()
-    };
-    let (tmp, dir) = blob_dir();
-    let app = TestApp::with_blobs(settings, Some(Arc::new(dir.clone()))).await;
-    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
-    let long = "x".repeat(10_000);
-    cards::register(&app, &d, json!({"first_answer": long})).await;
-    let moved = "SELECT COUNT(*) FROM interrupts WHERE first_answer IS NULL AND first_answer_key IS NOT NULL";
-    assert_eq!(app.count(moved).await, 1);
-    // The blob holds the whole text.
-    let p = app
-        .store
-        .chat_interrupt(&uid("alice"), &cid("c1"), Timestamp::now())
-        .await
-        .unwrap()
-        .unwrap();
-    let blob = BlobRef::from_locator(p.first_answer_key.as_deref().unwrap()).unwrap();
-    assert_eq!(dir.get(&blob).await.unwrap(), long.as_bytes());
-
-    // A short one stays inline.
-    let (_, d) = cards::draft(&app, "alice", "c2", &["files.example.com"], &[], None).await;
-    cards::register(&app, &d, json!({"first_answer": "short"})).await;
-    let inline =
-        "SELECT COUNT(*) FROM interrupts WHERE first_answer = 'short' AND first_answer_key IS NULL";
-    assert_eq!(app.count(inline).await, 1);
-    drop(tmp);
-}
-
-/// A directory blob store the test can also read directly.
-fn blob_dir() -> (tempfile::TempDir, DirBlobStore) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = DirBlobStore::new(tmp.path().join("blobs")).unwrap();
-    (tmp, dir)
-}
-
-fn uid(s: &str) -> egressgate_store::UserId {
-    egressgate_store::UserId::parse(s).unwrap()
-}
-
-fn cid(s: &str) -> egressgate_store::ChatId {
-    egressgate_store::ChatId::parse(s).unwrap()
-}
-
 #[tokio::test]
 async fn reissue_makes_the_old_secret_stop_working() {
     let app = TestApp::new().await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     let path = "/v1/chats/c1/interrupt/reissue";
-    let (status, body) = app
-        .post_json(path, app.runtime(), Some("alice"), json!({}))
-        .await;
+    let (status, body) = app.as_user("alice").post(path, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["interrupt"]["id"], r.id.as_str());
     let fresh = body["resume_secret"].as_str().unwrap();
     assert_ne!(fresh, r.secret);
-    let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
+    let (status, body) = cards::click(&app, &r).await;
+    assert_code(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND"),
     );
     let (status, _) = cards::resume(&app, &r.id, fresh, json!({"approved": true})).await;
     assert_eq!(status, StatusCode::OK);
     // Another user, or a chat without an open request: not found.
-    let (status, body) = app
-        .post_json(path, app.runtime(), Some("mallory"), json!({}))
-        .await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
+    let (status, body) = app.as_user("mallory").post(path, json!({})).await;
+    assert_code(
+        status,
+        &body,
+        (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND"),
     );
     let (status, _) = app
-        .post_json(
-            "/v1/chats/none/interrupt/reissue",
-            app.runtime(),
-            Some("alice"),
-            json!({}),
-        )
+        .as_user("alice")
+        .post("/v1/chats/none/interrupt/reissue", json!({}))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
@@ -336,14 +195,14 @@ async fn outcome_answers_from_stored_data() {
     let app = TestApp::new().await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
     let path = format!("/v1/interrupts/{}/outcome", r.id);
-    let (status, body) = app.get(&path, app.runtime(), None).await;
+    let (status, body) = app.as_runtime().get(&path).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["state"], "pending");
     assert_eq!(body["decision"], json!(null));
     assert_eq!(body["card"]["packages"], json!(["requests"]));
-    let (status, _) = app.get(&path, None, None).await;
+    let (status, _) = app.anonymous().get(&path).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _) = app.get(&path, app.runtime(), Some("mallory")).await;
+    let (status, _) = app.as_user("mallory").get(&path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     cards::resume(
@@ -353,25 +212,22 @@ async fn outcome_answers_from_stored_data() {
         json!({"approved": true, "packages": []}),
     )
     .await;
-    let (_, body) = app.get(&path, app.runtime(), None).await;
+    let (_, body) = app.as_runtime().get(&path).await;
     assert_eq!(body["state"], "claimed");
     assert_eq!(
         body["decision"],
         json!({"outcome": "approved", "sites": ["files.example.com"], "packages": []})
     );
 
-    let r = cards::card(&app, "alice", "c2", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c2").await;
     app.exec_sql(&format!(
         "UPDATE interrupts SET expires_at = 1 WHERE interrupt_id = '{}'",
         r.id
     ))
     .await;
     let (_, body) = app
-        .get(
-            &format!("/v1/interrupts/{}/outcome", r.id),
-            app.runtime(),
-            None,
-        )
+        .as_runtime()
+        .get(&format!("/v1/interrupts/{}/outcome", r.id))
         .await;
     assert_eq!(
         body["state"], "expired",
@@ -389,7 +245,7 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     // A claim id nobody holds: CLAIM_LOST and nothing written.
     let d2 = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d2, json!({"claim_id": "not-a-claim"})).await;
-    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
+    assert_code(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"));
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
@@ -417,8 +273,7 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     assert_eq!(app.count(&reset).await, 1);
     assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 1);
     // The old claim is gone with the old request.
-    let (status, body) =
-        cards::claim_call(&app, &first.id, "heartbeat", json!({"claim_id": claim})).await;
+    let (status, body) = cards::claim(&app, &first, "heartbeat", &claim).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     // The first card's approvals stay; the new card is answerable.
     assert_eq!(
@@ -433,55 +288,5 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     // Chaining again with the (now replaced) first claim fails.
     let d3 = cards::draft_in_turn(&app, &turn, &["c.example.com"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d3, json!({"claim_id": claim})).await;
-    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "CLAIM_LOST"));
-}
-
-#[tokio::test]
-async fn an_audit_failure_registers_nothing() {
-    let app = TestApp::new().await;
-    let (_, d) = cards::draft(&app, "alice", "c1", &["files.example.com"], &[], None).await;
-    cards::break_audit(&app).await;
-    let (status, body) = cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::SERVICE_UNAVAILABLE, "AUDIT_FAILED")
-    );
-    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM drafts WHERE used_at IS NULL")
-            .await,
-        1
-    );
-}
-
-#[tokio::test]
-async fn the_janitor_purges_old_rows_and_orphaned_blobs() {
-    let (_tmp, dir) = blob_dir();
-    let app = TestApp::with_blobs(Settings::default(), Some(Arc::new(dir.clone()))).await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
-    let orphan = dir.put(b"orphan".to_vec()).await.unwrap();
-    let now = Timestamp::now().plus(Duration::from_secs(2));
-    let grace = Duration::from_secs(1);
-    let retention = Duration::from_secs(3600);
-    // Fresh rows stay; only the unreferenced blob goes.
-    let counts =
-        egressgate_store::db::janitor::janitor_pass(&app.store, &dir, now, retention, grace)
-            .await
-            .unwrap();
-    assert_eq!((counts.interrupts, counts.blobs), (0, 1));
-    assert!(dir.get(&orphan).await.is_err());
-    // Past its purge time the row goes, and then its snapshot.
-    app.exec_sql(&format!(
-        "UPDATE interrupts SET purge_at = 1 WHERE interrupt_id = '{}'",
-        r.id
-    ))
-    .await;
-    let counts =
-        egressgate_store::db::janitor::janitor_pass(&app.store, &dir, now, retention, grace)
-            .await
-            .unwrap();
-    assert_eq!((counts.interrupts, counts.blobs), (1, 1));
-    // A purged request is unknown.
-    let (status, _) = cards::resume(&app, &r.id, &r.secret, json!({"approved": true})).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_code(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"));
 }

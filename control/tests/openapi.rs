@@ -44,7 +44,7 @@ fn codes(op: &Value, status: &str) -> Vec<String> {
 #[tokio::test]
 async fn the_served_document_is_the_generated_one() {
     let app = TestApp::new().await;
-    let (status, served) = app.get("/openapi.json", None, None).await;
+    let (status, served) = app.anonymous().get("/openapi.json").await;
     assert_eq!(status, 200);
     assert_eq!(served, doc());
     assert_eq!(served["openapi"], "3.1.0");
@@ -210,7 +210,7 @@ fn every_code_in_the_source_is_documented() {
 #[tokio::test]
 async fn the_approval_tool_schema_is_for_a_model_as_is() {
     let app = TestApp::new().await;
-    let (status, schema) = app.get("/v1/tools/approval.json", None, None).await;
+    let (status, schema) = app.anonymous().get("/v1/tools/approval.json").await;
     assert_eq!(status, 200);
     assert_eq!(schema, egressgate_control::approval_tool_schema());
     assert_eq!(schema["type"], "object");
@@ -219,14 +219,8 @@ async fn the_approval_tool_schema_is_for_a_model_as_is() {
     assert_eq!(schema["required"], serde_json::json!(["reason"]));
     assert_eq!(schema["additionalProperties"], false);
     // What the schema allows, the endpoint takes (the runtime adds only its tool_call_id).
-    let turn = app.open_turn("alice", "c1", true).await;
-    let (status, body) = app
-        .post_json(
-            &format!("/v1/turns/{}/approval-requests", turn.turn_id),
-            app.runtime(),
-            None,
-            serde_json::json!({"reason": "fetch the data", "urls": ["https://files.example.com/a.csv"], "packages": ["requests"]}),
-        )
+    let turn = app.turn("alice", "c1").await;
+    let (status, body) = app.as_runtime().post(&format!("/v1/turns/{}/approval-requests", turn), serde_json::json!({"reason": "fetch the data", "urls": ["https://files.example.com/a.csv"], "packages": ["requests"]}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["outcome"], "ask");

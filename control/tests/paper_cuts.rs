@@ -11,51 +11,36 @@ mod cards;
 mod support;
 
 use axum::http::StatusCode;
-use serde_json::{Value, json};
-use support::{TestApp, code};
+use cards::{ask_urls, asked};
+use serde_json::json;
+use support::{INVALID_INPUT, TestApp, assert_error};
 
-async fn ask(app: &TestApp, turn: &str, urls: &[&str], packages: &[&str]) -> (StatusCode, Value) {
-    app.post_json(
-        &format!("/v1/turns/{turn}/approval-requests"),
-        app.runtime(),
-        None,
-        json!({"reason": "the analysis needs the data", "urls": urls, "packages": packages}),
-    )
-    .await
-}
-
-/// The tool's `ask`, registered: the card's id and secret.
-async fn ask_and_register(app: &TestApp, turn: &str, urls: &[&str]) -> cards::Registered {
-    let (status, body) = ask(app, turn, urls, &[]).await;
-    assert_eq!(
-        (status, &body["outcome"]),
-        (StatusCode::OK, &json!("ask")),
-        "{body}"
-    );
-    cards::register(app, body["draft_id"].as_str().unwrap(), json!({})).await
-}
+const A_CSV: &str = "https://files.example.com/a.csv";
+const B_CSV: &str = "https://files.example.com/b.csv";
+const PYPI: &str = "https://pypi.org/simple/";
 
 async fn drafts(app: &TestApp) -> i64 {
     app.count("SELECT COUNT(*) FROM drafts").await
 }
 
+/// The draft the approval tool made for `urls` in `turn` (outcome `ask`), not registered yet.
+async fn draft_for(app: &TestApp, turn: &str, urls: &[&str]) -> String {
+    let (_, body) = ask_urls(app, turn, urls).await;
+    assert_eq!(body["outcome"], "ask", "{body}");
+    body["draft_id"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test]
 async fn a_declined_request_is_not_asked_again_in_the_same_turn() {
     let app = TestApp::new().await;
-    let turn = app.open_turn("alice", "c1", true).await;
-    let r = ask_and_register(&app, &turn.turn_id, &["https://files.example.com/a.csv"]).await;
+    let turn = app.turn("alice", "c1").await;
+    let r = asked(&app, &turn, &[A_CSV]).await;
     let (status, _) = cards::resume(&app, &r.id, &r.secret, json!({"approved": false})).await;
     assert_eq!(status, StatusCode::OK);
 
     let before = drafts(&app).await;
     for _ in 0..2 {
-        let (status, body) = ask(
-            &app,
-            &turn.turn_id,
-            &["https://files.example.com/b.csv"],
-            &[],
-        )
-        .await;
+        let (status, body) = ask_urls(&app, &turn, &[B_CSV]).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(
             body,
@@ -67,87 +52,49 @@ async fn a_declined_request_is_not_asked_again_in_the_same_turn() {
             })
         );
     }
-    assert_eq!(
-        drafts(&app).await,
-        before,
-        "no draft for a declined request"
-    );
+    let after = drafts(&app).await;
+    assert_eq!(after, before, "no draft for a declined request");
 
     // Something new in the same turn is still asked for, without what was declined.
-    let (_, body) = ask(
-        &app,
-        &turn.turn_id,
-        &[
-            "https://files.example.com/c.csv",
-            "https://pypi.org/simple/",
-        ],
-        &[],
-    )
-    .await;
+    let (_, body) = ask_urls(&app, &turn, &["https://files.example.com/c.csv", PYPI]).await;
     assert_eq!(body["outcome"], "ask", "{body}");
     assert_eq!(body["card"]["sites"], json!(["pypi.org"]));
-    assert_eq!(body["card"]["urls"], json!(["https://pypi.org/simple/"]));
+    assert_eq!(body["card"]["urls"], json!([PYPI]));
 
     // A new user message is a new turn: the person may be asked again.
-    let next = app.open_turn("alice", "c1", true).await;
-    let (_, body) = ask(
-        &app,
-        &next.turn_id,
-        &["https://files.example.com/b.csv"],
-        &[],
-    )
-    .await;
+    let next = app.turn("alice", "c1").await;
+    let (_, body) = ask_urls(&app, &next, &[B_CSV]).await;
     assert_eq!(body["outcome"], "ask", "{body}");
 }
 
 #[tokio::test]
 async fn a_dismissed_card_counts_as_declined_and_an_approved_one_as_approved() {
-    let app = TestApp::new().await;
-    let turn = app.open_turn("alice", "c1", true).await;
-    let r = ask_and_register(&app, &turn.turn_id, &["https://files.example.com/a.csv"]).await;
-    let (status, _) = app
-        .post_json(
-            &format!("/v1/interrupts/{}/resume", r.id),
-            None,
-            None,
-            json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "cancelled"}]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    let (_, body) = ask(
-        &app,
-        &turn.turn_id,
-        &["https://files.example.com/a.csv"],
-        &[],
-    )
-    .await;
-    assert_eq!(body["code"], "DECLINED_THIS_TURN", "{body}");
-
-    let app = TestApp::new().await;
-    let turn = app.open_turn("alice", "c1", true).await;
-    let r = ask_and_register(&app, &turn.turn_id, &["https://files.example.com/a.csv"]).await;
-    cards::approve(&app, &r).await;
-    let (_, body) = ask(
-        &app,
-        &turn.turn_id,
-        &["https://files.example.com/a.csv"],
-        &[],
-    )
-    .await;
-    assert_eq!(body["outcome"], "already_approved", "{body}");
+    // (how the person answered, what asking again in the same turn answers: field, value)
+    for (answer, field, want) in [
+        ("dismissed", "code", "DECLINED_THIS_TURN"),
+        ("approved", "outcome", "already_approved"),
+    ] {
+        let app = TestApp::new().await;
+        let turn = app.turn("alice", "c1").await;
+        let r = asked(&app, &turn, &[A_CSV]).await;
+        if answer == "dismissed" {
+            assert_eq!(cards::dismiss(&app, &r).await, StatusCode::OK);
+        } else {
+            cards::approve(&app, &r).await;
+        }
+        let (_, body) = ask_urls(&app, &turn, &[A_CSV]).await;
+        assert_eq!(body[field], want, "{answer}: {body}");
+    }
 }
 
 #[tokio::test]
 async fn asking_while_the_card_waits_answers_with_that_card() {
     let app = TestApp::new().await;
-    let turn = app.open_turn("alice", "c1", true).await;
-    let r = ask_and_register(&app, &turn.turn_id, &["https://files.example.com/a.csv"]).await;
+    let turn = app.turn("alice", "c1").await;
+    let r = asked(&app, &turn, &[A_CSV]).await;
     let before = drafts(&app).await;
-    for urls in [
-        vec!["https://files.example.com/a.csv"],
-        vec!["https://pypi.org/simple/"],
-    ] {
-        let (status, body) = ask(&app, &turn.turn_id, &urls, &[]).await;
+    for url in [A_CSV, PYPI] {
+        let (status, body) = ask_urls(&app, &turn, &[url]).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body["outcome"], "pending", "{body}");
         assert_eq!(body["code"], "INTERRUPT_PENDING");
@@ -156,52 +103,35 @@ async fn asking_while_the_card_waits_answers_with_that_card() {
         assert_eq!(body["card"]["sites"], json!(["files.example.com"]));
         assert!(body.get("draft_id").is_none());
     }
-    assert_eq!(
-        drafts(&app).await,
-        before,
-        "no draft that registration would refuse"
-    );
+    let after = drafts(&app).await;
+    assert_eq!(after, before, "no draft that registration would refuse");
 
     // Earlier steps still answer first: a bad request is still 422.
-    let (status, body) = ask(&app, &turn.turn_id, &["ftp://x.example.com/"], &[]).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT")
+    let (status, body) = ask_urls(&app, &turn, &["ftp://x.example.com/"]).await;
+    assert_error(
+        status,
+        &body,
+        INVALID_INPUT,
+        "a bad URL while the card waits",
     );
 
     // Once the person answered (claimed), the holder may chain: the tool drafts again.
     let claim = cards::approve(&app, &r).await;
-    let (_, body) = ask(&app, &turn.turn_id, &["https://pypi.org/simple/"], &[]).await;
-    assert_eq!(body["outcome"], "ask", "{body}");
-    let chained = cards::register_with(
-        &app,
-        body["draft_id"].as_str().unwrap(),
-        json!({"claim_id": claim}),
-    )
-    .await;
+    let draft = draft_for(&app, &turn, &[PYPI]).await;
+    let chained = cards::register_with(&app, &draft, json!({"claim_id": claim})).await;
     assert_eq!(chained.0, StatusCode::CREATED, "{}", chained.1);
 }
 
 #[tokio::test]
 async fn a_card_of_a_superseded_turn_is_refused_at_registration() {
     let app = TestApp::new().await;
-    let turn = app.open_turn("alice", "c1", true).await;
-    let (_, body) = ask(
-        &app,
-        &turn.turn_id,
-        &["https://files.example.com/a.csv"],
-        &[],
-    )
-    .await;
-    let draft = body["draft_id"].as_str().unwrap().to_owned();
+    let turn = app.turn("alice", "c1").await;
+    let draft = draft_for(&app, &turn, &[A_CSV]).await;
     // The person typed again before the runtime registered the card.
-    app.open_turn("alice", "c1", true).await;
+    app.turn("alice", "c1").await;
     let (status, body) = cards::register_with(&app, &draft, json!({"snapshot": "AAEC"})).await;
-    assert_eq!(
-        (status, code(&body)),
-        (StatusCode::GONE, "TURN_SUPERSEDED"),
-        "{body}"
-    );
+    let superseded = (StatusCode::GONE, "TURN_SUPERSEDED");
+    assert_error(status, &body, superseded, "a card of a superseded turn");
     assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 0);
     let unused =
         format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{draft}' AND used_at IS NULL");
@@ -212,19 +142,19 @@ async fn a_card_of_a_superseded_turn_is_refused_at_registration() {
     assert_eq!(blobs, 0, "no snapshot was written");
 
     // A hidden chat: 410 CHAT_HIDDEN at registration too.
-    let t2 = app.open_turn("alice", "c2", true).await;
-    let (_, body) = ask(&app, &t2.turn_id, &["https://files.example.com/a.csv"], &[]).await;
-    let d2 = body["draft_id"].as_str().unwrap().to_owned();
+    let t2 = app.turn("alice", "c2").await;
+    let d2 = draft_for(&app, &t2, &[A_CSV]).await;
     app.hide_chat("alice", "c2").await;
     let (status, body) = cards::register_with(&app, &d2, json!({})).await;
-    assert_eq!(
-        (status, code(&body)),
+    assert_error(
+        status,
+        &body,
         (StatusCode::GONE, "CHAT_HIDDEN"),
-        "{body}"
+        "a hidden chat",
     );
 
     // The current turn's card registers as before.
-    let t3 = app.open_turn("alice", "c1", true).await;
-    let r = ask_and_register(&app, &t3.turn_id, &["https://files.example.com/a.csv"]).await;
+    let t3 = app.turn("alice", "c1").await;
+    let r = asked(&app, &t3, &[A_CSV]).await;
     assert!(r.id.starts_with("int_"));
 }

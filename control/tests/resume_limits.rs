@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use egressgate_control::Settings;
 use serde_json::{Value, json};
-use support::{TestApp, code};
+use support::{TestApp, assert_code};
 
 fn limits(per_client: u32, per_card: u32, window: Duration) -> Settings {
     Settings {
@@ -86,14 +86,11 @@ async fn wrong_secrets_are_written_in_batches_not_one_by_one() {
         ..limits(1000, 1000, Duration::from_secs(60))
     })
     .await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     count_rejection_writes(&app).await;
     for i in 0..50 {
         let (s, _, b) = resume(&app, &r.id, &format!("guess-{i}")).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND")
-        );
+        assert_code(s, &b, (StatusCode::NOT_FOUND, "INTERRUPT_NOT_FOUND"));
     }
     // Each batch takes what is pending when it runs (20 or a few more); the rest waits in
     // memory for the hour-long delay.
@@ -119,12 +116,8 @@ async fn wrong_secrets_are_written_in_batches_not_one_by_one() {
 
 #[tokio::test]
 async fn a_few_rejections_are_written_after_the_flush_delay() {
-    let app = TestApp::with_settings(Settings {
-        rejection_flush_after: Duration::from_millis(100),
-        ..Settings::default()
-    })
-    .await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let app = TestApp::configured(|s| s.rejection_flush_after = Duration::from_millis(100)).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     for _ in 0..3 {
         let (s, _, _) = resume(&app, &r.id, "nope").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
@@ -136,19 +129,16 @@ async fn a_few_rejections_are_written_after_the_flush_delay() {
 #[tokio::test]
 async fn a_flooded_card_is_429_for_guesses_but_its_holder_still_gets_in() {
     let app = TestApp::with_settings(limits(1000, 5, Duration::from_secs(600))).await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     for _ in 0..5 {
         let (s, _, _) = resume(&app, &r.id, "guess").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
     }
     let (s, retry, b) = resume(&app, &r.id, "guess").await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS")
-    );
+    assert_code(s, &b, (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"));
     assert!(retry.is_some_and(|r| (1..=120).contains(&r)), "{retry:?}");
     // Other cards are not limited by this one's flood.
-    let other = cards::card(&app, "bob", "c1", &["files.example.com"], &[]).await;
+    let other = cards::files_card(&app, "bob", "c1").await;
     let (s, _, _) = resume(&app, &other.id, "guess").await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     // The right secret is still checked, in memory, and claims.
@@ -163,7 +153,7 @@ async fn a_client_past_its_limit_is_429_before_the_database_until_the_window_pas
     // take even on a loaded CI machine (a 900 ms window refilled one mid-test there).
     let window = Duration::from_secs(6);
     let app = TestApp::with_settings(limits(3, 1000, window)).await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     // Unknown ids and wrong secrets alike count against the client.
     for (id, secret) in [
         ("int_AAAAAAAAAAAAAAAAAAAAAA", r.secret.as_str()),
@@ -174,10 +164,7 @@ async fn a_client_past_its_limit_is_429_before_the_database_until_the_window_pas
         assert_eq!(s, StatusCode::NOT_FOUND);
     }
     let (s, retry, b) = resume(&app, &r.id, &r.secret).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS")
-    );
+    assert_code(s, &b, (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"));
     assert!(retry.is_some_and(|r| (1..=2).contains(&r)), "{retry:?}");
     // Once a token has refilled, the holder's answer claims.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -195,26 +182,19 @@ async fn a_client_past_its_limit_is_429_before_the_database_until_the_window_pas
     }
     app.store.close().await;
     let (s, _, b) = resume(&app, &r.id, "guess").await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS")
-    );
+    assert_code(s, &b, (StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_ATTEMPTS"));
 }
 
 #[tokio::test]
 async fn a_reissued_secret_is_not_refused_by_the_old_secrets_limit() {
     let app = TestApp::with_settings(limits(1000, 2, Duration::from_secs(600))).await;
-    let r = cards::card(&app, "alice", "c1", &["files.example.com"], &[]).await;
+    let r = cards::files_card(&app, "alice", "c1").await;
     for _ in 0..2 {
         resume(&app, &r.id, "guess").await;
     }
     let (s, b) = app
-        .post_json(
-            "/v1/chats/c1/interrupt/reissue",
-            app.runtime(),
-            Some("alice"),
-            json!({}),
-        )
+        .as_user("alice")
+        .post("/v1/chats/c1/interrupt/reissue", json!({}))
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let fresh = b["resume_secret"].as_str().unwrap();

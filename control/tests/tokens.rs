@@ -10,16 +10,12 @@ mod support;
 use axum::http::StatusCode;
 use egressgate_store::Secret;
 use serde_json::{Value, json};
-use support::{TestApp, code, message};
+use support::{TestApp, assert_code, code, message};
 
 async fn create(app: &TestApp, name: &str, scopes: &[&str]) -> String {
     let (s, b) = app
-        .post_json(
-            "/v1/admin/tokens",
-            app.admin(),
-            None,
-            json!({"name": name, "scopes": scopes}),
-        )
+        .as_admin()
+        .post("/v1/admin/tokens", json!({"name": name, "scopes": scopes}))
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
     b["token"].as_str().unwrap().to_owned()
@@ -28,37 +24,37 @@ async fn create(app: &TestApp, name: &str, scopes: &[&str]) -> String {
 /// One request per endpoint family, each needing one scope; returns the statuses.
 async fn reach(app: &TestApp, token: &str) -> Vec<(&'static str, StatusCode)> {
     let t = Some(token);
-    let turn = app.open_turn("u", "c", true).await;
+    let turn = app.turn("u", "c").await;
     let mut out = Vec::new();
     let (s, _) = app
-        .post_json(
+        .with_token(t)
+        .post(
             "/v1/turns",
-            t,
-            None,
             json!({"user_id": "u", "chat_id": "c9", "can_ask_human": true}),
         )
         .await;
     out.push(("turns", s));
     let (s, _) = app
-        .get(&format!("/v1/turns/{}/refusals", turn.turn_id), t, None)
+        .with_token(t)
+        .get(&format!("/v1/turns/{}/refusals", turn))
         .await;
     out.push(("turns", s));
     let (s, _) = app
-        .post_json(
+        .with_token(t)
+        .post(
             "/v1/batches/decide",
-            t,
-            None,
             json!({"tool_uses": [], "approval_tool": "a"}),
         )
         .await;
     out.push(("approvals", s));
     let (s, _) = app
-        .get("/v1/interrupts/int_AAAAAAAAAAAAAAAAAAAAAA/outcome", t, None)
+        .with_token(t)
+        .get("/v1/interrupts/int_AAAAAAAAAAAAAAAAAAAAAA/outcome")
         .await;
     out.push(("cards:read", s));
     let (s, _) = app.get("/v1/chats/c/approvals", t, Some("u")).await;
     out.push(("chats", s));
-    let (s, _) = app.get("/v1/admin/sites", t, None).await;
+    let (s, _) = app.with_token(t).get("/v1/admin/sites").await;
     out.push(("admin", s));
     out
 }
@@ -103,18 +99,17 @@ async fn each_scope_opens_its_endpoints_only() {
             "admin token on {needs}: {status}"
         );
     }
-    let (s, b) = app.get("/v1/admin/tokens", app.runtime(), None).await;
-    assert_eq!((s, code(&b)), (StatusCode::FORBIDDEN, "FORBIDDEN"));
+    let (s, b) = app.as_runtime().get("/v1/admin/tokens").await;
+    assert_code(s, &b, (StatusCode::FORBIDDEN, "FORBIDDEN"));
 }
 
 #[tokio::test]
 async fn the_secret_is_shown_once_and_stored_as_sha256_only() {
     let app = TestApp::new().await;
     let (s, b) = app
-        .post_json(
+        .as_admin()
+        .post(
             "/v1/admin/tokens",
-            app.admin(),
-            None,
             json!({"name": "ci", "scopes": ["turns", "cards:read"], "ttl_seconds": 3600}),
         )
         .await;
@@ -129,7 +124,7 @@ async fn the_secret_is_shown_once_and_stored_as_sha256_only() {
         hash.as_str()
     );
     assert_eq!(app.count(&stored).await, 1);
-    let (s, list) = app.get("/v1/admin/tokens", app.admin(), None).await;
+    let (s, list) = app.as_admin().get("/v1/admin/tokens").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(list["tokens"][0]["name"], "ci");
     assert!(list["tokens"][0].get("token").is_none());
@@ -137,7 +132,8 @@ async fn the_secret_is_shown_once_and_stored_as_sha256_only() {
     // Audited, without the secret.
     assert_eq!(app.audit_rows("admin_change").await, 1);
     let (_, audit) = app
-        .get("/v1/admin/audit?kind=admin_change", app.admin(), None)
+        .as_admin()
+        .get("/v1/admin/audit?kind=admin_change")
         .await;
     assert!(!audit.to_string().contains(token), "{audit}");
     assert_eq!(audit["audit"][0]["detail"]["value"], "ci");
@@ -148,24 +144,16 @@ async fn rotation_needs_no_restart_and_expiry_is_401() {
     let app = TestApp::new().await;
     let old = create(&app, "runtime-a", &["turns"]).await;
     let (s, _) = app
-        .get(
-            "/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy",
-            Some(&old),
-            None,
-        )
+        .with_token(Some(&old))
+        .get("/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy")
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "works on the very next request");
     let new = create(&app, "runtime-b", &["turns"]).await;
-    let (s, _) = app
-        .delete("/v1/admin/tokens/runtime-a", app.admin(), None)
-        .await;
+    let (s, _) = app.as_admin().delete("/v1/admin/tokens/runtime-a").await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, b) = app
-        .get(
-            "/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy",
-            Some(&old),
-            None,
-        )
+        .with_token(Some(&old))
+        .get("/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy")
         .await;
     assert_eq!(
         (s, code(&b)),
@@ -173,30 +161,22 @@ async fn rotation_needs_no_restart_and_expiry_is_401() {
         "removed: stops at once"
     );
     let (s, _) = app
-        .get(
-            "/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy",
-            Some(&new),
-            None,
-        )
+        .with_token(Some(&new))
+        .get("/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy")
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, b) = app
-        .delete("/v1/admin/tokens/runtime-a", app.admin(), None)
-        .await;
-    assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "TOKEN_NOT_FOUND"));
+    let (s, b) = app.as_admin().delete("/v1/admin/tokens/runtime-a").await;
+    assert_code(s, &b, (StatusCode::NOT_FOUND, "TOKEN_NOT_FOUND"));
     assert_eq!(app.audit_rows("admin_change").await, 3);
 
     // Expired (now ≥ its expiry): 401, like an unknown token.
     app.exec_sql("UPDATE scoped_tokens SET expires_at = 0 WHERE name = 'runtime-b'")
         .await;
     let (s, b) = app
-        .get(
-            "/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy",
-            Some(&new),
-            None,
-        )
+        .with_token(Some(&new))
+        .get("/v1/turns/t_AAAAAAAAAAAAAAAAAAAAAA/policy")
         .await;
-    assert_eq!((s, code(&b)), (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
+    assert_code(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
     assert!(message(&b).contains("expired"), "{b}");
 }
 
@@ -242,25 +222,23 @@ async fn bad_token_requests_are_refused_and_write_nothing() {
         ),
     ];
     for (body, status, want) in cases {
-        let (s, b) = app
-            .post_json("/v1/admin/tokens", app.admin(), None, body.clone())
-            .await;
+        let (s, b) = app.as_admin().post("/v1/admin/tokens", body.clone()).await;
         assert_eq!((s, code(&b)), (status, want), "{body}: {b}");
     }
     let (s, b) = app
+        .as_admin()
         .post_raw(
             "/v1/admin/tokens",
-            app.admin(),
-            None,
             r#"{"name": "x", "scopes": ["turns"], "scopes": ["admin"]}"#,
         )
         .await;
-    assert_eq!((s, code(&b)), (StatusCode::BAD_REQUEST, "INVALID_BODY"));
+    assert_code(s, &b, (StatusCode::BAD_REQUEST, "INVALID_BODY"));
     assert_eq!(app.count("SELECT COUNT(*) FROM scoped_tokens").await, 1);
     assert_eq!(app.audit_rows("admin_change").await, 1);
     // A token never created is 401; a scoped token is never accepted as the admin token.
     let (s, _) = app
-        .get("/v1/admin/tokens", Some("not-a-token-at-all"), None)
+        .with_token(Some("not-a-token-at-all"))
+        .get("/v1/admin/tokens")
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 }

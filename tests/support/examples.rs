@@ -4,34 +4,38 @@
 
 use std::process::{Command, Output};
 
-use super::{Gate, RUNTIME, gate};
+use super::{FILES, Gate, Origin, RUNTIME, gate, origin};
 
 /// A gate where `files.example.com` resolves to loopback and `port` may be reached.
 pub fn gate_for_origin(port: u16) -> Gate {
-    gate()
-        .resolve("files.example.com", "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port.to_string(),
-        ])
-        .start()
+    gate().loopback().ports(&[port]).names(&[FILES]).start()
+}
+
+/// A loopback origin and a [`gate_for_origin`] for it: (origin, gate, the origin's port).
+pub async fn example_bench() -> (Origin, Gate, u16) {
+    let o = origin().await;
+    let port = o.port();
+    (o, gate_for_origin(port), port)
 }
 
 /// Whether `python3 -c "import mods"` works. In CI a missing package fails the test loudly
 /// (`.ci/run` installs it); elsewhere the test says why it skipped.
 pub fn python_has(mods: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {mods}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", &format!("import {mods}")]);
+    available(&mut cmd, &format!("python3 with {mods}"))
+}
+
+/// Whether `cmd` runs and succeeds; what it stands for is `what`. In CI a missing tool fails
+/// the test loudly (`.ci/run` installs it); elsewhere the test says why it skipped.
+pub fn available(cmd: &mut Command, what: &str) -> bool {
+    let ok = cmd.output().is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
             std::env::var("CI").is_err(),
-            "python3 with {mods} is missing; .ci/run installs it"
+            "{what} is missing; .ci/run installs it"
         );
-        eprintln!("skipped: python3 with {mods} is missing");
+        eprintln!("skipped: {what} is missing");
     }
     ok
 }

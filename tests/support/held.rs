@@ -4,30 +4,20 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 use super::*;
 
 /// The host the revocation tests reach (resolved to the loopback origin).
-pub const FILES: &str = "files.example.com";
+pub use super::FILES;
 
 async fn get_on(s: &mut TcpStream, turn: &Turn, port: u16) -> Resp {
-    let req = format!(
-        "GET http://{FILES}:{port}/data.csv HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
-        turn.auth_header()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), read_response(s))
-        .await
-        .expect("proxy answered in time")
-        .unwrap()
+    super::get_on(s, turn, &format!("{FILES}:{port}"), "/data.csv", "\r\n").await
 }
 
 /// A person approves [`FILES`] for the turn's chat (through the card flow).
 pub async fn approve(api: &Api, turn: &Turn, port: u16) {
-    let (id, secret) = ask(api, turn, &[&format!("http://{FILES}:{port}/data.csv")]).await;
-    approve_card(api, &id, &secret).await;
+    approved(api, turn, &[&format!("http://{FILES}:{port}/data.csv")]).await;
 }
 
 /// An open tunnel and an open keep-alive client connection of one turn to [`FILES`].
@@ -66,19 +56,19 @@ impl Held {
 
     /// Both connections are closed by the proxy within one second of `since`.
     pub async fn assert_closed_within_a_second(&mut self, since: Instant, what: &str) {
-        for (name, s) in [
-            ("tunnel", &mut self.tunnel),
-            ("keep-alive connection", &mut self.keepalive),
-        ] {
-            assert!(
-                wait_closed(s, 3).await.is_ok(),
-                "{what}: the {name} was not closed"
-            );
-            let took = since.elapsed();
-            assert!(
-                took < Duration::from_secs(1),
-                "{what}: the {name} was closed only after {took:?}"
-            );
-        }
+        let tunnel = format!("{what}: the tunnel");
+        assert_closed_in_a_second(&mut self.tunnel, since, &tunnel).await;
+        let keepalive = format!("{what}: the keep-alive connection");
+        assert_closed_in_a_second(&mut self.keepalive, since, &keepalive).await;
     }
+}
+
+/// The proxy closes `s` within one second of `since`.
+pub async fn assert_closed_in_a_second(s: &mut TcpStream, since: Instant, what: &str) {
+    assert!(wait_closed(s, 3).await.is_ok(), "{what} was not closed");
+    let took = since.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "{what} was closed only after {took:?}"
+    );
 }

@@ -15,23 +15,19 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 
-pub const FILES: &str = "files.example.com";
+/// The host no list names ([`FILES`], the approved one, is the harness's).
 pub const OTHER: &str = "unapproved.example.com";
 
 /// `files.example.com` approved, `unapproved.example.com` not, both on loopback.
 pub async fn relay_gate(port: u16) -> (Gate, Api, Turn) {
     let g = gate()
-        .resolve(FILES, "127.0.0.1")
-        .resolve(OTHER, "127.0.0.1")
-        .args(&[
-            "--allow-cidr",
-            "127.0.0.0/8",
-            "--allow-port",
-            &port.to_string(),
-        ])
-        .start();
+        .names(&[FILES, OTHER])
+        .loopback()
+        .ports(&[port])
+        .sites(&[FILES])
+        .ready()
+        .await;
     let api = g.api();
-    api.admin_site(FILES).await;
     let turn = api.turn("rita", "c1", &[]).await;
     (g, api, turn)
 }

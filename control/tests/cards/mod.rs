@@ -1,6 +1,6 @@
-//! Helpers shared by the interrupt, resume and approvals tests: a turn with a draft card
-//! (built through the store, so these tests do not depend on the approval tool's merging),
-//! registration and resume requests.
+//! Helpers shared by the approval-tool, interrupt, resume and approvals tests: the approval
+//! tool's request, a turn with a draft card (built through the store, so the card tests do not
+//! depend on the approval tool's merging), registration, and the person's answers.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,7 +8,40 @@ use axum::http::StatusCode;
 use egressgate_store::{Card, Host, PackageSpec, Timestamp, TurnId};
 use serde_json::{Value, json};
 
-use crate::support::TestApp;
+use crate::support::{Answer, TestApp};
+
+/// The approval tool: `POST /v1/turns/{turn_id}/approval-requests` with `body`.
+pub async fn ask(app: &TestApp, turn_id: &str, body: Value) -> Answer {
+    let path = format!("/v1/turns/{turn_id}/approval-requests");
+    app.as_runtime().post(&path, body).await
+}
+
+/// The approval tool asked for `urls` (a fixed reason, no packages).
+pub async fn ask_urls(app: &TestApp, turn_id: &str, urls: &[&str]) -> Answer {
+    let reason = "the analysis needs the data";
+    ask(
+        app,
+        turn_id,
+        json!({"reason": reason, "urls": urls, "packages": []}),
+    )
+    .await
+}
+
+/// The approval tool asked for `urls` answers `ask`, and its draft is registered: the card.
+pub async fn asked(app: &TestApp, turn_id: &str, urls: &[&str]) -> Registered {
+    let (status, body) = ask_urls(app, turn_id, urls).await;
+    let outcome = (status, body["outcome"].as_str());
+    assert_eq!(outcome, (StatusCode::OK, Some("ask")), "{body}");
+    register(app, body["draft_id"].as_str().unwrap(), json!({})).await
+}
+
+/// Settings whose lease lapses in 300 ms, so a test can wait one out.
+pub fn short_lease() -> egressgate_control::Settings {
+    egressgate_control::Settings {
+        lease: std::time::Duration::from_millis(300),
+        ..egressgate_control::Settings::default()
+    }
+}
 
 /// A registered card: its interrupt id and resume secret, plus the registration body.
 pub struct Registered {
@@ -75,8 +108,7 @@ pub async fn register_with(app: &TestApp, draft_id: &str, extra: Value) -> (Stat
     for (k, v) in extra.as_object().cloned().unwrap_or_default() {
         body[k] = v;
     }
-    app.post_json("/v1/interrupts", app.runtime(), None, body)
-        .await
+    app.as_runtime().post("/v1/interrupts", body).await
 }
 
 /// Registers a draft, asserting `201`.
@@ -102,6 +134,33 @@ pub async fn card(
     register(app, &d, json!({"snapshot": "c25hcHNob3Q="})).await
 }
 
+/// A card for `files.example.com` in a fresh turn of (user, chat): the common case.
+pub async fn files_card(app: &TestApp, user: &str, chat: &str) -> Registered {
+    card(app, user, chat, &["files.example.com"], &[]).await
+}
+
+/// The person clicks Approve (`{"approved": true}`): the answer, unchecked.
+pub async fn click(app: &TestApp, r: &Registered) -> Answer {
+    resume(app, &r.id, &r.secret, json!({"approved": true})).await
+}
+
+/// `POST /v1/interrupts/{id}/resume` with `body` as is, without a bearer token.
+pub async fn resume_as(app: &TestApp, r: &Registered, body: Value) -> Answer {
+    let path = format!("/v1/interrupts/{}/resume", r.id);
+    app.anonymous().post(&path, body).await
+}
+
+/// `POST /v1/interrupts/{id}/{action}` (`heartbeat`, `complete`) with the claim id alone.
+pub async fn claim(app: &TestApp, r: &Registered, action: &str, claim_id: &str) -> Answer {
+    claim_call(app, &r.id, action, json!({"claim_id": claim_id})).await
+}
+
+/// The resumed run finishes with `answer`: `complete` with the claim.
+pub async fn complete_with(app: &TestApp, r: &Registered, claim: &str, answer: &Value) -> Answer {
+    let body = json!({"claim_id": claim, "answer": answer});
+    claim_call(app, &r.id, "complete", body).await
+}
+
 /// The resume body for one entry.
 pub fn resume_body(id: &str, secret: &str, status: &str, payload: Value) -> Value {
     json!({"secret": secret, "resume": [{"interruptId": id, "status": status, "payload": payload}]})
@@ -110,13 +169,17 @@ pub fn resume_body(id: &str, secret: &str, status: &str, payload: Value) -> Valu
 /// `POST /v1/interrupts/{id}/resume` without a bearer token.
 pub async fn resume(app: &TestApp, id: &str, secret: &str, payload: Value) -> (StatusCode, Value) {
     let path = format!("/v1/interrupts/{id}/resume");
-    app.post_json(
-        &path,
-        None,
-        None,
-        resume_body(id, secret, "resolved", payload),
-    )
-    .await
+    app.anonymous()
+        .post(&path, resume_body(id, secret, "resolved", payload))
+        .await
+}
+
+/// The person dismisses the card (`cancelled`, no payload): the resume's status.
+pub async fn dismiss(app: &TestApp, r: &Registered) -> StatusCode {
+    let resume =
+        json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "cancelled"}]});
+    let path = format!("/v1/interrupts/{}/resume", r.id);
+    app.anonymous().post(&path, resume).await.0
 }
 
 /// Approves a card, asserting the claim; returns the claim id.
@@ -127,9 +190,19 @@ pub async fn approve(app: &TestApp, r: &Registered) -> String {
     body["claim"]["claim_id"].as_str().unwrap().to_owned()
 }
 
+/// A card for `sites` in a fresh turn of (user, chat), approved and its run completed: the
+/// card, whose approval rows now stand on their own.
+pub async fn completed(app: &TestApp, user: &str, chat: &str, sites: &[&str]) -> Registered {
+    let r = card(app, user, chat, sites, &[]).await;
+    let claim_id = approve(app, &r).await;
+    claim(app, &r, "complete", &claim_id).await;
+    r
+}
+
 /// `POST /v1/interrupts/{id}/{action}` with `{"claim_id", ...}`.
 pub async fn claim_call(app: &TestApp, id: &str, action: &str, body: Value) -> (StatusCode, Value) {
-    app.post_json(&format!("/v1/interrupts/{id}/{action}"), None, None, body)
+    app.anonymous()
+        .post(&format!("/v1/interrupts/{id}/{action}"), body)
         .await
 }
 
