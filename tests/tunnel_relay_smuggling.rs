@@ -112,6 +112,28 @@ async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_befo
     assert_eq!(refusals["refusals"], serde_json::json!([]), "{refusals}");
 }
 
+/// A `Transfer-Encoding` field that names no coding (found by the `http_framing` fuzz target)
+/// is present to an origin that checks for the field and absent to one that reads its list:
+/// whatever follows could be a body to one and a request to the other, so it is a `400`.
+#[tokio::test]
+async fn a_transfer_encoding_naming_no_coding_is_a_400() {
+    let node = ScriptOrigin::node();
+    let port = node.port;
+    let (g, _api, turn) = relay_gate(port).await;
+    let hidden = hidden(port);
+    let n = hidden.len();
+    for fields in [
+        "Transfer-Encoding: ".to_owned(),
+        "Transfer-Encoding: ,".to_owned(),
+        format!("Transfer-Encoding:  , \r\nContent-Length: {n}"),
+        format!("Content-Length: {n}\r\nTransfer-Encoding:"),
+    ] {
+        let raw = format!("POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\n{fields}\r\n\r\n{hidden}");
+        refused(&g, &turn, port, raw.as_bytes(), 400, "Transfer-Encoding").await;
+    }
+    assert_eq!(node.settled_requests().await, Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn odd_whitespace_in_a_request_line_is_judged_as_http_never_relayed_unjudged() {
     let python = ScriptOrigin::python();

@@ -20,7 +20,9 @@ use egressgate_store::Host;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
 
     let connect = parse_authority(s).ok();
     if let Some(t) = &connect {
@@ -55,10 +57,16 @@ fuzz_target!(|data: &[u8]| {
 
 fn check(t: &Target, s: &str, what: &str) {
     assert_ne!(t.port, 0, "{what}({s:?}): port 0 accepted");
-    assert_eq!(Host::parse(t.host.as_str()).as_ref(), Ok(&t.host), "{what}({s:?}): host not canonical");
+    assert_eq!(
+        Host::parse(t.host.as_str()).as_ref(),
+        Ok(&t.host),
+        "{what}({s:?}): host not canonical"
+    );
     let formatted = format!("{}:{}", t.host, t.port);
     match parse_authority(&formatted) {
         Ok(again) => assert_eq!(&again, t, "{what}({s:?}) -> {formatted:?} not idempotent"),
-        Err(e) => panic!("{what}({s:?}) accepted, but its canonical form {formatted:?} is refused: {e}"),
+        Err(e) => {
+            panic!("{what}({s:?}) accepted, but its canonical form {formatted:?} is refused: {e}")
+        }
     }
 }

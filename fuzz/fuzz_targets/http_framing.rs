@@ -15,12 +15,24 @@ use egressgate_proxy::http1::{Body, BodyLen, MAX_HEADERS, Scan, framing};
 use libfuzzer_sys::fuzz_target;
 
 fn scan(pieces: &[&[u8]]) -> Result<Scan, egressgate_proxy::http1::FramingError> {
-    let Some(mut body) = Body::new(BodyLen::Chunked) else { unreachable!("chunked has a body") };
+    let Some(mut body) = Body::new(BodyLen::Chunked) else {
+        unreachable!("chunked has a body")
+    };
     let mut total = Scan::default();
     for piece in pieces {
         let s = body.scan(piece)?;
-        assert!(s.consumed <= piece.len(), "consumed {} of {}", s.consumed, piece.len());
-        assert!(s.payload <= s.consumed as u64, "payload {} of {}", s.payload, s.consumed);
+        assert!(
+            s.consumed <= piece.len(),
+            "consumed {} of {}",
+            s.consumed,
+            piece.len()
+        );
+        assert!(
+            s.payload <= s.consumed as u64,
+            "payload {} of {}",
+            s.payload,
+            s.consumed
+        );
         total.consumed += s.consumed;
         total.payload += s.payload;
         if s.done {
@@ -32,11 +44,17 @@ fn scan(pieces: &[&[u8]]) -> Result<Scan, egressgate_proxy::http1::FramingError>
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&split, rest)) = data.split_first() else { return };
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
     let at = usize::from(split) % (rest.len() + 1);
     let whole = scan(&[rest]);
     let halves = scan(&[&rest[..at], &rest[at..]]);
-    assert_eq!(whole.is_ok(), halves.is_ok(), "split at {at} changed the verdict: {rest:?}");
+    assert_eq!(
+        whole.is_ok(),
+        halves.is_ok(),
+        "split at {at} changed the verdict: {rest:?}"
+    );
     if let (Ok(w), Ok(h)) = (whole, halves) {
         assert_eq!(w, h, "split at {at}: {rest:?}");
     }

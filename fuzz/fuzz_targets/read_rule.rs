@@ -28,7 +28,10 @@ fn decoded(s: &str, passes: usize, plus: bool) -> String {
     let mut bytes = s.as_bytes().to_vec();
     for _ in 0..passes {
         if plus {
-            bytes.iter_mut().filter(|b| **b == b'+').for_each(|b| *b = b' ');
+            bytes
+                .iter_mut()
+                .filter(|b| **b == b'+')
+                .for_each(|b| *b = b' ');
         }
         bytes = percent_decode(&bytes).collect();
     }
@@ -52,14 +55,25 @@ fn resolved(p: &str) -> Vec<String> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, rest)) = data.split_first() else { return };
-    let Ok(target) = std::str::from_utf8(rest) else { return };
-    let Ok(uri) = target.parse::<Uri>() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(target) = std::str::from_utf8(rest) else {
+        return;
+    };
+    let Ok(uri) = target.parse::<Uri>() else {
+        return;
+    };
     if uri.scheme().is_some() || uri.authority().is_some() {
         return;
     }
-    let method = [Method::GET, Method::HEAD, Method::OPTIONS, Method::POST, Method::PUT]
-        [usize::from(sel % 5)]
+    let method = [
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::POST,
+        Method::PUT,
+    ][usize::from(sel % 5)]
     .clone();
     let has_body = sel & 0x08 != 0;
     let mut headers = HeaderMap::new();
@@ -72,7 +86,12 @@ fuzz_target!(|data: &[u8]| {
     if sel & 0x20 != 0 {
         headers.insert("x_http_method_override", HeaderValue::from_static("GET"));
     }
-    let asked = Asked { method: &method, uri: &uri, headers: &headers, has_body };
+    let asked = Asked {
+        method: &method,
+        uri: &uri,
+        headers: &headers,
+        has_body,
+    };
     assert!(access::permits(Access::Full, &asked));
     let read = access::permits(Access::Read, &asked);
     let (p, q) = (uri.path(), uri.query());
@@ -96,9 +115,18 @@ fuzz_target!(|data: &[u8]| {
     }
     assert!(sel & 0x20 == 0, "an override header passed: {target:?}");
     for passes in 0..=3 {
-        let (dp, dq) = (decoded(p, passes, false), decoded(q.unwrap_or(""), passes, true));
-        assert!(!dp.contains("receive-pack"), "push in the path after {passes}: {target:?}");
-        assert!(!dq.contains("receive-pack"), "push in the query after {passes}: {target:?}");
+        let (dp, dq) = (
+            decoded(p, passes, false),
+            decoded(q.unwrap_or(""), passes, true),
+        );
+        assert!(
+            !dp.contains("receive-pack"),
+            "push in the path after {passes}: {target:?}"
+        );
+        assert!(
+            !dq.contains("receive-pack"),
+            "push in the query after {passes}: {target:?}"
+        );
         let keyed = dq.split(['&', ';']).any(|kv| {
             let k = kv.split('=').next().unwrap_or("").trim_start();
             k.starts_with("_method") || k.starts_with(".method")

@@ -39,11 +39,21 @@ fn naive_segments(path: &str) -> Vec<String> {
 
 fn check_forwarded(eco: Ecosystem, method: &http::Method, input: &str, m: &Mapping, path: &str) {
     for bad in ["?", "#", ";", "\\", "//"] {
-        assert!(!path.contains(bad), "{bad:?} forwarded: {input:?} -> {path:?}");
+        assert!(
+            !path.contains(bad),
+            "{bad:?} forwarded: {input:?} -> {path:?}"
+        );
     }
     let again = registry::judge(eco, method, path);
-    assert_eq!(&again.mapping, m, "re-judged differently: {input:?} -> {path:?}");
-    assert_eq!(again.path.as_deref(), Some(path), "not a fixed point: {input:?}");
+    assert_eq!(
+        &again.mapping, m,
+        "re-judged differently: {input:?} -> {path:?}"
+    );
+    assert_eq!(
+        again.path.as_deref(),
+        Some(path),
+        "not a fixed point: {input:?}"
+    );
     let segs = naive_segments(path);
     for s in &segs {
         assert!(
@@ -55,15 +65,27 @@ fn check_forwarded(eco: Ecosystem, method: &http::Method, input: &str, m: &Mappi
     let scoped = path.contains("%2f");
     assert!(!scoped || (eco == Ecosystem::Npm && path[1..].starts_with('@')));
     let inner = path.trim_matches('/');
-    let judged_segments = if inner.is_empty() { 0 } else { inner.split('/').count() };
-    assert_eq!(segs.len(), judged_segments + usize::from(scoped), "{path:?}");
+    let judged_segments = if inner.is_empty() {
+        0
+    } else {
+        inner.split('/').count()
+    };
+    assert_eq!(
+        segs.len(),
+        judged_segments + usize::from(scoped),
+        "{path:?}"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
     let _ = central::find(data, |n| n.ends_with("/METADATA"));
     assert!(wheel::requires(data).len() <= 50);
-    let Some((&selector, rest)) = data.split_first() else { return };
-    let Ok(path) = std::str::from_utf8(rest) else { return };
+    let Some((&selector, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(path) = std::str::from_utf8(rest) else {
+        return;
+    };
     let method = match selector % 4 {
         0 => http::Method::GET,
         1 => http::Method::HEAD,
@@ -72,7 +94,11 @@ fuzz_target!(|data: &[u8]| {
     };
     for eco in [Ecosystem::Pypi, Ecosystem::Npm] {
         let j = registry::judge(eco, &method, path);
-        assert_eq!(j, registry::judge(eco, &method, path), "not deterministic: {path:?}");
+        assert_eq!(
+            j,
+            registry::judge(eco, &method, path),
+            "not deterministic: {path:?}"
+        );
         assert_eq!(j.mapping, registry::map(eco, &method, path));
         match (&j.mapping, &j.path) {
             (Mapping::Unmappable, None) => {}
@@ -80,7 +106,12 @@ fuzz_target!(|data: &[u8]| {
             (_, None) => panic!("mapped but nothing to forward: {path:?}"),
             (m, Some(p)) => check_forwarded(eco, &method, path, m, p),
         }
-        if let Mapping::Package { package, version, artifact } = &j.mapping {
+        if let Mapping::Package {
+            package,
+            version,
+            artifact,
+        } = &j.mapping
+        {
             assert!(
                 method == http::Method::GET || method == http::Method::HEAD,
                 "{method} mapped: {path:?}"

@@ -1,6 +1,7 @@
 //! A framed request head written afresh for the origin, from the parts the proxy judged: the
 //! request line in origin form, the `Host` the tunnel was approved for, the end-to-end fields,
-//! and framing fields that state the judged body length and nothing else. The client's own
+//! framing fields that state the judged body length, and the one connection option that says
+//! whether this request is the connection's last. The client's own
 //! head bytes never reach the origin, so whitespace, line-ending, case or list spellings that
 //! one parser reads differently from another cannot change what the origin sees.
 
@@ -45,9 +46,13 @@ pub fn write_head(framed: &Framed<'_, '_>, authority: &str, out: &mut Vec<u8>) {
         }
         BodyLen::Empty | BodyLen::UntilClose => {}
     }
-    // HTTP/1.0 keeps a connection open only when asked; the origin must be asked too.
-    if head.version == Version::Http10 && !framed.close {
-        out.extend_from_slice(b"connection: keep-alive\r\n");
+    // The origin is told what the relay does with the connection: HTTP/1.0 keeps one open
+    // only when asked, and an HTTP/1.1 request the client made its last is the origin's last
+    // (the relay forwards nothing after it), so the origin closes rather than waits.
+    match head.version {
+        Version::Http10 if !framed.close => out.extend_from_slice(b"connection: keep-alive\r\n"),
+        Version::Http11 if framed.close => out.extend_from_slice(b"connection: close\r\n"),
+        _ => {}
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -89,6 +94,12 @@ mod tests {
         assert_eq!(
             encoded(ten),
             "GET / HTTP/1.0\r\nhost: files.example.com:8080\r\nconnection: keep-alive\r\n\r\n"
+        );
+        let last = "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n";
+        assert_eq!(
+            encoded(last),
+            "GET /x HTTP/1.1\r\nhost: files.example.com:8080\r\nconnection: close\r\n\r\n",
+            "the client's last request is the origin's last"
         );
         let opts = "OPTIONS * HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(

@@ -51,10 +51,12 @@ pub fn named<'h, 'b: 'h>(
 
 /// Whether the transfer codings are valid with `chunked` last (`Some(true)`), present with
 /// something else last (`Some(false)`), or absent (`None`). `chunked` before the end is an
-/// error: it may only be applied once, as the last coding.
+/// error: it may only be applied once, as the last coding. So is a field that names no coding.
 fn codings(headers: &[httparse::Header<'_>]) -> Result<Option<bool>, FramingError> {
     let mut last_chunked = None;
+    let mut present = false;
     for value in named(headers, "transfer-encoding") {
+        present = true;
         for coding in value.split(|b| *b == b',') {
             let coding = coding.trim_ascii();
             if coding.is_empty() {
@@ -65,6 +67,11 @@ fn codings(headers: &[httparse::Header<'_>]) -> Result<Option<bool>, FramingErro
             }
             last_chunked = Some(coding.eq_ignore_ascii_case(b"chunked"));
         }
+    }
+    // A `Transfer-Encoding` that names no coding (empty, or only commas) is present to a
+    // parser that checks for the field and absent to one that reads its list: refused.
+    if present && last_chunked.is_none() {
+        return Err(FramingError::Coding);
     }
     Ok(last_chunked)
 }
@@ -128,6 +135,18 @@ mod tests {
     #[test]
     fn request_framing_is_strict() {
         assert_eq!(request_body(&[]), Ok(BodyLen::Empty));
+        for empty in ["", " ", ",", " , ,"] {
+            assert_eq!(
+                request_body(&[h("Transfer-Encoding", empty)]),
+                Err(FramingError::Coding),
+                "Transfer-Encoding: {empty:?} names no coding"
+            );
+            assert_eq!(
+                request_body(&[h("Content-Length", "5"), h("Transfer-Encoding", empty)]),
+                Err(FramingError::Coding),
+                "with a length, {empty:?}"
+            );
+        }
         assert_eq!(
             request_body(&[h("Content-Length", "5")]),
             Ok(BodyLen::Length(5))
