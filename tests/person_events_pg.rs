@@ -37,8 +37,8 @@ async fn a_subscriber_on_one_control_process_sees_changes_made_through_others() 
     };
     let (a, b) = (control(), control());
     let (api_a, api_b) = (a.api(), b.api());
-    let mut ev = Events::open(&api_b, "c1", "alice", None).await;
     let turn = api_a.turn("alice", "c1", &[]).await;
+    let mut ev = Events::open(&api_b, "c1", "alice", None).await;
     let url = format!("http://{FILES}:{port}/data.csv");
     let t0 = Instant::now();
     assert_eq!(proxy_get(proxy.proxy(), &turn, &url).await.status, 403);
