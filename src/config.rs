@@ -25,6 +25,7 @@ macro_rules! setting {
     };
 }
 
+mod ca;
 mod control;
 mod merge;
 mod proxy;
@@ -82,4 +83,6 @@ pub struct Config {
     pub proxy: egressgate_proxy::Settings,
     /// Control-plane settings.
     pub control: egressgate_control::Settings,
+    /// The deployment CA's lifetime, names and seal key.
+    pub ca: ca::CaSettings,
 }

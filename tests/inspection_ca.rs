@@ -7,6 +7,7 @@ mod support;
 
 use std::time::Duration;
 
+use support::ca::one_line_failure;
 use support::inspect::*;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
@@ -67,15 +68,9 @@ async fn ca_rotate_starts_a_new_ca_that_a_running_proxy_picks_up_and_keeps_the_o
     add_site(&api, serde_json::json!({"pattern": HOST, "inspect": true})).await;
     let turn = api.turn("u", "c", &[]).await;
     let old = s.ca_pem.clone();
-    let data = s.gate.data_dir.path().join("data");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_egressgate"));
-    cmd.args(["ca", "rotate", "--overlap", "1h", "--data-dir"])
-        .arg(&data)
-        .env_remove("DATABASE_URL");
-    if let Some(url) = postgres_database_for(s.gate.data_dir.path()) {
-        cmd.arg("--database-url").arg(url);
-    }
-    let out = cmd.output().unwrap();
+    let db = support::ca::Db::of(s.gate.data_dir.path());
+    let data = db.data.clone();
+    let out = db.egressgate(&["ca", "rotate", "--overlap", "1h"], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("until 20"), "the stated time: {stderr}");
@@ -127,15 +122,6 @@ fn egressgate(args: &[&str], dir: &std::path::Path) -> std::process::Output {
         }
     }
     c.args(args).arg("--data-dir").arg(dir).output().unwrap()
-}
-
-/// A bad inspection setting is one line naming what was written, a non-zero exit, no panic.
-fn one_line_failure(out: &std::process::Output) -> String {
-    let e = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "must fail: {e}");
-    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
-    assert!(!e.contains("panicked"), "{e}");
-    e
 }
 
 #[test]

@@ -26,9 +26,7 @@ struct Setup {
 }
 
 async fn setup(dir: &Path) -> Option<Setup> {
-    if !registry::tool("python3", &["-m", "pip", "--version"])
-        || !registry::tool("python3", &["-m", "pypiserver", "--version"])
-    {
+    if !registry::pip_tools() {
         return None;
     }
     let wheels = dir.join("wheels");

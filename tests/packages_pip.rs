@@ -16,9 +16,7 @@ const INDEX: &str = "pypi.test";
 
 /// pypiserver with the test's wheels, and a gate that knows it as a PyPI mirror.
 fn setup(dir: &Path) -> Option<(Server, Gate)> {
-    if !registry::tool("python3", &["-m", "pip", "--version"])
-        || !registry::tool("python3", &["-m", "pypiserver", "--version"])
-    {
+    if !registry::pip_tools() {
         return None;
     }
     let wheels = dir.join("wheels");

@@ -9,6 +9,7 @@
 pub(crate) mod fit;
 pub(crate) mod input;
 pub(crate) mod merge;
+pub(crate) mod schema;
 pub(crate) mod text;
 
 #[cfg(test)]

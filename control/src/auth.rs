@@ -14,10 +14,10 @@ use axum::http::request::Parts;
 use egressgate_store::db::tokens::{Scope, Scopes};
 use egressgate_store::{Secret, UserId};
 
-use crate::AppState;
-pub use crate::credentials::Tokens;
 use crate::credentials::{grant_of, unauthorized};
 use crate::error::ApiError;
+use crate::state::AppState;
+pub use crate::state::Tokens;
 
 fn bearer(parts: &Parts) -> Option<Secret> {
     let value = parts

@@ -10,8 +10,8 @@ use egressgate_store::db::interrupts::Pointer;
 use egressgate_store::db::resume::StoredAnswer;
 use serde_json::Value;
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Room for the pointer's ids, hashes, numbers, state and column overhead.
 const FIXED_OVERHEAD: usize = 1024;

@@ -7,17 +7,8 @@ use axum::http::StatusCode;
 use egressgate_store::db::tokens::{Scope, Scopes};
 use egressgate_store::{SecretHash, Timestamp};
 
-use crate::AppState;
 use crate::error::ApiError;
-
-/// The hashes of the two env API tokens.
-#[derive(Clone, Debug)]
-pub struct Tokens {
-    /// Administrator token hash.
-    pub admin: SecretHash,
-    /// Agent-runtime token hash.
-    pub runtime: SecretHash,
-}
+use crate::state::AppState;
 
 /// `401 UNAUTHORIZED` with the reason.
 pub(crate) fn unauthorized(why: &str) -> ApiError {

@@ -106,7 +106,7 @@ impl Grants {
 /// administrators' entries marked `inspect`. A `read` grant can only be kept where the proxy
 /// sees each request.
 pub(crate) async fn inspected_patterns(
-    state: &crate::AppState,
+    state: &crate::state::AppState,
 ) -> Result<Vec<SitePattern>, StoreError> {
     let mut patterns = state.settings.inspect.clone();
     patterns.extend(
@@ -123,7 +123,7 @@ pub(crate) async fn inspected_patterns(
 
 /// The first of `sites` (exact hosts) that the proxy does not inspect.
 pub(crate) async fn first_not_inspected(
-    state: &crate::AppState,
+    state: &crate::state::AppState,
     sites: &[String],
 ) -> Result<Option<String>, StoreError> {
     let inspected = inspected_patterns(state).await?;

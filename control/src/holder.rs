@@ -7,9 +7,9 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use egressgate_store::UserId;
 
-use crate::AppState;
 use crate::auth::{ApprovalsAuth, USER_HEADER, presents_token};
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// The client's address, when the server recorded it (`ConnectInfo`); resume limits key on it.
 /// It is the TCP peer: behind a load balancer that is the balancer, so set the limits for it.

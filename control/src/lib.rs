@@ -20,17 +20,14 @@ mod grants;
 mod holder;
 mod resume_guard;
 mod routes;
+mod state;
 mod turn_access;
 mod ui;
 mod validate;
 
-use std::sync::Arc;
-
-use egressgate_store::Store;
-
-pub use auth::Tokens;
 pub use error::ApiError;
 pub use settings::Settings;
+pub use state::{AppState, Tokens};
 
 /// The OpenAPI 3.1 document of the whole API (what `GET /openapi.json` serves).
 pub fn openapi_document() -> serde_json::Value {
@@ -39,26 +36,12 @@ pub fn openapi_document() -> serde_json::Value {
 
 /// The approval tool's input schema (what `GET /v1/tools/approval.json` serves).
 pub fn approval_tool_schema() -> serde_json::Value {
-    routes::openapi::approval_tool_schema()
+    approval::schema::approval_tool_schema()
 }
 
 /// Every error code the API can answer with.
 pub fn error_codes() -> &'static [&'static str] {
     routes::openapi::schemas::ERROR_CODES
-}
-
-/// Everything a handler needs; cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    /// The database both planes share.
-    pub store: Store,
-    /// Limits and lifetimes.
-    pub settings: Arc<Settings>,
-    /// Hashes of the API bearer tokens.
-    pub tokens: Arc<Tokens>,
-    /// Where snapshots and oversized answers go (`DirBlobStore` under the data dir, or
-    /// `DbBlobStore` when processes share PostgreSQL).
-    pub blobs: Arc<dyn egressgate_store::blob::BlobStore>,
 }
 
 /// The whole API as a router, so tests can drive it without a socket and the binary can

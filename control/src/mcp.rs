@@ -22,9 +22,9 @@ use rmcp::transport::streamable_http_server::{
 pub use server::{APPROVAL_TOOL, Binding, EgressTools, REFUSALS_TOOL, tools};
 pub use state::StateKeys;
 
-use crate::AppState;
 use crate::auth::{ApprovalsAuth, TurnsAuth};
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// The header naming the turn on `/mcp`.
 pub const TURN_HEADER: &str = "x-egressgate-turn";

@@ -4,10 +4,10 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};
 
-use crate::AppState;
 use crate::auth::USER_HEADER;
 use crate::error::ApiError;
 use crate::resume_guard::ResumeGuard;
+use crate::state::AppState;
 
 mod admin;
 mod approval;

@@ -9,9 +9,9 @@ use axum::http::{HeaderMap, StatusCode};
 use egressgate_store::db::turns::Turn;
 use egressgate_store::{Secret, SecretHash, Store, Timestamp, TurnId};
 
-use crate::AppState;
 use crate::auth::{TurnsAuth, USER_HEADER};
 use crate::error::ApiError;
+use crate::state::AppState;
 
 fn not_found() -> ApiError {
     ApiError::not_found("TURN_NOT_FOUND", "no such turn")

@@ -11,7 +11,7 @@ pub(crate) mod session;
 use axum::Router;
 use axum::routing::{get, post};
 
-use crate::AppState;
+use crate::state::AppState;
 
 pub(crate) use headers::{same_origin, security_headers};
 

@@ -120,13 +120,14 @@ async fn per_request_rules(
     allowed: &Allowed,
     via: Via,
 ) -> Result<(), Response<ProxyBody>> {
-    if access::permits(allowed.grant.access, req.method(), req.uri()) {
+    let asked = access::Asked::of(req);
+    if access::permits(allowed.grant.access, &asked) {
         return Ok(());
     }
     // The grant may be an allow remembered from before a person widened it: a refusal is
     // rare, so it asks the database first, and a fresh `full` approval works at once.
     if let Some(fresh) = shared.fresh_grant(turn, &target.host).await
-        && access::permits(fresh.access, req.method(), req.uri())
+        && access::permits(fresh.access, &asked)
     {
         return Ok(());
     }
@@ -158,23 +159,25 @@ pub(crate) async fn forward(
     turn: &TurnEntry,
     target: &Target,
     addrs: &[SocketAddr],
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     allowed: Allowed,
     via: Via,
 ) -> Response<ProxyBody> {
     if let Err(answer) = per_request_rules(shared, turn, target, &req, &allowed, via).await {
         return answer;
     }
-    // A package registry's request is judged by the package it names.
+    // A package registry's request is judged by the package it names, and forwarded with
+    // the path it was judged by.
     let asked = packages::RegistryRequest {
         scheme: via.scheme(),
         method: req.method(),
-        path: req.uri().path(),
+        uri: req.uri(),
+        headers: req.headers(),
     };
-    if let packages::Verdict::Refuse(answer) =
-        packages::judge(shared, turn, target, addrs, asked).await
-    {
-        return answer;
+    match packages::judge(shared, turn, target, addrs, asked).await {
+        packages::Verdict::Refuse(answer) => return answer,
+        packages::Verdict::Allow(Some(judged)) => judged.apply(req.uri_mut()),
+        packages::Verdict::Allow(None) | packages::Verdict::NotRegistry => {}
     }
     if via == Via::Tls {
         shared.metrics.inspected_requests.inc();

@@ -10,6 +10,7 @@
 //! inspected hosts so their requests take the forwarding path too. `relay` and `relay_tcp`
 //! move tunnel bytes; `respond` writes what the proxy says itself; `metrics` counts it all.
 
+pub mod access;
 pub mod addr;
 pub mod decide;
 pub mod decision_log;
@@ -30,7 +31,6 @@ pub mod settings;
 pub mod sni;
 pub mod target;
 
-mod access;
 mod forward;
 mod handler;
 mod packages;

@@ -2,8 +2,10 @@
 //! package it is about (see [`crate::registry`]) and allowed only when the administrators'
 //! list, the turn's launch-time packages or an unexpired package approval of the chat names
 //! that package (with a pin that admits the version). Otherwise the refusal is recorded with
-//! the package before anything is answered. Plain HTTP forwarding and plain HTTP inside
-//! tunnels both call [`judge`] for every request; inspected TLS is meant to call it too.
+//! the package before anything is answered. Plain HTTP forwarding, plain HTTP inside
+//! tunnels and inspected TLS all call [`judge`] for every request, and forward an allowed
+//! one with the path re-encoded from the segments it was judged by, never the client's
+//! bytes; a query, or a header some servers read as the path or method, names no package.
 //!
 //! Dependencies, so one install needs one card: metadata about a package that is not
 //! approved is still served (its refusal is recorded, so it goes on the card), which lets an
@@ -12,88 +14,70 @@
 //! records the packages its `METADATA` requires as refusals too, for indexes without PEP
 //! 658 metadata, where an installer would learn them only from the wheel.
 
-use std::collections::HashSet;
+mod dependencies;
+
 use std::net::SocketAddr;
-use std::sync::Mutex;
-use std::time::Duration;
 
 use egressgate_store::db::refusals::Subject;
 use egressgate_store::{Mode, Package, RefusalReason, SanitizedUrl, Timestamp};
-use http::{Method, Response, StatusCode, header};
-use http_body_util::{BodyExt as _, Empty, Limited};
-use hyper_util::rt::TokioIo;
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Method, Response, StatusCode, Uri};
 
 use crate::identify::TurnEntry;
-use crate::registry::{self, Artifact, Mapping};
+use crate::registry::{self, Artifact, Judged, Mapping};
 use crate::respond::ProxyBody;
 use crate::shared::{Refusal, Shared};
 use crate::target::Target;
 
-/// Largest wheel the proxy reads for its dependencies.
-const WHEEL_MAX: usize = 64 * 1024 * 1024;
+use dependencies::{Origin, record_dependencies};
 
-/// Time allowed to fetch a refused wheel for its dependencies.
-const WHEEL_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Wheels read at once, across all turns: each may hold up to [`WHEEL_MAX`] in memory.
-const WHEEL_READS_AT_ONCE: usize = 2;
-
-/// Distinct wheels read per turn: a script cannot make the proxy download without end.
-const WHEEL_READS_PER_TURN: usize = 32;
-
-/// Bounds the proxy's own wheel reads, so refused requests cannot turn it into a downloader:
-/// a few at once, each wheel once per turn, a few dozen per turn.
-#[derive(Default)]
-pub(crate) struct WheelReads {
-    at_once: WheelPermits,
-    /// (turn, host, path) already read; cleared when it grows past a bound.
-    seen: Mutex<HashSet<(String, String, String)>>,
-}
-
-/// The semaphore behind [`WheelReads`] (a newtype for its `Default`).
-struct WheelPermits(tokio::sync::Semaphore);
-
-impl Default for WheelPermits {
-    fn default() -> Self {
-        Self(tokio::sync::Semaphore::new(WHEEL_READS_AT_ONCE))
-    }
-}
-
-impl WheelReads {
-    /// Whether this turn may read this wheel now (first time, under the per-turn bound).
-    fn first(&self, turn: &str, host: &str, path: &str) -> bool {
-        let Ok(mut seen) = self.seen.lock() else {
-            return false;
-        };
-        if seen.iter().filter(|(t, _, _)| t == turn).count() >= WHEEL_READS_PER_TURN {
-            return false;
-        }
-        if seen.len() >= 64 * WHEEL_READS_PER_TURN {
-            seen.clear();
-        }
-        seen.insert((turn.to_owned(), host.to_owned(), path.to_owned()))
-    }
-}
+/// Headers some servers and frameworks read as the request's path or method instead of the
+/// request line's (IIS, Symfony, method-override middleware): the proxy would forward a
+/// request it did not judge, so a registry request carrying one names no package.
+const REWRITING_HEADERS: [&str; 5] = [
+    "x-original-url",
+    "x-rewrite-url",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
 
 /// What the rule says about one request.
 pub(crate) enum Verdict {
     /// The host is no registry's: the site rules decided it.
     NotRegistry,
-    /// Forward it.
-    Allow,
+    /// Forward it with this path: the judged segments re-encoded, so the origin receives
+    /// exactly what was judged (`None`: as sent, only for a shadow-mode pass of a request
+    /// that names no package). Put it in place with [`JudgedPath::apply`].
+    Allow(Option<JudgedPath>),
     /// Send this answer (a recorded refusal, or `503` when it could not be recorded).
     Refuse(Response<ProxyBody>),
 }
 
-/// The request as the rule sees it: how it arrived (`http`; `https` once inspected TLS
-/// calls the rule), its method and its path.
+/// The origin-form path a registry request is forwarded with.
+pub(crate) struct JudgedPath(PathAndQuery);
+
+impl JudgedPath {
+    /// Replaces the path (and query: a judged request has none) of `uri`, keeping its scheme
+    /// and authority.
+    pub(crate) fn apply(self, uri: &mut Uri) {
+        let mut parts = std::mem::take(uri).into_parts();
+        parts.path_and_query = Some(self.0.clone());
+        *uri = Uri::from_parts(parts).unwrap_or_else(|_| Uri::from(self.0));
+    }
+}
+
+/// The request as the rule sees it: how it arrived (`http`, or `https` when inspected), its
+/// method, its path with the query, and its headers.
 pub(crate) struct RegistryRequest<'a> {
     /// The scheme written into the refusal's sample URL.
     pub scheme: &'static str,
     /// The method (only reads map to a package).
     pub method: &'a Method,
-    /// The path, still percent-encoded.
-    pub path: &'a str,
+    /// The request's URI (its path still percent-encoded).
+    pub uri: &'a Uri,
+    /// Its headers (a path-rewriting one makes it unmappable).
+    pub headers: &'a HeaderMap,
 }
 
 /// Judges one request to `target` (`addrs`: its vetted addresses, for reading a refused
@@ -109,8 +93,10 @@ pub(crate) async fn judge(
     let RegistryRequest {
         scheme,
         method,
-        path,
+        uri,
+        headers,
     } = req;
+    let path = uri.path();
     let Some(eco) = shared.settings.registries.ecosystem(&target.host) else {
         return Verdict::NotRegistry;
     };
@@ -127,22 +113,34 @@ pub(crate) async fn judge(
         shadow,
         method: Some(method.to_string()),
     };
-    let (package, version, artifact) = match registry::map(eco, method, path) {
-        Mapping::Metadata => return Verdict::Allow,
-        Mapping::Unmappable if shadow => {
+    let target_path = uri.path_and_query().map_or(path, PathAndQuery::as_str);
+    let rewritten = REWRITING_HEADERS.iter().any(|h| headers.contains_key(*h));
+    let judged = (!rewritten).then(|| registry::judge(eco, method, target_path));
+    // The judged segments re-encoded always parse as a path; were one not to, it names no
+    // package.
+    let judged = judged.and_then(|Judged { mapping, path }| {
+        let path = PathAndQuery::try_from(path?).ok()?;
+        Some((mapping, JudgedPath(path)))
+    });
+    let (package, version, artifact, forward) = match judged {
+        Some((Mapping::Metadata, forward)) => return Verdict::Allow(Some(forward)),
+        Some((
+            Mapping::Package {
+                package,
+                version,
+                artifact,
+            },
+            forward,
+        )) => (package, version, artifact, forward),
+        Some((Mapping::Unmappable, _)) | None if shadow => {
             return match shared.shadow_pass(refusal(None)).await {
-                Ok(_) => Verdict::Allow,
+                Ok(_) => Verdict::Allow(None),
                 Err(answer) => Verdict::Refuse(answer),
             };
         }
-        Mapping::Unmappable => {
+        Some((Mapping::Unmappable, _)) | None => {
             return Verdict::Refuse(shared.refuse(refusal(None), StatusCode::FORBIDDEN).await);
         }
-        Mapping::Package {
-            package,
-            version,
-            artifact,
-        } => (package, version, artifact),
     };
     let subject = Subject::Package {
         package: package.clone(),
@@ -153,17 +151,17 @@ pub(crate) async fn judge(
         .allowed_recently(&subject, ttl, epoch, Timestamp::now())
         .or_else(|| turn.launch_package_grant(&package, version.as_deref()));
     if warm.is_some() {
-        return Verdict::Allow;
+        return Verdict::Allow(Some(forward));
     }
     match shared
         .refuse_unless_allowed(refusal(Some(package)), subject, epoch)
         .await
     {
-        Ok(_) => Verdict::Allow,
+        Ok(_) => Verdict::Allow(Some(forward)),
         // Metadata of a package nobody approved yet: recorded (so it goes on the card) and
         // served, so the resolver can go on to name everything the install needs.
         Err(answer) if artifact == Artifact::None && answer.status() == StatusCode::FORBIDDEN => {
-            Verdict::Allow
+            Verdict::Allow(Some(forward))
         }
         Err(answer) => {
             if artifact == Artifact::Wheel && answer.status() == StatusCode::FORBIDDEN {
@@ -172,142 +170,9 @@ pub(crate) async fn judge(
                     addrs,
                     tls: scheme == "https",
                 };
-                record_dependencies(shared, turn, origin, path, epoch).await;
+                record_dependencies(shared, turn, origin, forward.0.path(), epoch).await;
             }
             Verdict::Refuse(answer)
         }
-    }
-}
-
-/// Reads the refused wheel at `path` and records each package it requires that nothing
-/// allows yet, before the wheel's `403` goes out. Best effort: a wheel that cannot be read
-/// adds nothing (the installer then asks for its dependencies after the approval).
-async fn record_dependencies(
-    shared: &Shared,
-    turn: &TurnEntry,
-    origin: Origin<'_>,
-    path: &str,
-    epoch: Option<i64>,
-) {
-    let target = origin.target;
-    let reads = &shared.wheel_reads;
-    if !reads.first(turn.turn.id.as_str(), target.host.as_str(), path) {
-        return;
-    }
-    let Ok(_permit) = reads.at_once.0.acquire().await else {
-        return;
-    };
-    let fetched = tokio::time::timeout(WHEEL_FETCH_TIMEOUT, fetch(shared, origin, path));
-    let Ok(Some(wheel)) = fetched.await else {
-        tracing::debug!(host = %target.host, "refused wheel could not be read for dependencies");
-        return;
-    };
-    let deps = registry::wheel::requires(&wheel);
-    for dep in deps {
-        if turn.launch_package_grant(&dep, None).is_some() {
-            continue;
-        }
-        let subject = Subject::Package {
-            package: dep.clone(),
-            version: None,
-        };
-        let r = Refusal {
-            turn,
-            host: target.host.as_str(),
-            port: target.port,
-            reason: RefusalReason::PackageNotApproved,
-            url: None,
-            package: Some(dep),
-            shadow: false,
-            method: None,
-        };
-        // The answer is not sent anywhere: only the record matters.
-        let _ = shared.refuse_unless_allowed(r, subject, epoch).await;
-    }
-}
-
-/// Where a refused wheel came from, for the proxy's own read of it: the vetted addresses the
-/// request was going to, and whether the origin speaks TLS (an inspected registry host: then
-/// it is verified exactly like the client's own requests to it).
-#[derive(Clone, Copy)]
-struct Origin<'a> {
-    target: &'a Target,
-    addrs: &'a [SocketAddr],
-    tls: bool,
-}
-
-/// `GET path` from the origin on a fresh connection to a vetted address, the body capped
-/// at [`WHEEL_MAX`]; `None` on any failure or a status other than `200`.
-async fn fetch(shared: &Shared, origin: Origin<'_>, path: &str) -> Option<bytes::Bytes> {
-    let target = origin.target;
-    let stream = shared
-        .dialer
-        .connect(&target.host, origin.addrs)
-        .await
-        .ok()?;
-    let default_port = if origin.tls { 443 } else { 80 };
-    let authority = if target.port == default_port {
-        target.host.to_string()
-    } else {
-        format!("{}:{}", target.host, target.port)
-    };
-    if origin.tls {
-        let tls = shared
-            .inspection
-            .upstream
-            .connect(&target.host, stream)
-            .await
-            .ok()?;
-        get_capped(tls, authority, path).await
-    } else {
-        get_capped(stream, authority, path).await
-    }
-}
-
-/// One `GET path` over `io` (HTTP/1.1), the body capped at [`WHEEL_MAX`].
-async fn get_capped<I>(io: I, authority: String, path: &str) -> Option<bytes::Bytes>
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .ok()?;
-    let conn = tokio::spawn(conn);
-    let req = http::Request::get(path)
-        .header(header::HOST, authority)
-        .header(header::USER_AGENT, "egressgate (dependency check)")
-        .body(Empty::<bytes::Bytes>::new())
-        .ok()?;
-    let resp = sender.send_request(req).await.ok()?;
-    let out = if resp.status() == StatusCode::OK {
-        Limited::new(resp.into_body(), WHEEL_MAX)
-            .collect()
-            .await
-            .ok()
-            .map(|b| b.to_bytes())
-    } else {
-        None
-    };
-    conn.abort();
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_wheel_is_read_once_per_turn_and_a_turn_reads_a_bounded_number() {
-        let reads = WheelReads::default();
-        assert!(reads.first("t1", "pypi.org", "/packages/a.whl"));
-        assert!(!reads.first("t1", "pypi.org", "/packages/a.whl"));
-        assert!(
-            reads.first("t2", "pypi.org", "/packages/a.whl"),
-            "another turn reads it"
-        );
-        for i in 1..WHEEL_READS_PER_TURN {
-            assert!(reads.first("t1", "pypi.org", &format!("/packages/{i}.whl")));
-        }
-        assert!(!reads.first("t1", "pypi.org", "/packages/one-more.whl"));
     }
 }

@@ -2,10 +2,14 @@
 //! (`--registry pypi|npm`, `--registry-mirror ECOSYSTEM=HOST[,HOST…]`), and what each request
 //! to them is about — a package (canonical, as `store::package` spells it) with the version
 //! it names, registry metadata that names no package, or something the proxy cannot map
-//! (refused, never guessed). Pure: no I/O, so the mapping is unit-tested and fuzzed.
+//! (refused, never guessed). Pure: no I/O, so the mapping is unit-tested and fuzzed; the
+//! bounds on the proxy's own wheel reads live here too ([`reads`]), as plain state that both
+//! the shared state and the package rule import.
 
 mod npm;
+mod path;
 mod pypi;
+pub mod reads;
 pub mod wheel;
 
 use std::collections::HashMap;
@@ -113,73 +117,113 @@ impl Registries {
     }
 }
 
-/// Maps one request to a registry of `eco`. Only reads (`GET`, `HEAD`) are mapped: a
-/// publish or any other write is refused. The path is split on `/` before each segment is
-/// percent-decoded, and dot segments or empty segments inside the path are refused, so an
-/// upstream that normalises paths cannot be sent to another package than the one judged.
-pub fn map(eco: Ecosystem, method: &Method, path: &str) -> Mapping {
-    if method != Method::GET && method != Method::HEAD {
-        return Mapping::Unmappable;
-    }
-    let Some(segments) = segments(path) else {
-        return Mapping::Unmappable;
+/// One registry request as judged: what it is about, and the path the origin is sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judged {
+    /// What the request is about.
+    pub mapping: Mapping,
+    /// The judged segments re-encoded ([`path::Segments::encode`]): the only path forwarded,
+    /// so the origin receives exactly what was judged. `None` when unmappable.
+    pub path: Option<String>,
+}
+
+/// Judges one request to a registry of `eco`: `target` is its origin-form path with the query,
+/// if any. Only reads (`GET`, `HEAD`) are mapped: a publish or any other write is refused.
+/// The path is split on `/` before each segment is percent-decoded, under the rules of
+/// [`path`], so an upstream that decodes, normalises or cuts paths cannot be sent to another
+/// package than the one judged. A query is not judged, so a request with one is unmappable
+/// (installers send none).
+pub fn judge(eco: Ecosystem, method: &Method, target: &str) -> Judged {
+    let unmappable = Judged {
+        mapping: Mapping::Unmappable,
+        path: None,
     };
-    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
-    match eco {
-        Ecosystem::Pypi => pypi::map(&segs),
-        Ecosystem::Npm => npm::map(&segs),
+    if method != Method::GET && method != Method::HEAD {
+        return unmappable;
+    }
+    let Some(segments) = path::Segments::parse(target, eco == Ecosystem::Npm) else {
+        return unmappable;
+    };
+    let segs = segments.as_strs();
+    let mapping = match eco {
+        Ecosystem::Pypi => pypi::map(&segs, segments.trailing_slash),
+        Ecosystem::Npm => npm::map(&segs, segments.trailing_slash),
+    };
+    match mapping {
+        Mapping::Unmappable => unmappable,
+        mapping => Judged {
+            mapping,
+            path: Some(segments.encode()),
+        },
     }
 }
 
-/// The decoded segments of an absolute path, without the empty one a trailing `/` leaves;
-/// `None` for anything odd (no leading `/`, empty or dot segments, bad UTF-8, control
-/// characters or a backslash after decoding).
-fn segments(path: &str) -> Option<Vec<String>> {
-    let rest = path.strip_prefix('/')?;
-    if rest.is_empty() {
-        return Some(Vec::new());
-    }
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    rest.split('/')
-        .map(|raw| {
-            let seg = percent_encoding::percent_decode_str(raw)
-                .decode_utf8()
-                .ok()?
-                .into_owned();
-            let odd = seg.is_empty()
-                || seg == "."
-                || seg == ".."
-                || seg.chars().any(|c| c.is_control() || c == '\\');
-            (!odd).then_some(seg)
-        })
-        .collect()
+/// What one request to a registry of `eco` is about (see [`judge`]).
+pub fn map(eco: Ecosystem, method: &Method, target: &str) -> Mapping {
+    judge(eco, method, target).mapping
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every path of up to three segments drawn from spellings an attacker would try: what
+    /// is judged is forwarded re-encoded, and the forwarded path is judged the same.
     #[test]
-    fn segments_are_decoded_and_odd_paths_refused() {
-        assert_eq!(segments("/"), Some(vec![]));
-        assert_eq!(
-            segments("/simple/numpy/"),
-            Some(vec!["simple".into(), "numpy".into()])
-        );
-        assert_eq!(segments("/@scope%2fname"), Some(vec!["@scope/name".into()]));
-        for odd in [
+    fn every_judged_path_re_encodes_to_the_same_judgement() {
+        let pieces = [
+            "approved",
+            "evil",
+            "-",
+            "@scope",
+            "@scope%2fapproved",
+            "@scope%2Fapproved",
+            "approved-1.0.0.tgz",
+            "%2e%2e",
+            "..",
+            ".",
+            "a%2fb",
+            "%252f",
+            "a%5cb",
+            "a%3fb",
+            "a;b",
+            "latest",
+            "1.0.0",
+            "simple",
+            "packages",
+            "pypi",
+            "json",
+            "numpy-1.0-py3-none-any.whl",
+            "x-1.0%2Bcpu.tar.gz",
+            "lod%61sh",
             "",
-            "simple/",
-            "/simple//numpy/",
-            "/simple/../victim/",
-            "/simple/%2e%2e/victim/",
-            "/simple/./numpy/",
-            "/simple/a%5cb/",
-            "/simple/%ff/",
-            "/simple/a%0ab/",
-        ] {
-            assert_eq!(segments(odd), None, "{odd:?}");
+        ];
+        let mut mapped = 0;
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    for end in ["", "/"] {
+                        for path in [format!("/{a}{end}"), format!("/{a}/{b}/{c}{end}")] {
+                            for eco in [Ecosystem::Pypi, Ecosystem::Npm] {
+                                let j = judge(eco, &Method::GET, &path);
+                                let Some(forwarded) = &j.path else {
+                                    assert_eq!(j.mapping, Mapping::Unmappable, "{path}");
+                                    continue;
+                                };
+                                mapped += 1;
+                                let again = judge(eco, &Method::GET, forwarded);
+                                assert_eq!(again, j, "{path} -> {forwarded}");
+                                for bad in ["?", "#", ";", "\\", "//", "%25", "%5C", "/../", "/./"]
+                                {
+                                    assert!(!forwarded.contains(bad), "{path} -> {forwarded}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
+        assert!(mapped > 1000, "{mapped}");
     }
 
     #[test]

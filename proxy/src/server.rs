@@ -60,7 +60,7 @@ impl Proxy {
             registry: Arc::default(),
             log: Arc::new(crate::decision_log::DecisionLog::new(settings.log_allowed)),
             active: Arc::default(),
-            wheel_reads: crate::packages::WheelReads::default(),
+            wheel_reads: crate::registry::reads::WheelReads::default(),
             dialer,
             store,
             settings,

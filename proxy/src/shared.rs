@@ -48,7 +48,7 @@ pub(crate) struct Shared {
     /// Which hosts are inspected, and the TLS on both sides of them.
     pub inspection: crate::inspect::Inspection,
     /// Bounds on the proxy's own reads of refused wheels (for their dependencies).
-    pub wheel_reads: crate::packages::WheelReads,
+    pub wheel_reads: crate::registry::reads::WheelReads,
 }
 
 /// What one client connection carries between its requests.

@@ -25,6 +25,8 @@ const TEXT_KEYS: &[&str] = &[
     "drain-timeout",
     "max-header-bytes",
     "db-statement-timeout",
+    "ca-lifetime",
+    "ca-overlap",
 ];
 
 /// Merges the file (if any) under the flags/environment layer. `DATABASE_URL` is an alias of

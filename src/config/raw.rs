@@ -80,6 +80,22 @@ pub struct RawConfig {
     /// PEM CA certificates an inspected host's origin may chain to, besides the system roots.
     #[arg(long, env = "EGRESSGATE_UPSTREAM_CA")]
     pub upstream_ca: Option<PathBuf>,
+    /// How long a deployment CA is valid (e.g. `365d`); the proxy mints its successor before
+    /// it ends. [default: 365d]
+    #[arg(long, env = "EGRESSGATE_CA_LIFETIME")]
+    pub ca_lifetime: Option<String>,
+    /// A CA with less than this left is replaced by a successor, and a replaced CA stays
+    /// trusted at most this long. [default: 30d]
+    #[arg(long, env = "EGRESSGATE_CA_OVERLAP")]
+    pub ca_overlap: Option<String>,
+    /// Whether the deployment CA permits only the inspected names (X.509 name constraints; a
+    /// name inspected later is a rotation). [default: false]
+    #[arg(long, env = "EGRESSGATE_CA_NAME_CONSTRAINTS", action = ArgAction::Set)]
+    pub ca_name_constraints: Option<bool>,
+    /// File holding the key that seals the CA's key in PostgreSQL (32 random bytes, base64);
+    /// or the key itself in EGRESSGATE_CA_SEAL_KEY.
+    #[arg(long, env = "EGRESSGATE_CA_SEAL_KEY_FILE")]
+    pub ca_seal_key_file: Option<PathBuf>,
     /// Address for `/metrics`, `/healthz`, `/readyz` of a proxy-only process. [default: none]
     #[arg(long, env = "EGRESSGATE_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,

@@ -8,7 +8,7 @@ use egressgate_store::PoolOptions;
 
 use super::raw::RawConfig;
 use super::values::{duration, host, public_url, redact, socket};
-use super::{Config, Database, LogFormat, control, proxy};
+use super::{Config, Database, LogFormat, ca, control, proxy};
 
 /// Validates the merged raw configuration.
 pub fn validate(raw: &RawConfig) -> Result<Config> {
@@ -54,6 +54,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         .map(|s| host(&l("internal-suffix"), s.trim_start_matches('.')))
         .collect::<Result<Vec<_>>>()?;
     let proxy = proxy::settings(raw, &internal_suffixes)?;
+    let ca = ca::settings(raw, &proxy.inspect, &l)?;
     let control = control::settings(
         raw,
         proxy.inspect.clone(),
@@ -84,6 +85,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         control_public_url_given: raw.control_public_url.is_some(),
         proxy,
         control,
+        ca,
     })
 }
 

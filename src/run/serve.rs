@@ -7,13 +7,11 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, anyhow, bail};
 use egressgate_control::AppState;
 use egressgate_store::blob::{BlobStore, DbBlobStore, DirBlobStore};
-use egressgate_store::ca::DeploymentCa;
 use egressgate_store::{Backend, Store, Timestamp};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::ca::ca_home;
 use super::database::{Create, open_migrated};
 use super::endpoints::{health_router, metrics_router};
 use super::shutdown::{signals, stopped};
@@ -74,13 +72,7 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
     let mut tasks = tokio::task::JoinSet::new();
 
     // Every process of the deployment mints under, and serves, the one CA.
-    let ca_home = ca_home(&cfg, &store);
-    let ca = DeploymentCa::load_or_create(&ca_home, Timestamp::now())
-        .await
-        .context("cannot read or create the deployment CA")?;
-    cfg.proxy.ca = Some(Arc::new(ca));
-    cfg.proxy.ca_home = Some(ca_home.clone());
-    cfg.control.ca = Some(ca_home);
+    super::ca::start(&mut cfg, &store, proxy_listener.is_some()).await?;
 
     if let Some(listener) = proxy_listener {
         let proxy = egressgate_proxy::Proxy::new(cfg.proxy.clone(), store.clone(), &mut registry)

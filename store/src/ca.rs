@@ -1,19 +1,34 @@
 //! The deployment CA: the one certificate authority every inspected host's leaf is signed by.
-//! Generated on first use; kept in a mode-0600 file in the data directory (SQLite) or in the
-//! database (PostgreSQL, so every proxy sharing it mints under the same CA). Only the
-//! certificate is public; the key never leaves this type except to sign leaves.
+//! Its life: made by the proxy when it starts (or by `egressgate ca print`), never by a
+//! reader; valid for a lifetime measured in months; replaced by a successor before it ends,
+//! when it outlives the lifetime, or when it no longer permits every inspected name; the
+//! replaced one stays trusted until its own end or the overlap's, whichever comes first. Kept
+//! in a mode-0600 file in the data directory (SQLite) or in the database with its key sealed
+//! (PostgreSQL, so every proxy sharing it mints under the same CA). Only the certificate is
+//! public; the key never leaves this type except to sign leaves.
 
+mod cert;
 mod file;
+mod home;
+mod names;
+mod seal;
 mod table;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose,
     SerialNumber,
 };
 
-use crate::db::{Store, StoreError};
+pub use home::{CaHome, CaPolicy};
+pub use seal::{SealKey, SealKeyError};
+
+use crate::db::StoreError;
+use crate::pattern::SitePattern;
 use crate::time::Timestamp;
 
 /// The file (in the data directory) that holds the CA certificate and key, mode 0600.
@@ -22,12 +37,37 @@ pub const CA_FILE: &str = "ca-key.pem";
 /// `# trusted-until-ms: N` line (no keys: they are gone).
 pub const PREVIOUS_FILE: &str = "ca-previous.pem";
 
-/// How long a deployment CA is valid for.
-const CA_LIFETIME_DAYS: i64 = 3650;
-
 /// Why the CA could not be read or made.
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
+    /// Nothing has made a CA yet (readers never make one).
+    #[error(
+        "no deployment CA yet: the proxy makes it when it starts (`egressgate serve` or \
+         `egressgate proxy`), as does `egressgate ca print`"
+    )]
+    Missing,
+    /// PostgreSQL keeps the CA's key only sealed, and no seal key was given.
+    #[error(
+        "the deployment CA's key is kept in PostgreSQL only sealed, and no seal key was given: \
+         set EGRESSGATE_CA_SEAL_KEY or --ca-seal-key-file (32 random bytes, base64)"
+    )]
+    NoSealKey,
+    /// An older release left the CA's key in clear in PostgreSQL, and no seal key was given
+    /// to seal it with.
+    #[error(
+        "the deployment CA's key is stored in clear in PostgreSQL (by an older release) and is \
+         not used that way: give the seal key (EGRESSGATE_CA_SEAL_KEY or --ca-seal-key-file) \
+         and the next start seals it"
+    )]
+    KeyInClear,
+    /// The seal key given does not open the stored key.
+    #[error(
+        "the seal key given does not open the deployment CA's key (it was sealed with another)"
+    )]
+    WrongSealKey,
+    /// Another process replaced the CA at the same moment.
+    #[error("another process replaced the deployment CA at the same moment; nothing was changed")]
+    Raced,
     /// The CA file could not be read or written.
     #[error("deployment CA file {path}: {source}")]
     File {
@@ -47,19 +87,23 @@ pub enum CaError {
     Store(#[from] StoreError),
 }
 
-/// Where the CA is kept.
-#[derive(Clone, Debug)]
-pub enum CaHome {
-    /// A mode-0600 file in this (data) directory.
-    Dir(PathBuf),
-    /// The `deployment_ca` table (PostgreSQL).
-    Database(Store),
+impl CaError {
+    /// Whether the CA is unusable for want of the right seal key (so the process runs without
+    /// inspecting rather than not at all).
+    pub fn is_sealing(&self) -> bool {
+        matches!(
+            self,
+            Self::NoSealKey | Self::KeyInClear | Self::WrongSealKey
+        )
+    }
 }
 
 /// The deployment CA: its certificate (public) and its signing key.
 pub struct DeploymentCa {
     cert_pem: String,
     key: KeyPair,
+    not_after: Timestamp,
+    names: Option<Vec<SitePattern>>,
 }
 
 impl std::fmt::Debug for DeploymentCa {
@@ -67,6 +111,8 @@ impl std::fmt::Debug for DeploymentCa {
         f.debug_struct("DeploymentCa")
             .field("cert_pem", &self.cert_pem)
             .field("key", &"<redacted>")
+            .field("not_after", &self.not_after)
+            .field("names", &self.names)
             .finish()
     }
 }
@@ -102,29 +148,32 @@ pub fn cert_time(now: Timestamp, secs: i64) -> Result<time::OffsetDateTime, CaEr
 }
 
 impl DeploymentCa {
-    /// A new CA (its key generated here, never derived from anything).
-    pub fn generate(now: Timestamp) -> Result<Self, CaError> {
+    /// A new CA valid from now for `lifetime`, permitting only `names` when given (its key
+    /// generated here, never derived from anything).
+    pub fn generate(
+        now: Timestamp,
+        lifetime: Duration,
+        names: Option<&[SitePattern]>,
+    ) -> Result<Self, CaError> {
         let key = KeyPair::generate()?;
         let mut p = ca_params();
         p.serial_number = Some(random_serial());
         p.not_before = cert_time(now, -86_400)?;
-        p.not_after = cert_time(now, CA_LIFETIME_DAYS * 86_400)?;
+        p.not_after = cert_time(now, i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX))?;
+        p.name_constraints = names.map(names::constraints);
         let cert = p.self_signed(&key)?;
-        Ok(Self {
-            cert_pem: cert.pem(),
-            key,
-        })
+        Self::from_pem(&cert.pem(), &key.serialize_pem())
     }
 
-    /// The CA from its stored PEM parts.
+    /// The CA from its stored PEM parts (its end and names read from the certificate).
     fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, CaError> {
-        if !cert_pem.contains("-----BEGIN CERTIFICATE-----") {
-            return Err(CaError::Corrupt("no certificate"));
-        }
+        let read = cert::read(cert_pem)?;
         let key = KeyPair::from_pem(key_pem).map_err(|_| CaError::Corrupt("key"))?;
         Ok(Self {
             cert_pem: cert_pem.to_owned(),
             key,
+            not_after: read.not_after,
+            names: read.names,
         })
     }
 
@@ -133,54 +182,23 @@ impl DeploymentCa {
         &self.cert_pem
     }
 
+    /// When the CA ends: no leaf it signs may be valid past this.
+    pub fn not_after(&self) -> Timestamp {
+        self.not_after
+    }
+
+    /// The names the CA permits (`None`: any).
+    pub fn names(&self) -> Option<&[SitePattern]> {
+        self.names.as_deref()
+    }
+
     /// The issuer that signs leaves.
     pub fn issuer(&self) -> rcgen::Issuer<'static, &KeyPair> {
         rcgen::Issuer::new(ca_params(), &self.key)
     }
 
-    /// Reads the CA kept at `home`, making and keeping one first when there is none. Two
-    /// processes starting at once end up with the same CA: the first write wins and the
-    /// other reads it.
+    /// The CA to sign with now, as [`CaHome::signing`] makes, renews or widens it.
     pub async fn load_or_create(home: &CaHome, now: Timestamp) -> Result<Self, CaError> {
-        match home {
-            CaHome::Dir(dir) => file::load_or_create(&dir.join(CA_FILE), now),
-            CaHome::Database(store) => table::load_or_create(store, now).await,
-        }
-    }
-}
-
-impl CaHome {
-    /// The certificates clients should trust now, PEM: the signing CA first, then each
-    /// rotated-out CA whose overlap has not ended (leaves it signed may still be in use).
-    pub async fn trusted_pem(&self, now: Timestamp) -> Result<String, CaError> {
-        let current = DeploymentCa::load_or_create(self, now).await?;
-        let mut out = current.cert_pem;
-        for (cert, until) in self.previous().await? {
-            if until > now.millis() {
-                out.push_str(&cert);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Starts a new CA: the current one stops signing and stays trusted until
-    /// `now + overlap`, which is returned. Proxies pick the new one up within their CA poll.
-    pub async fn rotate(&self, now: Timestamp, overlap_ms: i64) -> Result<Timestamp, CaError> {
-        let until = now.millis().saturating_add(overlap_ms);
-        let old = DeploymentCa::load_or_create(self, now).await?;
-        let fresh = DeploymentCa::generate(now)?;
-        match self {
-            CaHome::Dir(dir) => file::rotate(dir, &old, &fresh, until, now)?,
-            CaHome::Database(store) => table::rotate(store, &fresh, until, now).await?,
-        }
-        Ok(Timestamp::from_millis(until))
-    }
-
-    /// Rotated-out certificates with the end of their trust (ms).
-    async fn previous(&self) -> Result<Vec<(String, i64)>, CaError> {
-        match self {
-            CaHome::Dir(dir) => file::previous(dir),
-            CaHome::Database(store) => table::previous(store).await,
-        }
+        home.signing(now).await
     }
 }

@@ -5,6 +5,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod ca;
 pub mod examples;
 pub mod held;
 pub mod inspect;
@@ -652,15 +653,16 @@ impl GateBuilder {
         if self.sub != "proxy" {
             cmd.args(["--control-listen", control_listen]);
         }
-        match self.database.as_deref() {
-            Some("sqlite-default") => {}
-            Some(url) => {
-                cmd.arg("--database-url").arg(url);
-            }
-            None => {
-                if let Some(url) = postgres_database_for(data_dir.path()) {
-                    cmd.arg("--database-url").arg(url);
-                }
+        let url = match self.database.as_deref() {
+            Some("sqlite-default") => None,
+            Some(url) => Some(url.to_owned()),
+            None => postgres_database_for(data_dir.path()),
+        };
+        if let Some(url) = url {
+            cmd.arg("--database-url").arg(&url);
+            // On PostgreSQL the CA's key is kept only sealed (a test may override or unset it).
+            if url.starts_with("postgres") {
+                cmd.env("EGRESSGATE_CA_SEAL_KEY", ca::SEAL_KEY);
             }
         }
         cmd.args(&self.args)

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use super::{ADMIN, Api, GateBuilder, Turn, gate};
 
+pub mod file_mirror;
+
 /// How the installers reach the registries through the proxy.
 pub const SCHEME: &str = "http";
 
@@ -31,6 +33,12 @@ pub fn tool(cmd: &str, args: &[&str]) -> bool {
         eprintln!("skipped: {cmd} {args:?} is not available");
     }
     ok
+}
+
+/// Whether pip and pypiserver are here (loudly not, in CI).
+pub fn pip_tools() -> bool {
+    tool("python3", &["-m", "pip", "--version"])
+        && tool("python3", &["-m", "pypiserver", "--version"])
 }
 
 /// A child process killed when dropped.
@@ -199,11 +207,24 @@ pub fn pip_install_from(
 /// A gate that knows `host` (resolved to loopback, `port` allowed) as a private mirror of
 /// `ecosystem` (`pypi` or `npm`), not yet started.
 pub fn mirror_gate(ecosystem: &str, host: &str, port: u16) -> GateBuilder {
-    gate()
-        .resolve(host, "127.0.0.1")
-        .args(&["--allow-cidr", "127.0.0.1/32", "--allow-port"])
-        .arg(&port.to_string())
-        .args(&["--registry-mirror", &format!("{ecosystem}={host}")])
+    mirrors_gate(&[(ecosystem, host)], port)
+}
+
+/// A gate that knows each (ecosystem, host) as a private mirror, every host resolved to
+/// loopback and served on `port` (allowed), not yet started.
+pub fn mirrors_gate(mirrors: &[(&str, &str)], port: u16) -> GateBuilder {
+    let mut g = gate().args(&[
+        "--allow-cidr",
+        "127.0.0.1/32",
+        "--allow-port",
+        &port.to_string(),
+    ]);
+    for (ecosystem, host) in mirrors {
+        g = g
+            .resolve(host, "127.0.0.1")
+            .args(&["--registry-mirror", &format!("{ecosystem}={host}")]);
+    }
+    g
 }
 
 /// Runs the approval tool naming `packages` (plus what the turn was refused), registers the
@@ -321,8 +342,14 @@ pub fn npm_publish(port: u16, work: &Path, name: &str, version: &str, deps: &[(&
         format!("//127.0.0.1:{port}/:_authToken=test\n"),
     )
     .unwrap();
+    // npm publishes a pre-release only under a tag other than `latest`.
+    let tag = if version.contains('-') {
+        "next"
+    } else {
+        "latest"
+    };
     let out = Command::new("npm")
-        .args(["publish", "--access", "public", "--registry"])
+        .args(["publish", "--access", "public", "--tag", tag, "--registry"])
         .arg(format!("http://127.0.0.1:{port}/"))
         .current_dir(&dir)
         .env("HOME", &dir)

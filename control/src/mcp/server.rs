@@ -155,7 +155,7 @@ pub fn tools() -> Vec<Tool> {
          can approve it. Call it after a download failed with a 403 from the proxy.",
         object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
     );
-    let mut schema = crate::approval_tool_schema();
+    let mut schema = crate::approval::schema::approval_tool_schema();
     if let Some(o) = schema.as_object_mut() {
         o.remove("$schema");
         o.remove("title");

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 use super::openapi::schemas;
 use super::openapi::shared::errors;
-use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::validate;
 
 /// Who the audit log names for changes made with the admin token.

@@ -14,7 +14,6 @@ use egressgate_store::{Card, Timestamp};
 
 use super::openapi::schemas::{self, DenyCode, PendingCode, ToolAnswer};
 use super::openapi::shared::{TurnNotFound, TurnParams};
-use crate::AppState;
 use crate::approval::fit;
 use crate::approval::input::{self, ApprovalRequestBody};
 use crate::approval::merge::{self, Early};
@@ -23,6 +22,7 @@ use crate::auth::ApprovalsAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
+use crate::state::AppState;
 use crate::turn_access::find_turn;
 
 fn denied(code: DenyCode, message: String) -> Json<ToolAnswer> {

@@ -8,9 +8,9 @@ use egressgate_store::db::audit::AuditKind;
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
-use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::validate::quote;
 
 schemas::string_enum!(

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::openapi::schemas;
 use super::openapi::shared::{ChatParams, MissingUser};
-use crate::AppState;
 use crate::auth::ChatUser;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 fn approval_not_found() -> ApiError {
     ApiError::not_found("APPROVAL_NOT_FOUND", "no such approval in this chat")

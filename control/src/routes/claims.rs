@@ -11,11 +11,11 @@ use serde_json::Value;
 use super::openapi::schemas;
 use super::openapi::shared::{ClaimLost, InterruptNotFound, InterruptParams};
 use super::pointer::{self, claim_lost, interrupt_not_found};
-use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::SecretHolder;
+use crate::state::AppState;
 
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

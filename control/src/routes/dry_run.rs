@@ -13,9 +13,9 @@ use egressgate_store::db::refusals::RecentRefusal;
 use egressgate_store::{Host, PackageSpec, RefusalReason, Timestamp};
 
 use super::openapi::schemas;
-use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::validate;
 
 /// Most rows one dry run reads.

@@ -21,9 +21,9 @@ use futures_util::Stream;
 use tokio::sync::watch;
 
 use super::openapi::schemas;
-use crate::AppState;
 use crate::auth::ChatUser;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Most events read per query; a backlog larger than this is a lag and gets a resync.
 const BATCH: i64 = 256;

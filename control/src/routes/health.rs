@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// `GET /healthz`: the process answers.
 #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "`ok`", content_type = "text/plain", body = String)))]

@@ -17,11 +17,11 @@ use serde_json::{Value, json};
 use super::openapi::schemas;
 use super::openapi::shared::{ChatParams, InterruptNotFound, InterruptParams, MissingUser};
 use super::pointer::{self, claim_lost, interrupt_not_found};
-use crate::AppState;
 use crate::auth::{ApprovalsAuth, ApprovalsUser, CardsReadAuth};
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::names_another_user;
+use crate::state::AppState;
 
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -190,40 +190,6 @@ pub(crate) fn document() -> &'static Value {
     &DOC
 }
 
-/// The approval tool's input: what a model writes. No `tool_call_id` (the runtime adds its
-/// own call id) and no turn (the turn is bound by the runtime, never by the model).
-pub fn approval_tool_schema() -> Value {
-    json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "request_egress_approval",
-        "description": "Ask the person in the chat to allow network access that the sandbox \
-            was refused. Name the URLs you need and any packages to install; hosts refused \
-            in this turn are added by the server. Call it once, on its own; then wait for \
-            the answer and do not try to get around the proxy.",
-        "type": "object",
-        "properties": {
-            "reason": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": crate::approval::input::REASON_MAX_CHARS,
-                "description": "One sentence the person reads: why the data is needed."
-            },
-            "urls": {
-                "type": "array",
-                "items": {"type": "string", "description": "An http or https URL, without credentials."},
-                "description": "The URLs the next step will download from."
-            },
-            "packages": {
-                "type": "array",
-                "items": {"type": "string", "description": "A PyPI name (bare or pip:NAME) or npm:NAME, optionally pinned: numpy==2.1.*, npm:lodash@^4."},
-                "description": "Packages the next step will install."
-            }
-        },
-        "required": ["reason"],
-        "additionalProperties": false
-    })
-}
-
 fn json_response(v: &Value) -> Response {
     ([(header::CACHE_CONTROL, "no-cache")], Json(v.clone())).into_response()
 }
@@ -240,6 +206,6 @@ pub(crate) async fn document_json() -> Response {
     responses((status = 200, description = "A JSON Schema (2020-12) object with root `type: object`: \
         `reason`, `urls`, `packages`.", content_type = "application/json", body = Object)))]
 pub(crate) async fn approval_tool_json() -> Response {
-    static SCHEMA: LazyLock<Value> = LazyLock::new(approval_tool_schema);
+    static SCHEMA: LazyLock<Value> = LazyLock::new(crate::approval::schema::approval_tool_schema);
     json_response(&SCHEMA)
 }

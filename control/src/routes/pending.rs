@@ -11,10 +11,10 @@ use serde_json::Value;
 
 use super::interrupts::interrupt_json;
 use super::openapi::schemas;
-use crate::AppState;
 use crate::auth::CardsReadAuth;
 use crate::error::ApiError;
 use crate::holder::names_another_user;
+use crate::state::AppState;
 
 /// Most cards one answer lists (one open card per chat, so this is a lot of chats).
 const MAX_LISTED: i64 = 500;

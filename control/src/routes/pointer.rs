@@ -6,8 +6,8 @@
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
 use egressgate_store::{InterruptId, SecretHash, Timestamp};
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// `404 INTERRUPT_NOT_FOUND`, identical for unknown ids, wrong secrets and other users.
 pub(crate) fn interrupt_not_found() -> ApiError {

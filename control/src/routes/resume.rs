@@ -17,13 +17,13 @@ use serde_json::{Value, json};
 use super::openapi::schemas;
 use super::openapi::shared::InterruptParams;
 use super::pointer::{HANDOFF, interrupt_not_found, worker_label};
-use crate::AppState;
 use crate::body::StrictJson;
 use crate::bulk;
 use crate::decision::{ResumeStatus, decide};
 use crate::error::ApiError;
 use crate::holder::{ClientAddr, SecretHolder};
 use crate::resume_guard::{ClientKey, Failure, ResumeGuard};
+use crate::state::AppState;
 
 /// The resume body. A missing `resume` list is zero entries, so step 1 answers it with
 /// `422 INCOMPLETE_RESUME` like any other count but one.

@@ -13,10 +13,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
-use crate::AppState;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::validate;
 
 /// Who the audit log names for changes made with an admin token.

@@ -13,11 +13,11 @@ use serde::Deserialize;
 
 use super::openapi::schemas;
 use super::openapi::shared::{TurnExpired, TurnNotFound, TurnParams};
-use crate::AppState;
 use crate::auth::{TurnsAuth, USER_HEADER};
 use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::grants::Grants;
+use crate::state::AppState;
 use crate::turn_access::{PathTurn, PolicyTurn};
 use crate::validate;
 

@@ -14,9 +14,9 @@ use serde_json::Value;
 use super::interrupts::interrupt_json;
 use super::openapi::schemas;
 use super::resume::{Attempt, expired};
-use crate::AppState;
 use crate::body::StrictJson;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// The page's request: only the secret from the link's fragment.
 #[derive(serde::Deserialize, utoipa::ToSchema)]

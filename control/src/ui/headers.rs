@@ -83,7 +83,7 @@ pub(crate) fn cross_site(headers: &HeaderMap) -> bool {
 /// pages call the API with a bearer token, and the console's `SameSite=Strict` cookie never
 /// travels cross-site).
 pub(crate) async fn same_origin(
-    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
     req: Request,
     next: Next,
 ) -> Response {

@@ -13,7 +13,7 @@ use minijinja::{Environment, context};
 
 use super::assets;
 use super::session;
-use crate::AppState;
+use crate::state::AppState;
 
 static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     let mut env = Environment::new();

@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use egressgate_store::{Secret, SecretHash, Timestamp};
 use subtle::ConstantTimeEq as _;
 
-use crate::AppState;
 use crate::body::StrictJson;
 use crate::credentials::{admin_token_expiry, unauthorized};
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "egressgate_admin";

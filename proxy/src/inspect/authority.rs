@@ -1,7 +1,8 @@
 //! Leaf certificates for inspected hosts, minted on demand under the deployment CA and kept
 //! in memory only: each with its own random serial and key (never the CA's), the Authority
-//! Key Identifier, explicit short validity and the host as its only name. A host's
-//! `ServerConfig` is minted once however many connections ask at the same moment.
+//! Key Identifier, explicit short validity ending no later than the CA, and the host as its
+//! only name. A host's `ServerConfig` is minted once however many connections ask at the
+//! same moment.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -103,10 +104,12 @@ impl Authority {
         p.serial_number = Some(random_serial());
         let now = Timestamp::now();
         p.not_before = cert_time(now, -3600)?;
+        // Never valid past its CA: the CA's end is when clients stop trusting it.
         p.not_after = cert_time(
             now,
             i64::try_from(LEAF_LIFETIME.as_secs()).unwrap_or(86_400),
-        )?;
+        )?
+        .min(cert_time(self.ca.not_after(), 0)?);
         p.is_ca = IsCa::ExplicitNoCa;
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -137,7 +140,8 @@ mod tests {
 
     #[tokio::test]
     async fn one_leaf_per_host_minted_once_under_load() {
-        let ca = DeploymentCa::generate(Timestamp::now()).unwrap_or_else(|e| unreachable!("{e}"));
+        let ca = DeploymentCa::generate(Timestamp::now(), LEAF_LIFETIME, None)
+            .unwrap_or_else(|e| unreachable!("{e}"));
         let auth = Arc::new(Authority::new(Arc::new(ca)).unwrap_or_else(|e| unreachable!("{e}")));
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..16 {

@@ -1,36 +1,46 @@
-//! The dependencies a wheel declares: its `*.dist-info/METADATA` (read through the zip
-//! central directory, with a size cap) parsed as mail headers for `Requires-Dist`. Used when
-//! an index publishes no PEP 658 metadata, so a refused wheel's dependencies can go on the
-//! same card as the wheel.
+//! The dependencies a wheel declares: its `*.dist-info/METADATA` (found through the zip
+//! central directory by [`central`], whose entry count is bounded before it is walked, and
+//! read with a size cap) parsed as mail headers for `Requires-Dist`. Used when an index
+//! publishes no PEP 658 metadata, so a refused wheel's dependencies can go on the same card
+//! as the wheel. Nothing here allocates per archive entry: a read holds the wheel and at most
+//! [`METADATA_MAX`] more.
+
+pub mod central;
 
 use std::io::Read as _;
 
 use egressgate_store::Package;
 
+/// Largest wheel the proxy reads for its dependencies (the whole file is held in memory).
+pub const WHEEL_MAX: usize = 64 * 1024 * 1024;
+
 /// Largest `METADATA` read (real ones are a few KiB; a bomb is cut, then fails closed).
-const METADATA_MAX: u64 = 1024 * 1024;
+pub const METADATA_MAX: u64 = 1024 * 1024;
 
 /// Most dependencies taken from one wheel.
 const DEPS_MAX: usize = 50;
 
 /// The packages a wheel requires unconditionally or under environment markers (a dependency
 /// behind an `extra` is left out: an installer only asks for it when asked to). Empty when
-/// the bytes are not a wheel or carry no readable `METADATA`.
+/// the bytes are not a wheel, have more than [`central::ENTRIES_MAX`] entries, or carry no
+/// readable `METADATA`.
 pub fn requires(wheel: &[u8]) -> Vec<Package> {
-    let Ok(mut zip) = zip::ZipArchive::new(std::io::Cursor::new(wheel)) else {
+    let Ok(member) = central::find(wheel, is_metadata) else {
         return Vec::new();
     };
-    let name = zip
-        .file_names()
-        .filter_map(Result::ok)
-        .find(|n| is_metadata(n))
-        .map(|n| n.into_owned());
-    let Some(name) = name else {
+    let Some(mut local) = wheel.get(member.local_offset..) else {
         return Vec::new();
     };
-    let Ok(file) = zip.by_name(&name) else {
+    let Ok(Some(file)) = zip::read::read_zipfile_from_stream_with_compressed_size(
+        &mut local,
+        member.compressed_size,
+    ) else {
         return Vec::new();
     };
+    // The local header names the member the directory pointed at, or nothing is read.
+    if !file.name().is_ok_and(|n| is_metadata(&n)) {
+        return Vec::new();
+    }
     let mut text = String::new();
     if file.take(METADATA_MAX).read_to_string(&mut text).is_err() {
         return Vec::new();
@@ -119,5 +129,7 @@ mod tests {
         }
         assert_eq!(names(requires(buf.get_ref())), ["b"]);
         assert!(requires(b"not a zip").is_empty());
+        // Cut off where it ends: no end record, nothing read.
+        assert!(requires(&buf.get_ref()[..buf.get_ref().len() - 1]).is_empty());
     }
 }

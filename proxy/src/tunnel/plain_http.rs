@@ -11,7 +11,7 @@ use std::sync::Arc;
 use egressgate_store::RefusalReason;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -137,6 +137,15 @@ async fn one(
     forward::forward(&shared, &turn, &target, &addrs, req, allowed, via).await
 }
 
+/// The answer to a `HEAD` keeps its head only: HTTP/2 would send the proxy's own answer's
+/// text (a refusal, a `502`) as `DATA`, which a client rightly resets as a malformed response.
+fn head_only(head: bool, mut resp: Response<ProxyBody>) -> Response<ProxyBody> {
+    if head && !resp.body().is_end_stream() {
+        *resp.body_mut() = respond::empty();
+    }
+    resp
+}
+
 /// Serves the tunnel's client (whose first bytes, already read, are `first`) as HTTP/1 until
 /// it closes, a request is refused, nothing moves for the idle timeout, the tunnel's time is
 /// up (the earlier of its turn's and its grant's expiry), the process has drained or a
@@ -164,7 +173,8 @@ where
         (Arc::new(tunnel.target.clone()), tunnel.addrs.into());
     let (svc_shared, svc_turn) = (shared.clone(), turn.clone());
     let svc_allowed = Arc::new(tunnel.allowed.clone());
-    let service = service_fn(move |req| {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let head = req.method() == Method::HEAD;
         let fut = one(
             svc_shared.clone(),
             svc_turn.clone(),
@@ -174,7 +184,7 @@ where
             req,
             via,
         );
-        async move { Ok::<_, std::convert::Infallible>(fut.await) }
+        async move { Ok::<_, std::convert::Infallible>(head_only(head, fut.await)) }
     });
     let mut builder = http1::Builder::new();
     builder

@@ -15,36 +15,63 @@ const PEM_END: &str = "-----END CERTIFICATE-----";
 /// The marker line before each rotated-out certificate.
 const UNTIL: &str = "# trusted-until-ms: ";
 
-/// The CA file at `path`, made first when there is none. A new one is linked into place, so
-/// of two processes starting at once the second to link loses and reads the first's.
-pub(super) fn load_or_create(path: &Path, now: Timestamp) -> Result<DeploymentCa, CaError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => return parse_file(&text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(file_err(path, e)),
+/// The CA file's text, or `None` when there is no CA yet.
+fn read(dir: &Path) -> Result<Option<String>, CaError> {
+    let path = dir.join(CA_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(file_err(&path, e)),
     }
-    let fresh = DeploymentCa::generate(now)?;
-    let tmp = write_private_temp(path, &file_text(&fresh))?;
-    let linked = std::fs::hard_link(&tmp, path);
+}
+
+/// The signing CA, if any.
+pub(super) fn load(dir: &Path) -> Result<Option<DeploymentCa>, CaError> {
+    read(dir)?.map(|text| parse_file(&text)).transpose()
+}
+
+/// The signing CA's certificate only (PEM), if any.
+pub(super) fn signing_cert(dir: &Path) -> Result<Option<String>, CaError> {
+    read(dir)?
+        .map(|text| split_file(&text).map(|(cert, _)| cert))
+        .transpose()
+}
+
+/// Keeps `fresh` as the first CA. It is linked into place, so of two processes starting at
+/// once the second to link loses and reads the first's.
+pub(super) fn create(dir: &Path, fresh: DeploymentCa) -> Result<DeploymentCa, CaError> {
+    let path = dir.join(CA_FILE);
+    let tmp = write_private_temp(&path, &file_text(&fresh))?;
+    let linked = std::fs::hard_link(&tmp, &path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Ok(()) => Ok(fresh),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            parse_file(&std::fs::read_to_string(path).map_err(|e| file_err(path, e))?)
+            load(dir)?.ok_or(CaError::Corrupt("the CA file vanished"))
         }
-        Err(e) => Err(file_err(path, e)),
+        Err(e) => Err(file_err(&path, e)),
     }
 }
 
 /// Keeps `old` trusted until `until` (dropping rotated-out CAs whose trust has ended) and
-/// makes `fresh` the signing CA.
-pub(super) fn rotate(
+/// makes `fresh` the signing CA; `false`, changing nothing, when `old` is no longer the
+/// signing CA. The CA file is locked meanwhile, so two processes replacing the same CA at
+/// once cannot both succeed.
+pub(super) fn replace(
     dir: &Path,
     old: &DeploymentCa,
     fresh: &DeploymentCa,
     until: i64,
     now: Timestamp,
-) -> Result<(), CaError> {
+) -> Result<bool, CaError> {
+    let path = dir.join(CA_FILE);
+    let held = std::fs::File::open(&path).map_err(|e| file_err(&path, e))?;
+    held.lock().map_err(|e| file_err(&path, e))?;
+    // Read through the name, not the locked handle: a replacement renamed over the file
+    // while this process waited is what the name shows now.
+    if signing_cert(dir)?.as_deref() != Some(old.cert_pem()) {
+        return Ok(false);
+    }
     let mut kept: String = previous(dir)?
         .into_iter()
         .filter(|(_, u)| *u > now.millis())
@@ -52,7 +79,8 @@ pub(super) fn rotate(
         .collect();
     kept.push_str(&format!("{UNTIL}{until}\n{}", old.cert_pem));
     replace_file(&dir.join(PREVIOUS_FILE), &kept)?;
-    replace_file(&dir.join(CA_FILE), &file_text(fresh))
+    replace_file(&path, &file_text(fresh))?;
+    Ok(true)
 }
 
 /// Rotated-out certificates with the end of their trust (ms); none when the file is absent.
@@ -90,14 +118,20 @@ fn file_text(ca: &DeploymentCa) -> String {
     format!("{}{}", ca.cert_pem, ca.key.serialize_pem())
 }
 
-/// Parses [`CA_FILE`]'s text.
-fn parse_file(text: &str) -> Result<DeploymentCa, CaError> {
+/// [`CA_FILE`]'s text as the certificate (PEM) and the key.
+fn split_file(text: &str) -> Result<(String, &str), CaError> {
     let at = text
         .find(PEM_END)
         .ok_or(CaError::Corrupt("no certificate"))?
         + PEM_END.len();
     let (cert, key) = text.split_at(at);
-    DeploymentCa::from_pem(&format!("{cert}\n"), key)
+    Ok((format!("{cert}\n"), key))
+}
+
+/// Parses [`CA_FILE`]'s text.
+fn parse_file(text: &str) -> Result<DeploymentCa, CaError> {
+    let (cert, key) = split_file(text)?;
+    DeploymentCa::from_pem(&cert, key)
 }
 
 /// Replaces `path` with `text` at once (a private temporary file renamed over it).
@@ -147,11 +181,13 @@ mod tests {
 
     use super::*;
     use crate::ca::CaHome;
+    use crate::db::testing;
 
     #[tokio::test]
     async fn a_file_ca_is_made_once_private_and_read_back() -> Result<(), CaError> {
         let dir = tempfile::tempdir().map_err(|e| file_err(Path::new("tempdir"), e))?;
-        let home = CaHome::Dir(dir.path().to_owned());
+        let db = testing::fresh().await;
+        let home = CaHome::dir(dir.path().to_owned(), db.store.clone());
         let first = DeploymentCa::load_or_create(&home, Timestamp::now()).await?;
         let again = DeploymentCa::load_or_create(&home, Timestamp::now()).await?;
         assert_eq!(first.cert_pem(), again.cert_pem());
@@ -171,10 +207,11 @@ mod tests {
     async fn rotation_signs_with_a_new_ca_and_keeps_the_old_one_trusted_for_the_overlap()
     -> Result<(), CaError> {
         let dir = tempfile::tempdir().map_err(|e| file_err(Path::new("tempdir"), e))?;
-        let home = CaHome::Dir(dir.path().to_owned());
+        let db = testing::fresh().await;
+        let home = CaHome::dir(dir.path().to_owned(), db.store.clone());
         let t0 = Timestamp::from_millis(1_700_000_000_000);
         let old = DeploymentCa::load_or_create(&home, t0).await?;
-        let until = home.rotate(t0, 60_000).await?;
+        let until = home.rotate(t0, 60_000).await?.ok_or(CaError::Missing)?;
         assert_eq!(until.millis(), t0.millis() + 60_000);
         let new = DeploymentCa::load_or_create(&home, t0).await?;
         assert_ne!(old.cert_pem(), new.cert_pem());

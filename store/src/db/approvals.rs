@@ -78,12 +78,14 @@ impl Store {
         value: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        // A package revoked by its bare name goes with every pin it was approved under.
-        let value_matches = match (kind, PackageSpec::parse(value)) {
-            (ApprovalKind::Package, Ok(spec)) if !spec.is_pinned() => {
-                super::policy::names_package("value", spec.package(), "$4")
-            }
-            _ => "value = $4".to_owned(),
+        // A package revoked by its bare name goes with every pin it was approved under, and
+        // with no other package (matched by its canonical name, however it was spelt).
+        let (value_matches, bound) = match (kind, PackageSpec::parse(value)) {
+            (ApprovalKind::Package, Ok(spec)) if !spec.is_pinned() => (
+                super::policy::names_package("value", spec.package(), "$4"),
+                spec.package().as_str().to_owned(),
+            ),
+            _ => ("value = $4".to_owned(), value.to_owned()),
         };
         let sql = format!(
             "DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2 AND kind = $3 \
@@ -94,7 +96,7 @@ impl Store {
             .bind(user.as_str())
             .bind(chat.as_str())
             .bind(kind.as_str())
-            .bind(value)
+            .bind(bound)
             .bind(now.millis())
             .execute(&mut *tx)
             .await?

@@ -209,12 +209,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::RefusalReason;
     use crate::db::refusals::{EgressEvent, RefusalEvent};
     use crate::db::testing;
     use crate::db::turns::{NewTurn, Turn};
     use crate::host::Host;
     use crate::ids::{ChatId, Secret, UserId};
+    use crate::reason::RefusalReason;
 
     /// A turn opened at `at` for one minute, with one refusal and one egress row.
     async fn turn_with_rows(

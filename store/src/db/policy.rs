@@ -150,13 +150,20 @@ pub(crate) async fn site_allowed_on(
 
 /// SQL that is true when column `col` holds `package`, unpinned or pinned (its canonical
 /// [`PackageSpec`] text), with the package's name bound as `param`. The name is ASCII (both
-/// ecosystems' rules), so its length in bytes is its length in characters; a pin starts with
-/// one of these characters right after the name.
+/// ecosystems' rules), so its length in bytes is its length in characters; a pin starts right
+/// after the name with a character no name of the ecosystem holds: `@` for npm (whose names
+/// may hold `~`, so `npm:left~pad` is another package than `npm:left`), one of `=<>!~` for
+/// PyPI (whose canonical names are letters, digits and `-`).
 pub(crate) fn names_package(col: &str, package: &Package, param: &str) -> String {
     let n = package.as_str().len();
+    let starts = if package.as_str().starts_with("npm:") {
+        "'@'"
+    } else {
+        "'=', '<', '>', '!', '~'"
+    };
     format!(
         "({col} = {param} OR (substr({col}, 1, {n}) = {param} AND \
-         substr({col}, {m}, 1) IN ('=', '<', '>', '!', '~', '@')))",
+         substr({col}, {m}, 1) IN ({starts})))",
         m = n + 1
     )
 }

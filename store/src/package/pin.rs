@@ -1,6 +1,15 @@
 //! Version pins on package grants: `numpy==2.1.*` (PEP 440 specifiers) and `npm:lodash@^4`
 //! (npm semver ranges). A grant names a package and, optionally, the versions it covers; the
 //! proxy asks [`PackageSpec::admits`] with the version a request names.
+//!
+//! What a pin admits is what a person reading it expects, never more. PEP 440: no pre-release
+//! or dev release unless a specifier of the pin names one (`>=2.0rc1`), and no local version
+//! (`1.0+cpu`) unless a specifier names one (`==1.0+cpu`): `==1.*` admits neither `1.1rc1`,
+//! `1.5.dev0` nor `1.0+evil`. npm: a comparator without an operator is npm's exact version or
+//! X-range (`1.0.0` is `=1.0.0`, `1.2` is `1.2.x`; not Cargo's caret), a pre-release matches
+//! only a range naming a pre-release of the same major.minor.patch (semver's rule, which the
+//! `semver` crate applies), and build metadata (`1.0.0+evil`, which npm's ordering ignores)
+//! only an unpinned grant.
 
 use std::str::FromStr as _;
 
@@ -87,12 +96,28 @@ impl PackageSpec {
             return true;
         };
         match pin {
-            Pin::Pypi(specs) => pep440_rs::Version::from_str(v).is_ok_and(|v| specs.contains(&v)),
-            Pin::Npm(reqs) => {
-                semver::Version::parse(v).is_ok_and(|v| reqs.iter().any(|r| r.matches(&v)))
+            Pin::Pypi(specs) => {
+                pep440_rs::Version::from_str(v).is_ok_and(|v| pypi_admits(specs, &v))
             }
+            Pin::Npm(reqs) => semver::Version::parse(v)
+                .is_ok_and(|v| v.build.is_empty() && reqs.iter().any(|r| r.matches(&v))),
         }
     }
+}
+
+/// PEP 440 specifiers' answer with the pre-release and local-version exclusions: a pre or
+/// dev release only when a specifier names one, a local version only when a specifier names
+/// one (`!=` names nothing: it excludes).
+fn pypi_admits(specs: &pep440_rs::VersionSpecifiers, v: &pep440_rs::Version) -> bool {
+    use pep440_rs::Operator;
+    let naming = || {
+        specs
+            .iter()
+            .filter(|s| !matches!(s.operator(), Operator::NotEqual | Operator::NotEqualStar))
+    };
+    (!v.any_prerelease() || naming().any(|s| s.version().any_prerelease()))
+        && (!v.is_local() || naming().any(|s| s.version().is_local()))
+        && specs.contains(v)
 }
 
 // Ordered, compared and hashed by the canonical text: one grant, one key.
@@ -140,9 +165,18 @@ fn npm(rest: &str) -> Result<PackageSpec, PackageError> {
     let mut reqs = Vec::new();
     let mut canon = Vec::new();
     for alt in range.split("||") {
-        // npm separates comparators with spaces, Cargo's grammar with commas.
-        let alt = alt.split_whitespace().collect::<Vec<_>>().join(",");
-        let req = semver::VersionReq::parse(&alt)
+        // npm separates comparators with spaces, Cargo's grammar with commas; a bare version
+        // is npm's exact version or X-range, which Cargo spells with `=` (bare is a caret).
+        let comparators: Vec<&str> = alt.split_whitespace().collect();
+        let alt = comparators.join(",");
+        let exact: Vec<String> = comparators
+            .iter()
+            .map(|c| match c.starts_with(|ch: char| ch.is_ascii_digit()) {
+                true => format!("={c}"),
+                false => (*c).to_owned(),
+            })
+            .collect();
+        let req = semver::VersionReq::parse(&exact.join(","))
             .map_err(|e| PackageError::BadPin(format!("{alt:?}: {e}")))?;
         canon.push(alt);
         reqs.push(req);
@@ -177,9 +211,79 @@ mod tests {
         assert!(!spec("a-b>=1,<2").admits(Some("2.0")));
         assert!(!spec("requests").is_pinned());
         assert!(spec("requests").admits(Some("whatever")));
+        assert!(spec("requests").admits(Some("1.0rc1")));
+        assert!(spec("requests").admits(Some("1.0+evil")));
         for bad in ["numpy==", "numpy==abc", "==1.0", "numpy=1"] {
             assert!(PackageSpec::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Each row is (pin, version, admitted); every wrong row is reported at once.
+    fn check(rows: &[(&str, &str, bool)]) {
+        let wrong: Vec<_> = rows
+            .iter()
+            .filter(|(pin, v, want)| spec(pin).admits(Some(v)) != *want)
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:?}");
+    }
+
+    #[test]
+    fn pypi_pins_admit_pre_dev_and_local_versions_only_when_they_name_one() {
+        let rows = [
+            ("a==1.*", "1.0", true),
+            ("a==1.*", "1.0.post1", true),
+            ("a==1.*", "1.0rc1", false),
+            ("a==1.*", "1.5.dev0", false),
+            ("a==1.*", "1.0.post1.dev0", false),
+            ("a==1.*", "1.0+evil", false),
+            ("a==1.0", "1.0+evil", false),
+            ("a~=1.0", "1.5.dev0", false),
+            ("a~=1.0", "1.5a1", false),
+            ("a>=1,<2", "1.5b2", false),
+            ("a<2", "2.0rc1", false),
+            ("a!=1.0rc1", "1.5rc1", false),
+            ("a>=1.0rc1", "1.0rc1", true),
+            ("a>=1.0rc1", "1.5.dev0", true),
+            ("a>=1.0rc1,<2", "2.0rc1", false),
+            ("a>=1.0rc1", "1.0+evil", false),
+            ("a==1.0.dev3", "1.0.dev3", true),
+            ("a==1.0+cpu", "1.0+cpu", true),
+            ("a==1.0+cpu", "1.0+evil", false),
+            ("a==1.0+cpu", "1.0", false),
+            ("a===1.0+cpu", "1.0+cpu", true),
+        ];
+        check(&rows);
+        // PEP 440 allows a local version only after `==`, `!=` and `===`.
+        assert!(PackageSpec::parse("a>=1.0+cpu").is_err());
+    }
+
+    #[test]
+    fn npm_pins_read_as_npm_with_semvers_pre_release_rule() {
+        let rows = [
+            ("npm:a@1.0.0", "1.0.0", true),
+            ("npm:a@1.0.0", "1.5.0", false),
+            ("npm:a@1.0.0", "1.0.1", false),
+            ("npm:a@1.2", "1.2.9", true),
+            ("npm:a@1.2", "1.3.0", false),
+            ("npm:a@1", "1.9.0", true),
+            ("npm:a@1", "2.0.0", false),
+            ("npm:a@1.x", "1.9.0", true),
+            ("npm:a@1.x", "2.0.0", false),
+            ("npm:a@1.0.0-rc.1", "1.0.0-rc.1", true),
+            ("npm:a@1.0.0-rc.1", "1.0.0", false),
+            ("npm:a@^1", "1.1.0-rc.1", false),
+            ("npm:a@*", "1.1.0-rc.1", false),
+            ("npm:a@>=1.1.0-rc.1 <2", "1.1.0-rc.2", true),
+            ("npm:a@>=1.1.0-rc.1 <2", "1.2.0-rc.1", false),
+            ("npm:a@>=1.1.0-rc.1 <2", "1.5.0", true),
+            ("npm:a@^1", "1.0.0+evil", false),
+            ("npm:a@1.0.0", "1.0.0+evil", false),
+            ("npm:a@1.0.0 || 2.0.0", "2.0.0", true),
+            ("npm:a@1.0.0 || 2.0.0", "1.5.0", false),
+        ];
+        check(&rows);
+        assert!(spec("npm:a").admits(Some("1.0.0+build")));
+        assert!(spec("npm:a").admits(Some("1.1.0-rc.1")));
     }
 
     #[test]

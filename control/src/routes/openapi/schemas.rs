@@ -31,6 +31,7 @@ pub const ERROR_CODES: &[&str] = &[
     "AUDIT_FAILED",
     "BLOB_UNAVAILABLE",
     "BUSY",
+    "CA_NOT_FOUND",
     "CHAT_HIDDEN",
     "CHAT_NOT_FOUND",
     "CLAIM_LOST",
