@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod settings;
 
 mod approval;
+mod buckets;
 mod bulk;
 mod cors;
 mod credentials;

@@ -54,6 +54,12 @@ pub struct Settings {
     pub resume_failures_per_card: u32,
     /// The window over which those limits refill.
     pub resume_failure_window: Duration,
+    /// Requests without a valid credential (a missing, unknown or expired bearer token, a
+    /// dead console cookie, a wrong sign-in token) one client address may make per
+    /// `auth_failure_window`, then `429 TOO_MANY_ATTEMPTS` before any database read.
+    pub auth_failures_per_client: u32,
+    /// The window over which that limit refills.
+    pub auth_failure_window: Duration,
     /// How long a card's rejected answers are counted in memory before they are written.
     pub rejection_flush_after: Duration,
     /// A card's rejected answers that are written at once, without waiting.
@@ -104,6 +110,8 @@ impl Default for Settings {
             resume_failures_per_client: 30,
             resume_failures_per_card: 10,
             resume_failure_window: Duration::from_secs(60),
+            auth_failures_per_client: 60,
+            auth_failure_window: Duration::from_secs(60),
             rejection_flush_after: Duration::from_secs(5),
             rejection_flush_at: 100,
             cors_origins: Vec::new(),

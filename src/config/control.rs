@@ -48,6 +48,10 @@ pub(super) fn settings(
             .resume_failures_per_card
             .unwrap_or(c.resume_failures_per_card),
         resume_failure_window: setting!(duration, raw.resume_failure_window, c),
+        auth_failures_per_client: raw
+            .auth_failures_per_client
+            .unwrap_or(c.auth_failures_per_client),
+        auth_failure_window: setting!(duration, raw.auth_failure_window, c),
         cors_origins: raw
             .cors_origin
             .iter()

@@ -167,6 +167,13 @@ pub struct RawConfig {
     /// Window over which the resume failure limits refill. [default: 1m]
     #[arg(long, env = "EGRESSGATE_RESUME_FAILURE_WINDOW")]
     pub resume_failure_window: Option<String>,
+    /// Requests without a valid credential per client address per `auth-failure-window`.
+    /// [default: 60]
+    #[arg(long, env = "EGRESSGATE_AUTH_FAILURES_PER_CLIENT")]
+    pub auth_failures_per_client: Option<u32>,
+    /// Window over which the credential failure limit refills. [default: 1m]
+    #[arg(long, env = "EGRESSGATE_AUTH_FAILURE_WINDOW")]
+    pub auth_failure_window: Option<String>,
     /// Time allowed for a request head. [default: 10s]
     #[arg(long, env = "EGRESSGATE_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Option<String>,
