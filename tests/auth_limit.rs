@@ -60,7 +60,7 @@ fn is_too_many(r: &Resp) -> bool {
     r.status == 429 && r.json()["error"]["code"] == "TOO_MANY_ATTEMPTS"
 }
 
-/// With the defaults (60 a minute), a guesser is stopped after about 60 unknown tokens; every
+/// With the defaults (300 a minute), a guesser is stopped after about 300 unknown tokens; every
 /// other kind of missing credential is then refused from that address too, while the env
 /// tokens and another address are served.
 #[tokio::test]
@@ -76,7 +76,7 @@ async fn a_token_guesser_is_stopped_before_the_database() {
         assert_eq!(r.json()["error"]["code"], "UNAUTHORIZED", "{}", r.text());
         unauthorized += 1;
         assert!(
-            unauthorized < 200,
+            unauthorized < 1000,
             "no limit after {unauthorized} unknown tokens"
         );
     };
@@ -86,7 +86,7 @@ async fn a_token_guesser_is_stopped_before_the_database() {
         limited.status,
         limited.text()
     );
-    assert!(unauthorized >= 60, "limited after only {unauthorized}");
+    assert!(unauthorized >= 300, "limited after only {unauthorized}");
     let wait: u64 = limited.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=60).contains(&wait), "Retry-After {wait}");
 

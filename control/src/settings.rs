@@ -110,7 +110,7 @@ impl Default for Settings {
             resume_failures_per_client: 30,
             resume_failures_per_card: 10,
             resume_failure_window: Duration::from_secs(60),
-            auth_failures_per_client: 60,
+            auth_failures_per_client: 300,
             auth_failure_window: Duration::from_secs(60),
             rejection_flush_after: Duration::from_secs(5),
             rejection_flush_at: 100,

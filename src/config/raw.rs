@@ -168,7 +168,7 @@ pub struct RawConfig {
     #[arg(long, env = "EGRESSGATE_RESUME_FAILURE_WINDOW")]
     pub resume_failure_window: Option<String>,
     /// Requests without a valid credential per client address per `auth-failure-window`.
-    /// [default: 60]
+    /// [default: 300]
     #[arg(long, env = "EGRESSGATE_AUTH_FAILURES_PER_CLIENT")]
     pub auth_failures_per_client: Option<u32>,
     /// Window over which the credential failure limit refills. [default: 1m]
