@@ -56,6 +56,10 @@ pub struct RawConfig {
     /// Ports a request may target (repeatable; replaces the default). [default: 80,443]
     #[arg(long, env = "EGRESSGATE_ALLOW_PORT", value_delimiter = ',')]
     pub allow_port: Vec<u16>,
+    /// Path-style multi-tenant hosts (`storage.googleapis.com`, ...) that may be granted as a
+    /// whole all the same (repeatable).
+    #[arg(long, env = "EGRESSGATE_ALLOW_WHOLE_HOST", value_delimiter = ',')]
+    pub allow_whole_host: Vec<String>,
     /// Extra internal-looking suffixes (repeatable).
     #[arg(long, env = "EGRESSGATE_INTERNAL_SUFFIX", value_delimiter = ',')]
     pub internal_suffix: Vec<String>,
