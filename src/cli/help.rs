@@ -38,7 +38,6 @@ const CONTROL_ONLY: &[&str] = &[
     "resume_failures_per_client",
     "resume_failures_per_card",
     "resume_failure_window",
-    "allow_whole_host",
     "auth_failures_per_client",
     "auth_failure_window",
     "cors_origin",

@@ -76,7 +76,9 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 /// The configured store, opened and migrated: what every subcommand that touches the
 /// database starts with.
 pub(super) async fn open_migrated(cfg: &Config, create: Create) -> Result<Store> {
-    let store = open(cfg, create).await?;
+    let store = open(cfg, create)
+        .await?
+        .with_whole_host_ok(&cfg.control.allow_whole_host);
     store.migrate().await.context("migration failed")?;
     Ok(store)
 }

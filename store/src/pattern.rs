@@ -3,6 +3,7 @@
 //! a person approve this host as a whole" ([`approvable_host`]).
 
 use crate::host::{Host, HostError};
+use crate::reason::RefusalReason;
 
 mod suffixes;
 mod tenants;
@@ -215,6 +216,25 @@ pub fn approvable_host(
     }
 }
 
+/// Whether a person can approve one refusal: its reason is one an approval fixes (a package
+/// refusal only when it names the package) and, for a host refusal, [`approvable_host`] says
+/// yes (`host` is the recorded host text; internal names were refused for that reason before,
+/// so only public suffixes and path-style multi-tenant hosts not in `opted_in` are left). The
+/// proxy's `X-Egress-Approvable`, the refusal record's `approvable` and the approval tool's
+/// merge all answer with this.
+pub fn refusal_approvable(
+    reason: RefusalReason,
+    names_package: bool,
+    host: &str,
+    opted_in: &[Host],
+) -> bool {
+    if !reason.approvable_for(names_package) {
+        return false;
+    }
+    reason == RefusalReason::PackageNotApproved
+        || Host::parse(host).is_ok_and(|h| approvable_host(&h, &[], opted_in).is_ok())
+}
+
 /// Whether the normalised name `name` lies strictly below `suffix`.
 fn within(name: &str, suffix: &str) -> bool {
     name.strip_suffix(suffix)
@@ -354,6 +374,37 @@ mod tests {
         assert!(approvable_host(&host("unpkg.com"), &[], &[]).is_err());
         assert!(approvable_host(&host("unpkg.com"), &[], &[host("unpkg.com")]).is_ok());
         assert!(approvable_host(&host("db.internal"), &[], &[]).is_err());
+        // One refusal: the reason first, then the host.
+        let not_approved = RefusalReason::NotApproved;
+        assert!(refusal_approvable(
+            not_approved,
+            false,
+            "files.example.com",
+            &[]
+        ));
+        assert!(!refusal_approvable(not_approved, false, "github.io", &[]));
+        assert!(!refusal_approvable(
+            not_approved,
+            false,
+            "storage.googleapis.com",
+            &[]
+        ));
+        let opted = [host("storage.googleapis.com")];
+        assert!(refusal_approvable(
+            not_approved,
+            false,
+            "storage.googleapis.com",
+            &opted
+        ));
+        assert!(!refusal_approvable(
+            RefusalReason::PrivateAddress,
+            false,
+            "files.example.com",
+            &[]
+        ));
+        let package = RefusalReason::PackageNotApproved;
+        assert!(refusal_approvable(package, true, "pypi.org", &[]));
+        assert!(!refusal_approvable(package, false, "pypi.org", &[]));
     }
 
     #[test]

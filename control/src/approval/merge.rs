@@ -107,6 +107,23 @@ pub(crate) fn merge(
             .map(PackageSpec::unpinned),
     );
     if named.is_empty() && refused.is_empty() && packages.is_empty() {
+        // Refused hosts no person can approve as a whole (a public suffix, a path-style
+        // multi-tenant host not opted in) are not "nothing": the proxy said
+        // `X-Egress-Approvable: false` for them, and the answer names them.
+        let unapprovable: BTreeSet<(Host, RefusalReason)> = refusals
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.reason,
+                    RefusalReason::NotApproved | RefusalReason::MethodNotAllowed
+                ) && !r.approvable
+                    && !r.shadow
+            })
+            .filter_map(|r| Host::parse(&r.host).ok().map(|h| (h, r.reason)))
+            .collect();
+        if !unapprovable.is_empty() {
+            return Err(Early::NotApprovable(unapprovable.into_iter().collect()));
+        }
         return Err(Early::NothingToApprove);
     }
     let blocked: BTreeSet<(Host, RefusalReason)> = refusals
