@@ -1,7 +1,8 @@
 //! The person's side in a real browser: headless Chromium (Debian's package) driven by
 //! Playwright's Python package (`tests/browser/ui_test.py`) against the real binary, with
 //! axe-core for accessibility. Covers the card page (Approve and Deny with the proxy's very
-//! next request, unticking a package, the proxy's evidence with an upload said in words, every
+//! next request, the secret gone from the address bar and the tab's history yet a reload still
+//! working, unticking a package, the proxy's evidence with an upload said in words, every
 //! resume state, keyboard only, phone and 200 % zoom), the admin console (sign in, add with a
 //! note, dry run, remove, users, audit, sign out), CSP honoured (no console errors), and that
 //! no secret the browser or runtime saw ever reached a server log line. Screenshots go to

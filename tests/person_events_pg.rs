@@ -23,8 +23,8 @@ async fn a_subscriber_on_one_control_process_sees_changes_made_through_others() 
     let control = || control_on(&pg.url(), &public).start();
     let (a, b) = (control(), control());
     let (api_a, api_b) = (a.api(), b.api());
-    let mut ev = Events::open(&api_b, "c1", "alice", None).await;
     let turn = a.turn("alice", "c1").await;
+    let mut ev = Events::open(&api_b, "c1", "alice", None).await;
     let url = o.url(FILES, "/data.csv");
     let t0 = Instant::now();
     assert_refused(&proxy.get(&turn, &url).await, "not_approved");

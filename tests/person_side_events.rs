@@ -13,9 +13,9 @@ use support::*;
 async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
     let (g, o) = setup(&[]).await;
     let api = g.api();
-    let mut ev = Events::open(&api, "c1", "alice", None).await;
-    let mut bob = Events::open(&api, "c1", "bob", None).await;
+    // A chat exists from its first turn: subscribe after opening it, before running anything.
     let turn = g.turn("alice", "c1").await;
+    let mut ev = Events::open(&api, "c1", "alice", None).await;
     let url = o.url(FILES, "/data.csv");
     // Three refusals of one host and one of another: one event per new refusal row.
     for _ in 0..3 {
@@ -76,9 +76,21 @@ async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
             "approval.revoked"
         ]
     );
-    // Another user's chat of the same name saw nothing but keep-alive comments.
-    let block = bob.block(12).await;
-    assert!(block.starts_with(':'), "bob got {block:?}");
+    // Another user's chat of the same name is no chat of bob's: the 404 of a chat nobody
+    // opened, so bob's token cannot even wait on alice's stream.
+    let bob = raw(
+        &api,
+        "GET",
+        "/v1/chats/c1/events",
+        &[
+            ("authorization", "Bearer test-runtime-token-0123456789"),
+            ("x-egressgate-user", "bob"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(bob.status, 404, "{}", bob.text());
+    assert_eq!(bob.json()["error"]["code"], "CHAT_NOT_FOUND");
     // A bad Last-Event-ID is a clear error; the wrong token is refused.
     let r = raw(
         &api,

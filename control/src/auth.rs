@@ -6,14 +6,16 @@
 //! `admin`, `EGRESSGATE_ADMIN_TOKEN` holds `admin`), kept in memory; and named tokens with
 //! chosen scopes and an optional expiry, managed through `/v1/admin/tokens` and read from the
 //! database on every request, so a new one works and a removed one stops at once. Missing,
-//! unknown or expired → `401`; a token without the endpoint's scope → `403`.
+//! unknown or expired → `401`; a token without the endpoint's scope → `403`. A client address
+//! that keeps failing is answered `429` before the database is asked (`credentials::guard`).
 
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use egressgate_store::db::tokens::{Scope, Scopes};
+use egressgate_store::db::tokens::Scope;
 use egressgate_store::{Secret, UserId};
 
+use crate::credentials::guard::Gate;
 use crate::credentials::{grant_of, unauthorized};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -31,16 +33,16 @@ fn bearer(parts: &Parts) -> Option<Secret> {
     Some(Secret::from_presented(token.trim()))
 }
 
-/// The scopes a presented token holds.
-async fn scopes_of(state: &AppState, presented: &Secret) -> Result<Scopes, ApiError> {
-    grant_of(state, &presented.hash()).await.map(|(s, _)| s)
-}
-
 /// Checks that the request's bearer token holds one of `any` (the first is named in the
-/// refusal).
+/// refusal). A missing token is a failure charged to the client like an unknown one.
 async fn authenticate(parts: &Parts, state: &AppState, any: &[Scope]) -> Result<(), ApiError> {
-    let presented = bearer(parts).ok_or_else(|| unauthorized("missing bearer token"))?;
-    let held = scopes_of(state, &presented).await?;
+    let gate = Gate::of(parts);
+    let Some(presented) = bearer(parts) else {
+        gate.admit()?;
+        gate.failed();
+        return Err(unauthorized("missing bearer token"));
+    };
+    let (held, _) = grant_of(state, &presented.hash(), &gate).await?;
     if any.iter().any(|s| held.contains(*s)) {
         Ok(())
     } else {
@@ -109,11 +111,21 @@ impl FromRequestParts<AppState> for AdminAuth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if !presents_token(parts)
-            && let Some(by_cookie) =
+        if !presents_token(parts) {
+            // A cookie is looked up in the database: the failure limit comes first.
+            let gate = Gate::of(parts);
+            gate.admit()?;
+            if let Some(by_cookie) =
                 crate::ui::session::admin_by_cookie(state, &parts.method, &parts.headers).await
-        {
-            return by_cookie.map(|()| Self);
+            {
+                if by_cookie
+                    .as_ref()
+                    .is_err_and(|e| e.status == StatusCode::UNAUTHORIZED)
+                {
+                    gate.failed();
+                }
+                return by_cookie.map(|()| Self);
+            }
         }
         authenticate(parts, state, &[Scope::Admin])
             .await

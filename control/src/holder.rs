@@ -46,6 +46,13 @@ pub fn user_header(headers: &HeaderMap) -> Option<UserId> {
         .and_then(UserId::parse)
 }
 
+/// Whether the request's `X-Egressgate-User` is there and names someone other than `owner`
+/// (an unreadable one names nobody, so it counts as another user): what the runtime may not
+/// read is answered as if it did not exist.
+pub fn names_another_user(headers: &HeaderMap, owner: &UserId) -> bool {
+    headers.contains_key(USER_HEADER) && user_header(headers).is_none_or(|named| &named != owner)
+}
+
 impl SecretHolder {
     /// Whether a card of `owner` may be answered by this caller.
     pub fn may_act_for(&self, owner: &UserId) -> bool {

@@ -13,6 +13,7 @@ pub mod settings;
 
 mod access_log;
 mod approval;
+mod buckets;
 mod bulk;
 mod cors;
 mod credentials;

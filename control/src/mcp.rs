@@ -82,7 +82,7 @@ pub(crate) fn router(state: AppState, api: axum::Router) -> axum::Router {
     let service = StreamableHttpService::new(
         move || {
             Ok(EgressTools::new(
-                Binding::PerRequest { api: api.clone() },
+                Binding::per_session(api.clone()),
                 keys.clone(),
                 public.clone(),
             ))

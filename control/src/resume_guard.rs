@@ -7,7 +7,6 @@
 //! right secret (compared in constant time, in memory) still goes through. Only the per-client
 //! limit refuses everything from an address that keeps failing.
 
-mod buckets;
 mod tally;
 
 use std::net::IpAddr;
@@ -17,9 +16,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use egressgate_store::{InterruptId, Secret, SecretHash, Store};
 
+use crate::buckets::Buckets;
 use crate::error::ApiError;
 use crate::settings::Settings;
-use buckets::Buckets;
 use tally::Tally;
 
 /// The limits and the tally, shared by every request of one process.
@@ -69,15 +68,20 @@ pub(crate) enum Failure<'a> {
     },
 }
 
-fn too_many(wait: Duration) -> ApiError {
+/// `429 TOO_MANY_ATTEMPTS` saying what was failed too often, with `Retry-After` (whole
+/// seconds, rounded up).
+pub(crate) fn too_many(wait: Duration, what: &str) -> ApiError {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         "TOO_MANY_ATTEMPTS",
-        "too many failed resume attempts; try again later",
+        format!("too many {what}; try again later"),
     )
     .retry_after(secs.max(1))
 }
+
+/// What the resume limits refuse.
+const RESUME_FAILURES: &str = "failed resume attempts";
 
 impl ResumeGuard {
     pub(crate) fn new(s: &Settings) -> Self {
@@ -98,12 +102,12 @@ impl ResumeGuard {
     ) -> Result<(), ApiError> {
         let now = Instant::now();
         if let Some((wait, ())) = self.per_client.empty(&client, now) {
-            return Err(too_many(wait));
+            return Err(too_many(wait, RESUME_FAILURES));
         }
         if let Some((wait, hash)) = card.and_then(|id| self.per_card.empty(id, now))
             && !hash.matches(secret)
         {
-            return Err(too_many(wait));
+            return Err(too_many(wait, RESUME_FAILURES));
         }
         Ok(())
     }

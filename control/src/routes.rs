@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};
 
 use crate::auth::USER_HEADER;
+use crate::credentials::guard::AuthGuard;
 use crate::error::ApiError;
 use crate::resume_guard::ResumeGuard;
 use crate::state::AppState;
@@ -82,6 +83,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::Extension(std::sync::Arc::new(ResumeGuard::new(
+            &state.settings,
+        ))))
+        .layer(axum::Extension(std::sync::Arc::new(AuthGuard::new(
             &state.settings,
         ))))
         .with_state(state)

@@ -46,6 +46,9 @@ pub struct Settings {
     pub card_max_packages: usize,
     /// Operator-configured internal suffixes (in addition to the built-in ones).
     pub internal_suffixes: Vec<Host>,
+    /// Path-style multi-tenant hosts the administrator opted in as whole-host grants
+    /// (`--allow-whole-host`); the others on the kept list answer `422`.
+    pub allow_whole_host: Vec<Host>,
     /// Failed resume attempts (unknown id, wrong secret, another user) one client address
     /// may make per `resume_failure_window`, then `429 TOO_MANY_ATTEMPTS`.
     pub resume_failures_per_client: u32,
@@ -54,6 +57,12 @@ pub struct Settings {
     pub resume_failures_per_card: u32,
     /// The window over which those limits refill.
     pub resume_failure_window: Duration,
+    /// Requests without a valid credential (a missing, unknown or expired bearer token, a
+    /// dead console cookie, a wrong sign-in token) one client address may make per
+    /// `auth_failure_window`, then `429 TOO_MANY_ATTEMPTS` before any database read.
+    pub auth_failures_per_client: u32,
+    /// The window over which that limit refills.
+    pub auth_failure_window: Duration,
     /// How long a card's rejected answers are counted in memory before they are written.
     pub rejection_flush_after: Duration,
     /// A card's rejected answers that are written at once, without waiting.
@@ -101,14 +110,25 @@ impl Default for Settings {
             card_max_urls: 20,
             card_max_packages: 50,
             internal_suffixes: Vec::new(),
+            allow_whole_host: Vec::new(),
             resume_failures_per_client: 30,
             resume_failures_per_card: 10,
             resume_failure_window: Duration::from_secs(60),
+            auth_failures_per_client: 300,
+            auth_failure_window: Duration::from_secs(60),
             rejection_flush_after: Duration::from_secs(5),
             rejection_flush_at: 100,
             cors_origins: Vec::new(),
             control_public_url: "http://127.0.0.1:8080".into(),
             mcp_state_key: None,
         }
+    }
+}
+
+impl Settings {
+    /// Whether a person can approve `host` as a whole here (the store's one answer, with this
+    /// deployment's internal suffixes and whole-host opt-ins).
+    pub(crate) fn approvable(&self, host: &Host) -> Result<(), egressgate_store::PatternError> {
+        egressgate_store::approvable_host(host, &self.internal_suffixes, &self.allow_whole_host)
     }
 }

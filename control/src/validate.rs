@@ -1,9 +1,10 @@
 //! Turning outside strings into domain values, with `422 INVALID_INPUT` messages that say
 //! which entry was refused and why, so the caller (often a model) can fix exactly that entry.
 
-use egressgate_store::{ChatId, Host, Package, PackageSpec, SitePattern, UserId};
+use egressgate_store::{ChatId, Package, PackageSpec, SitePattern, UserId};
 
 use crate::error::ApiError;
+use crate::settings::Settings;
 
 /// Longest stretch of a refused value quoted back in an error message.
 const QUOTE_MAX_CHARS: usize = 80;
@@ -36,15 +37,19 @@ pub(crate) fn chat_id(field: &str, value: &str) -> Result<ChatId, ApiError> {
     })
 }
 
-/// A site pattern as stored anywhere (admin list, launch list): IP literals, internal names
-/// and public suffixes are refused.
+/// A site pattern as stored anywhere (admin list, launch list): IP literals, internal names,
+/// public suffixes and path-style multi-tenant hosts not opted in are refused.
 pub(crate) fn site_pattern(
     entry: &str,
     value: &str,
-    extra_internal: &[Host],
+    settings: &Settings,
 ) -> Result<SitePattern, ApiError> {
-    SitePattern::parse(value, extra_internal)
-        .map_err(|e| ApiError::invalid_input(format!("{entry} ({}): {e}", quote(value))))
+    SitePattern::parse_grant(
+        value,
+        &settings.internal_suffixes,
+        &settings.allow_whole_host,
+    )
+    .map_err(|e| ApiError::invalid_input(format!("{entry} ({}): {e}", quote(value))))
 }
 
 /// A package name (bare/`pip:` PyPI names, `npm:` names), canonicalised.
@@ -76,7 +81,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_entry_and_the_reason() {
-        let e = site_pattern("sites[1]", "*.com", &[])
+        let e = site_pattern("sites[1]", "*.com", &Settings::default())
             .err()
             .map(|e| e.message);
         assert_eq!(

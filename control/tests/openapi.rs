@@ -57,9 +57,12 @@ fn key_parts_of_the_document() {
     let tool = op(&doc, "post", "/v1/turns/{turn_id}/approval-requests");
     assert_eq!(
         statuses(tool),
-        ["200", "400", "401", "403", "404", "410", "422", "503"]
+        [
+            "200", "400", "401", "403", "404", "410", "422", "429", "503"
+        ]
     );
     assert_eq!(codes(tool, "422"), ["INVALID_INPUT", "NOTHING_TO_APPROVE"]);
+    assert_eq!(codes(tool, "429"), ["TOO_MANY_ATTEMPTS"]);
     assert_eq!(codes(tool, "410"), ["TURN_EXPIRED", "CHAT_HIDDEN"]);
     assert_eq!(codes(tool, "400"), ["INVALID_BODY", "INVALID_HEADER"]);
     assert_eq!(codes(tool, "503"), ["STORE_UNAVAILABLE", "AUDIT_FAILED"]);

@@ -34,14 +34,17 @@ fn plain(status: StatusCode, text: String) -> Response<ProxyBody> {
 }
 
 /// `403` for a refused request, after the refusal was recorded (`package`: the package a
-/// registry request was about).
+/// registry request was about; `approvable`: the store's answer for this refusal, the same
+/// the refusal record and the approval tool give).
 pub fn refused(
     host: &str,
     port: u16,
     reason: RefusalReason,
     package: Option<&Package>,
+    approvable: bool,
 ) -> Response<ProxyBody> {
-    let approvable = reason.approvable_for(package.is_some());
+    // The reason alone would be approvable, but the host is not one a person can grant.
+    let whole_host = reason.approvable_for(package.is_some()) && !approvable;
     let next = if approvable && package.is_some() {
         "A person can approve this package: ask for approval with the approval tool (name the package); do not try to get around the proxy."
     } else if approvable {
@@ -69,6 +72,14 @@ pub fn refused(
         RefusalReason::PackageNotApproved => {
             "a package registry request that names no package the proxy can tell"
         }
+    };
+    let why = if whole_host {
+        format!(
+            "{why}, and nobody can approve {host} as a whole: it is a public suffix or a host \
+             that serves many tenants by path"
+        )
+    } else {
+        why.to_owned()
     };
     let what = package.map_or(String::new(), |p| format!("package: {p}\n"));
     let body = format!(

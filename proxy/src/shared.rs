@@ -165,7 +165,10 @@ impl Shared {
         if !self.record_refusal(r).await {
             return unrecorded();
         }
-        let mut resp = respond::refused(host, port, reason, package.as_ref());
+        let approvable = self
+            .store
+            .refusal_approvable(reason, package.is_some(), host);
+        let mut resp = respond::refused(host, port, reason, package.as_ref(), approvable);
         *resp.status_mut() = status;
         resp
     }
@@ -232,6 +235,8 @@ impl Shared {
                     r.port,
                     r.reason,
                     r.package.as_ref(),
+                    self.store
+                        .refusal_approvable(r.reason, r.package.is_some(), r.host),
                 ))
             }
             Err(_) => {

@@ -38,6 +38,8 @@ const CONTROL_ONLY: &[&str] = &[
     "resume_failures_per_client",
     "resume_failures_per_card",
     "resume_failure_window",
+    "auth_failures_per_client",
+    "auth_failure_window",
     "cors_origin",
     "control_public_url",
     "mcp_state_key",

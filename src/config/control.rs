@@ -7,7 +7,7 @@ use anyhow::Result;
 use egressgate_store::{Host, SitePattern};
 
 use super::raw::RawConfig;
-use super::values::{control_public_url, cors_origin, duration, mcp_state_key, size};
+use super::values::{control_public_url, cors_origin, duration, host, mcp_state_key, size};
 
 /// The control plane's settings. `inspect` and `internal_suffixes` are the deployment's (the
 /// proxy validated them); `proxy_public_url` is what turns hand out; `control_listen` is the
@@ -41,6 +41,11 @@ pub(super) fn settings(
         card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
         card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
         internal_suffixes,
+        allow_whole_host: raw
+            .allow_whole_host
+            .iter()
+            .map(|h| host(&l("allow-whole-host"), h))
+            .collect::<Result<_>>()?,
         resume_failures_per_client: raw
             .resume_failures_per_client
             .unwrap_or(c.resume_failures_per_client),
@@ -48,6 +53,10 @@ pub(super) fn settings(
             .resume_failures_per_card
             .unwrap_or(c.resume_failures_per_card),
         resume_failure_window: setting!(duration, raw.resume_failure_window, c),
+        auth_failures_per_client: raw
+            .auth_failures_per_client
+            .unwrap_or(c.auth_failures_per_client),
+        auth_failure_window: setting!(duration, raw.auth_failure_window, c),
         cors_origins: raw
             .cors_origin
             .iter()

@@ -60,6 +60,10 @@ pub struct RawConfig {
     /// Ports a request may target (repeatable; replaces the default). [default: 80,443]
     #[arg(long, env = "EGRESSGATE_ALLOW_PORT", value_delimiter = ',')]
     pub allow_port: Vec<u16>,
+    /// Path-style multi-tenant hosts (`storage.googleapis.com`, ...) that may be granted as a
+    /// whole all the same (repeatable).
+    #[arg(long, env = "EGRESSGATE_ALLOW_WHOLE_HOST", value_delimiter = ',')]
+    pub allow_whole_host: Vec<String>,
     /// Extra internal-looking suffixes (repeatable).
     #[arg(long, env = "EGRESSGATE_INTERNAL_SUFFIX", value_delimiter = ',')]
     pub internal_suffix: Vec<String>,
@@ -171,6 +175,13 @@ pub struct RawConfig {
     /// Window over which the resume failure limits refill. [default: 1m]
     #[arg(long, env = "EGRESSGATE_RESUME_FAILURE_WINDOW")]
     pub resume_failure_window: Option<String>,
+    /// Requests without a valid credential per client address per `auth-failure-window`.
+    /// [default: 300]
+    #[arg(long, env = "EGRESSGATE_AUTH_FAILURES_PER_CLIENT")]
+    pub auth_failures_per_client: Option<u32>,
+    /// Window over which the credential failure limit refills. [default: 1m]
+    #[arg(long, env = "EGRESSGATE_AUTH_FAILURE_WINDOW")]
+    pub auth_failure_window: Option<String>,
     /// Time allowed for a request head. [default: 10s]
     #[arg(long, env = "EGRESSGATE_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Option<String>,

@@ -35,9 +35,13 @@ pub(super) async fn run(cmd: AdminListCmd) -> Result<()> {
     let now = Timestamp::now();
     let canonical = |v: &str| -> Result<String> {
         match list {
-            AdminList::Sites => SitePattern::parse(v, &cfg.control.internal_suffixes)
-                .map(|p| p.to_key())
-                .map_err(|e| anyhow!("{v:?}: {e}")),
+            AdminList::Sites => SitePattern::parse_grant(
+                v,
+                &cfg.control.internal_suffixes,
+                &cfg.control.allow_whole_host,
+            )
+            .map(|p| p.to_key())
+            .map_err(|e| anyhow!("{v:?}: {e}")),
             AdminList::Packages => PackageSpec::parse(v)
                 .map(|p| p.as_str().to_owned())
                 .map_err(|e| anyhow!("{v:?}: {e}")),

@@ -79,7 +79,9 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 /// behind is migrated only when told (`--auto-migrate`), since other processes sharing it
 /// may still run the older binary; one that is ahead (a newer binary migrated it) is refused.
 pub(super) async fn open_migrated(cfg: &Config, create: Create) -> Result<Store> {
-    let store = open(cfg, create).await?;
+    let store = open(cfg, create)
+        .await?
+        .with_whole_host_ok(&cfg.control.allow_whole_host);
     let state = store
         .schema_state()
         .await

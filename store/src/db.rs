@@ -84,6 +84,9 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     signal: std::sync::Arc<signal::EventSignal>,
+    /// Path-style multi-tenant hosts the administrator opted in (`--allow-whole-host`): what
+    /// the refusal record's `approvable` needs to agree with the proxy and the tool.
+    whole_host_ok: std::sync::Arc<[crate::Host]>,
 }
 
 /// Migrations per dialect: (version, description, SQLite text, PostgreSQL text). Both folders
@@ -201,7 +204,26 @@ impl Store {
             pool,
             backend,
             signal: signal::EventSignal::new(listen_url),
+            whole_host_ok: std::sync::Arc::from(Vec::new()),
         })
+    }
+
+    /// The path-style multi-tenant hosts the administrator opted in as whole-host grants, so
+    /// the refusal record says `approvable` exactly as the proxy and the tool do.
+    pub fn with_whole_host_ok(mut self, hosts: &[crate::Host]) -> Self {
+        self.whole_host_ok = std::sync::Arc::from(hosts.to_vec());
+        self
+    }
+
+    /// Whether a person can approve one refusal ([`crate::refusal_approvable`] with this
+    /// deployment's opt-ins).
+    pub fn refusal_approvable(
+        &self,
+        reason: crate::RefusalReason,
+        names_package: bool,
+        host: &str,
+    ) -> bool {
+        crate::refusal_approvable(reason, names_package, host, &self.whole_host_ok)
     }
 
     /// The cache epoch: proxies drop cached allow decisions when it changes (see migration 2).

@@ -28,7 +28,7 @@ pub use host::{Host, HostError};
 pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
 pub use mode::Mode;
 pub use package::{Package, PackageError, PackageSpec};
-pub use pattern::{PatternError, SitePattern};
+pub use pattern::{PatternError, SitePattern, approvable_host, refusal_approvable};
 pub use reason::RefusalReason;
 pub use time::Timestamp;
 pub use weburl::{SanitizedUrl, UrlError};

@@ -1,9 +1,12 @@
 //! Site patterns (`host` or `*.suffix`): how administrators, launch lists and approvals name
-//! what may be reached, and the one matching rule they all share.
+//! what may be reached, and the one matching rule they all share; and the one answer to "can
+//! a person approve this host as a whole" ([`approvable_host`]).
 
 use crate::host::{Host, HostError};
+use crate::reason::RefusalReason;
 
 mod suffixes;
+mod tenants;
 
 /// Why a pattern cannot be stored. Each variant is a 422 wherever patterns are accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,6 +28,15 @@ pub enum PatternError {
     /// A `*` anywhere but as the whole first label.
     #[error("only a leading '*.' wildcard is supported")]
     Wildcard,
+    /// A whole-host grant of (or a wildcard over) a path-style multi-tenant host outside the
+    /// PSL (`storage.googleapis.com`, `raw.githubusercontent.com`, ...): one host serves many
+    /// tenants by path, so it would open every tenant's files. The host is named.
+    #[error(
+        "{0} serves many tenants' files by path, so a grant of the whole host would open all of \
+         them: an administrator can opt the host in (allow-whole-host); grants narrowed to a \
+         path prefix are not available yet"
+    )]
+    PathMultiTenant(String),
 }
 
 /// A validated, normalised site pattern. Exact patterns match one host; `*.suffix` matches
@@ -119,6 +131,43 @@ impl SitePattern {
         }
     }
 
+    /// Refuses a grant that would cover a path-style multi-tenant host (the kept list in
+    /// `data/path-tenant-hosts.txt`) the administrator did not opt in (`opted_in`): the host
+    /// itself, or a wildcard over it.
+    pub fn check_whole_host(&self, opted_in: &[Host]) -> Result<(), PatternError> {
+        let opted = |name: &str| opted_in.iter().any(|h| h.as_str() == name);
+        match self {
+            Self::Exact(h) => match tenants::listing(h.as_str()) {
+                Some(_) if !opted(h.as_str()) => Err(PatternError::PathMultiTenant(h.to_string())),
+                _ => Ok(()),
+            },
+            Self::Subdomains(s) => {
+                let covered = tenants::ENTRIES.iter().find(|e| {
+                    let name = e.name();
+                    let under = within(name, s.as_str())
+                        || matches!(e, tenants::Entry::Below(b) if *b == s.as_str());
+                    under && !opted(name)
+                });
+                match covered {
+                    Some(e) => Err(PatternError::PathMultiTenant(e.name().to_owned())),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// [`SitePattern::parse`] for a pattern about to be stored as a grant (admin sites,
+    /// launch-time sites): also refuses path-style multi-tenant hosts not in `opted_in`.
+    pub fn parse_grant(
+        input: &str,
+        extra_internal: &[Host],
+        opted_in: &[Host],
+    ) -> Result<Self, PatternError> {
+        let p = Self::parse(input, extra_internal)?;
+        p.check_whole_host(opted_in)?;
+        Ok(p)
+    }
+
     /// The canonical stored text (`host` or `*.host`).
     pub fn to_key(&self) -> String {
         match self {
@@ -149,6 +198,47 @@ impl std::fmt::Display for SitePattern {
             Self::Subdomains(h) => write!(f, "*.{h}"),
         }
     }
+}
+
+/// Whether a person can approve `host` as a whole, and if not why: it must be a name an exact
+/// pattern stores (not an IP literal, internal-looking or a public suffix) and not a
+/// path-style multi-tenant host the administrator did not opt in. The proxy's
+/// `X-Egress-Approvable`, the refusal record's `approvable` and the approval tool all ask
+/// here, so they never disagree.
+pub fn approvable_host(
+    host: &Host,
+    extra_internal: &[Host],
+    opted_in: &[Host],
+) -> Result<(), PatternError> {
+    match SitePattern::parse(host.as_str(), extra_internal)? {
+        p @ SitePattern::Exact(_) => p.check_whole_host(opted_in),
+        SitePattern::Subdomains(_) => Err(PatternError::Wildcard),
+    }
+}
+
+/// Whether a person can approve one refusal: its reason is one an approval fixes (a package
+/// refusal only when it names the package) and, for a host refusal, [`approvable_host`] says
+/// yes (`host` is the recorded host text; internal names were refused for that reason before,
+/// so only public suffixes and path-style multi-tenant hosts not in `opted_in` are left). The
+/// proxy's `X-Egress-Approvable`, the refusal record's `approvable` and the approval tool's
+/// merge all answer with this.
+pub fn refusal_approvable(
+    reason: RefusalReason,
+    names_package: bool,
+    host: &str,
+    opted_in: &[Host],
+) -> bool {
+    if !reason.approvable_for(names_package) {
+        return false;
+    }
+    reason == RefusalReason::PackageNotApproved
+        || Host::parse(host).is_ok_and(|h| approvable_host(&h, &[], opted_in).is_ok())
+}
+
+/// Whether the normalised name `name` lies strictly below `suffix`.
+fn within(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix)
+        .is_some_and(|rest| rest.ends_with('.'))
 }
 
 /// True when `*.host` may be stored: no public-suffix rule (ICANN or private) lies at or
@@ -247,6 +337,74 @@ mod tests {
         assert_eq!(keys, ["evil.s3.amazonaws.com"]);
         let by_hand = SitePattern::Subdomains(host("amazonaws.com"));
         assert!(!by_hand.matches(&host("evil.s3.amazonaws.com")));
+    }
+
+    #[test]
+    fn path_multi_tenant_hosts_are_no_whole_host_grants_unless_opted_in() {
+        for s in [
+            "storage.googleapis.com",
+            "raw.githubusercontent.com",
+            "codeload.github.com",
+            "f000.backblazeb2.com",
+            "*.backblazeb2.com",
+            "*.jsdelivr.net",
+        ] {
+            assert!(
+                matches!(
+                    SitePattern::parse_grant(s, &[], &[]),
+                    Err(PatternError::PathMultiTenant(_))
+                ),
+                "{s}"
+            );
+        }
+        // Per-tenant names and the parents' other hosts stay grants.
+        for s in [
+            "bucket.storage.googleapis.com",
+            "api.github.com",
+            "*.a.githubusercontent.com",
+        ] {
+            assert!(SitePattern::parse_grant(s, &[], &[]).is_ok(), "{s}");
+        }
+        let opted = [host("raw.githubusercontent.com")];
+        assert!(SitePattern::parse_grant("raw.githubusercontent.com", &[], &opted).is_ok());
+        assert!(SitePattern::parse_grant("gist.githubusercontent.com", &[], &opted).is_err());
+        // The one "can a person approve this host" answer.
+        assert!(approvable_host(&host("files.example.com"), &[], &[]).is_ok());
+        assert!(approvable_host(&host("github.io"), &[], &[]).is_err());
+        assert!(approvable_host(&host("unpkg.com"), &[], &[]).is_err());
+        assert!(approvable_host(&host("unpkg.com"), &[], &[host("unpkg.com")]).is_ok());
+        assert!(approvable_host(&host("db.internal"), &[], &[]).is_err());
+        // One refusal: the reason first, then the host.
+        let not_approved = RefusalReason::NotApproved;
+        assert!(refusal_approvable(
+            not_approved,
+            false,
+            "files.example.com",
+            &[]
+        ));
+        assert!(!refusal_approvable(not_approved, false, "github.io", &[]));
+        assert!(!refusal_approvable(
+            not_approved,
+            false,
+            "storage.googleapis.com",
+            &[]
+        ));
+        let opted = [host("storage.googleapis.com")];
+        assert!(refusal_approvable(
+            not_approved,
+            false,
+            "storage.googleapis.com",
+            &opted
+        ));
+        assert!(!refusal_approvable(
+            RefusalReason::PrivateAddress,
+            false,
+            "files.example.com",
+            &[]
+        ));
+        let package = RefusalReason::PackageNotApproved;
+        assert!(refusal_approvable(package, true, "pypi.org", &[]));
+        assert!(!refusal_approvable(package, false, "pypi.org", &[]));
     }
 
     #[test]

@@ -161,6 +161,18 @@ def open_card(ctx, card, label):
     return page
 
 
+def no_secret_in_address(ctx, page, secret, what):
+    """Neither the address bar nor any entry of the tab's session history holds `secret`."""
+    href = page.evaluate("location.href")
+    check(secret not in href and "#" not in href, f"{what}: secret in the address bar: {href}")
+    check(secret not in json.dumps(page.evaluate("history.state")), f"{what}: secret in history.state")
+    cdp = ctx.new_cdp_session(page)
+    entries = cdp.send("Page.getNavigationHistory")["entries"]
+    cdp.detach()
+    urls = [e["url"] for e in entries]
+    check(urls and all(secret not in u for u in urls), f"{what}: secret in the tab's history: {urls}")
+
+
 def result_of(page):
     page.wait_for_selector("#result:not([hidden])", timeout=10000)
     return page.inner_text("#result-title"), page.inner_text("#result-detail")
@@ -276,9 +288,15 @@ def main():
         axe(ctx_axe, c.link, "card page with evidence")
         no_errors("evidence")
 
-        # 2. Deny: the next request stays refused.
+        # 2. Deny: the next request stays refused. The secret left the address bar and the
+        #    tab's history as soon as the page read it, and a reload still shows the card.
         c = Card(base, "alice", "deny")
         page = open_card(ctx, c, "deny")
+        no_secret_in_address(ctx, page, c.secret, "after load")
+        page.reload()
+        page.wait_for_selector("#card:not([hidden])", timeout=10000)
+        check("public data file" in page.inner_text("#reason"), "the card after a reload")
+        no_secret_in_address(ctx, page, c.secret, "after reload")
         page.click("#deny")
         title, _ = result_of(page)
         check(title == "Denied", f"denied title {title}")

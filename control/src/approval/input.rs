@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use egressgate_store::{Host, PackageSpec, PatternError, SanitizedUrl, SitePattern, UrlError};
+use egressgate_store::{Host, PackageSpec, PatternError, SanitizedUrl, UrlError};
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -50,8 +50,9 @@ impl ValidRequest {
 }
 
 /// Checks a URL an agent named: http(s), no credentials, and a host a person could approve
-/// (not an IP literal, not internal-looking, not a public suffix, no wildcard).
-fn url(i: usize, raw: &str, extra_internal: &[Host]) -> Result<SanitizedUrl, ApiError> {
+/// (not an IP literal, not internal-looking, not a public suffix, no wildcard, not a
+/// path-style multi-tenant host the administrator did not opt in).
+fn url(i: usize, raw: &str, settings: &Settings) -> Result<SanitizedUrl, ApiError> {
     let entry = format!("urls[{i}]");
     let u = SanitizedUrl::parse(raw).map_err(|e| {
         let why = match e {
@@ -61,11 +62,9 @@ fn url(i: usize, raw: &str, extra_internal: &[Host]) -> Result<SanitizedUrl, Api
         ApiError::invalid_input(format!("{entry}: {why}"))
     })?;
     let host_err = |why: &str| ApiError::invalid_input(format!("{entry} ({}): {why}", u.host));
-    match SitePattern::parse(u.host.as_str(), extra_internal) {
-        Ok(SitePattern::Exact(h)) if h == u.host => Ok(u),
-        Ok(_) | Err(PatternError::Wildcard) => {
-            Err(host_err("a URL names one host, not a wildcard"))
-        }
+    match settings.approvable(&u.host) {
+        Ok(()) => Ok(u),
+        Err(PatternError::Wildcard) => Err(host_err("a URL names one host, not a wildcard")),
         Err(PatternError::IpLiteral) => Err(host_err(
             "names an IP literal; addresses cannot be approved, only host names",
         )),
@@ -76,6 +75,9 @@ fn url(i: usize, raw: &str, extra_internal: &[Host]) -> Result<SanitizedUrl, Api
             "the host is a public suffix, which cannot be approved",
         )),
         Err(PatternError::Host(h)) => Err(host_err(&h.to_string())),
+        Err(e @ PatternError::PathMultiTenant(_)) => Err(host_err(&format!(
+            "{e}; until then, ask for the download another way or continue without it"
+        ))),
     }
 }
 
@@ -97,7 +99,7 @@ pub(crate) fn validate(
     }
     let mut urls: Vec<SanitizedUrl> = Vec::new();
     for (i, raw) in body.urls.unwrap_or_default().iter().enumerate() {
-        let u = url(i, raw, &settings.internal_suffixes)?;
+        let u = url(i, raw, settings)?;
         if !urls.iter().any(|seen| seen.text == u.text) {
             urls.push(u);
         }

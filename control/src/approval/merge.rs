@@ -8,12 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use egressgate_store::db::refusals::RefusalRow;
-use egressgate_store::{
-    Card, Host, Package, PackageSpec, RefusalReason, SanitizedUrl, SitePattern,
-};
+use egressgate_store::{Card, Host, Package, PackageSpec, RefusalReason, SanitizedUrl};
 
 use super::input::ValidRequest;
 use crate::grants::Grants;
+use crate::settings::Settings;
 
 /// What a card could ask for, before and after dropping granted items.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +41,7 @@ impl Wanted {
 fn refused_not_named(
     refusals: &[RefusalRow],
     named: &BTreeSet<Host>,
-    extra_internal: &[Host],
+    settings: &Settings,
 ) -> Vec<Host> {
     let mut seen: BTreeMap<Host, (i64, i64)> = BTreeMap::new();
     for r in refusals
@@ -56,7 +55,7 @@ fn refused_not_named(
             ) && !r.shadow
         })
     {
-        let Some(h) = approvable_host(&r.host, extra_internal) else {
+        let Some(h) = approvable_host(&r.host, settings) else {
             continue;
         };
         if named.contains(&h) {
@@ -83,24 +82,23 @@ pub(crate) enum Early {
     NotApprovable(Vec<(Host, RefusalReason)>),
 }
 
-/// A refused host that a card may carry: it normalises and is an exact host a pattern could
-/// name. Anything else (raw authority text, public suffixes) is left out: no approval fixes it.
-fn approvable_host(raw: &str, extra_internal: &[Host]) -> Option<Host> {
+/// A refused host that a card may carry: it normalises and a person can approve it as a whole
+/// (the store's one answer, which the proxy's `X-Egress-Approvable` gives too). Anything else
+/// (raw authority text, public suffixes, path-style multi-tenant hosts not opted in) is left
+/// out: no approval fixes it.
+fn approvable_host(raw: &str, settings: &Settings) -> Option<Host> {
     let host = Host::parse(raw).ok()?;
-    match SitePattern::parse(host.as_str(), extra_internal) {
-        Ok(SitePattern::Exact(h)) if h == host => Some(host),
-        _ => None,
-    }
+    settings.approvable(&host).ok().map(|()| host)
 }
 
 /// Steps 2–4.
 pub(crate) fn merge(
     req: &ValidRequest,
     refusals: &[RefusalRow],
-    extra_internal: &[Host],
+    settings: &Settings,
 ) -> Result<Wanted, Early> {
     let named = req.named_hosts();
-    let refused = refused_not_named(refusals, &named, extra_internal);
+    let refused = refused_not_named(refusals, &named, settings);
     // A package the agent named keeps its pin; a refusal of the same package adds nothing.
     let mut packages = req.packages.clone();
     let named_packages: BTreeSet<&Package> =
@@ -111,6 +109,23 @@ pub(crate) fn merge(
             .map(PackageSpec::unpinned),
     );
     if named.is_empty() && refused.is_empty() && packages.is_empty() {
+        // Refused hosts no person can approve as a whole (a public suffix, a path-style
+        // multi-tenant host not opted in) are not "nothing": the proxy said
+        // `X-Egress-Approvable: false` for them, and the answer names them.
+        let unapprovable: BTreeSet<(Host, RefusalReason)> = refusals
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.reason,
+                    RefusalReason::NotApproved | RefusalReason::MethodNotAllowed
+                ) && !r.approvable
+                    && !r.shadow
+            })
+            .filter_map(|r| Host::parse(&r.host).ok().map(|h| (h, r.reason)))
+            .collect();
+        if !unapprovable.is_empty() {
+            return Err(Early::NotApprovable(unapprovable.into_iter().collect()));
+        }
         let unfixable: BTreeSet<(String, RefusalReason)> = refusals
             .iter()
             .filter(|r| !r.shadow)

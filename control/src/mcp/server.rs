@@ -4,14 +4,14 @@
 //! the card page when the client offers it, else a form; with no elicitation at all the
 //! interrupt itself, so the runtime pauses on it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputRequest,
-    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InitializeRequestParams,
+    InitializeResult, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{ElicitationMode, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -38,12 +38,59 @@ pub enum Binding {
         /// The turn.
         turn: String,
     },
-    /// Per HTTP request: the `X-Egressgate-Turn` header and the bearer token it carried,
-    /// against this process's API router.
+    /// Per HTTP request: the bearer token it carried, against this process's API router. The
+    /// turn is the one the session was opened for: the `X-Egressgate-Turn` of its first
+    /// request (`initialize`). A later request of the session naming another turn is refused,
+    /// so a session handed from one turn's agent to another's serves neither wrongly.
     PerRequest {
         /// The API router (without `/mcp`).
         api: axum::Router,
+        /// The session's turn, fixed by its first request (a fresh cell per session).
+        turn: Arc<OnceLock<String>>,
     },
+}
+
+impl Binding {
+    /// A binding for one `/mcp` session (or one stateless request) against `api`.
+    pub fn per_session(api: axum::Router) -> Self {
+        Self::PerRequest {
+            api,
+            turn: Arc::new(OnceLock::new()),
+        }
+    }
+}
+
+/// The turn an HTTP request of a session names, checked against the turn the session was
+/// opened for (the first request's, recorded here).
+fn session_turn(
+    bound: &OnceLock<String>,
+    parts: &axum::http::request::Parts,
+) -> Result<String, ErrorData> {
+    let named = parts
+        .headers
+        .get(super::TURN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            ErrorData::invalid_request("the X-Egressgate-Turn header is missing", None)
+        })?;
+    let session = bound.get_or_init(|| named.to_owned());
+    if session != named {
+        return Err(ErrorData::invalid_request(
+            format!(
+                "this MCP session was opened for turn {session} and serves that turn only; \
+                 this request names turn {named}: open a new session (initialize) for it"
+            ),
+            Some(json!({"reason": "turn_mismatch", "session_turn": session, "turn": named})),
+        ));
+    }
+    Ok(named.to_owned())
+}
+
+/// The HTTP request a tool call or handshake came in, when it came over `/mcp`.
+fn http_parts(ctx: &RequestContext<RoleServer>) -> Result<&axum::http::request::Parts, ErrorData> {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()
+        .ok_or_else(|| ErrorData::internal_error("no HTTP request", None))
 }
 
 /// The server.
@@ -69,18 +116,9 @@ impl EgressTools {
     fn bind(&self, ctx: &RequestContext<RoleServer>) -> Result<(Backend, String), ErrorData> {
         match &self.binding {
             Binding::Fixed { backend, turn } => Ok((backend.clone(), turn.clone())),
-            Binding::PerRequest { api } => {
-                let parts = ctx
-                    .extensions
-                    .get::<axum::http::request::Parts>()
-                    .ok_or_else(|| ErrorData::internal_error("no HTTP request", None))?;
-                let turn = parts
-                    .headers
-                    .get(super::TURN_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .ok_or_else(|| {
-                        ErrorData::invalid_request("the X-Egressgate-Turn header is missing", None)
-                    })?;
+            Binding::PerRequest { api, turn } => {
+                let parts = http_parts(ctx)?;
+                let turn = session_turn(turn, parts)?;
                 let authorization = parts
                     .headers
                     .get(axum::http::header::AUTHORIZATION)
@@ -91,7 +129,7 @@ impl EgressTools {
                         router: api.clone(),
                         authorization,
                     },
-                    turn.to_owned(),
+                    turn,
                 ))
             }
         }
@@ -290,6 +328,19 @@ impl EgressTools {
 }
 
 impl ServerHandler for EgressTools {
+    /// The handshake also fixes an HTTP session's turn: the one its `initialize` names.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if let Binding::PerRequest { turn, .. } = &self.binding {
+            session_turn(turn, http_parts(&context)?)?;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("egressgate", env!("CARGO_PKG_VERSION")))

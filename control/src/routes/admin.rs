@@ -172,14 +172,13 @@ pub(crate) async fn list_sites(
 /// `POST /v1/admin/sites`.
 #[utoipa::path(post, path = "/v1/admin/sites", tag = "admin", security(("admin" = [])), request_body = SiteBody,
     responses((status = 201, description = "Added.", body = schemas::AdminSite), (status = 200, description = "Already there (unchanged).", body = schemas::AdminSite),
-        RemovedConcurrently, (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; the note is too long; an unknown access level; or `access: \"read\"` for a site that is not inspected.", body = schemas::ErrorBody)))]
+        RemovedConcurrently, (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking, a whole public suffix or a path-style multi-tenant host not opted in (`--allow-whole-host`); the note is too long; an unknown access level; or `access: \"read\"` for a site that is not inspected.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_site(
     _auth: AdminAuth,
     State(state): State<AppState>,
     StrictJson(body): StrictJson<SiteBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let pattern =
-        validate::site_pattern("pattern", &body.pattern, &state.settings.internal_suffixes)?;
+    let pattern = validate::site_pattern("pattern", &body.pattern, &state.settings)?;
     let rules = site_rules(&state, &pattern, body.inspect, body.access.as_deref())?;
     add(
         &state,
@@ -218,7 +217,7 @@ pub(crate) async fn list_packages(
 /// `POST /v1/admin/packages`.
 #[utoipa::path(post, path = "/v1/admin/packages", tag = "admin", security(("admin" = [])), request_body = PackageBody,
     responses((status = 201, description = "Added.", body = schemas::AdminPackage), (status = 200, description = "Already there (unchanged).", body = schemas::AdminPackage),
-        RemovedConcurrently, (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking or a whole public suffix; or the note is too long.", body = schemas::ErrorBody)))]
+        RemovedConcurrently, (status = 422, description = "`INVALID_INPUT`: the value is malformed, an IP literal, internal-looking, a whole public suffix or a path-style multi-tenant host not opted in (`--allow-whole-host`); or the note is too long.", body = schemas::ErrorBody)))]
 pub(crate) async fn add_package(
     _auth: AdminAuth,
     State(state): State<AppState>,

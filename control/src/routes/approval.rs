@@ -35,7 +35,7 @@ fn denied(code: DenyCode, message: String) -> Json<ToolAnswer> {
         (status = 200, description = "The answer, in the fixed order: `denied` (codes `NOT_APPROVABLE`, `DECLINED_THIS_TURN`, `NO_HUMAN`, `NOT_PERMITTED`), `already_approved`, `pending` (code `INTERRUPT_PENDING`: the chat's open request), or `ask` with the draft card.", body = schemas::ToolAnswer),
         TurnNotFound,
         (status = 410, description = "`TURN_EXPIRED`: the turn has expired. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
-        (status = 422, description = "`INVALID_INPUT`: an entry and why (step 1). `NOTHING_TO_APPROVE`: nothing named and nothing approvable refused this turn (step 3); the message names what was refused and why no approval fixes it.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: an entry and why (step 1), e.g. a host no person can approve as a whole: an IP literal, internal, a public suffix or a path-style multi-tenant host not opted in. `NOTHING_TO_APPROVE`: nothing named and nothing approvable refused this turn (step 3); the message names what was refused and why no approval fixes it.", body = schemas::ErrorBody),
     ))]
 /// The handler. Identity and the "can a human answer" flag come from the turn, never from
 /// the model-written body.
@@ -60,7 +60,7 @@ pub(crate) async fn request(
 
     // Steps 2–4.
     let (refusals, _overflow) = state.store.list_refusals(&turn.id).await?;
-    let wanted = match merge::merge(&req, &refusals, &settings.internal_suffixes) {
+    let wanted = match merge::merge(&req, &refusals, settings) {
         Ok(w) => w,
         Err(Early::NothingToApprove(refused)) => {
             return Err(ApiError::new(

@@ -106,7 +106,7 @@ async fn by_pattern(
     days: u32,
     since: Timestamp,
 ) -> Result<Json<DryRun>, ApiError> {
-    let pattern = validate::site_pattern("pattern", raw, &state.settings.internal_suffixes)?;
+    let pattern = validate::site_pattern("pattern", raw, &state.settings)?;
     let rows = state.store.recent_refusals(since, SCAN_LIMIT).await?;
     let truncated = rows.len() as i64 >= SCAN_LIMIT;
     let would_allow: Vec<RecentRefusal> = rows

@@ -2,7 +2,9 @@
 //! server-sent events — `refusal.recorded`, `approval.requested`, `approval.resolved`,
 //! `approval.revoked` — each with an `id:` line, resumable with `Last-Event-ID`, a keep-alive
 //! comment every 10 s, and a `resync` event when the subscriber fell too far behind (or asked
-//! for events already pruned): then it should re-read the chat's state and carry on.
+//! for events already pruned): then it should re-read the chat's state and carry on. A chat
+//! exists from its first turn; before that, and for another user's chat of the same id, the
+//! answer is one identical `404 CHAT_NOT_FOUND`.
 //!
 //! The stream reads the events table (`id > last`), so any control process serves any chat;
 //! it wakes on the store's signal (in-process writes, PostgreSQL `NOTIFY`) and polls anyway.
@@ -114,7 +116,7 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     params(("chat_id" = String, Path, description = "The chat."), ("X-Egressgate-User" = String, Header, description = "The chat's user."),
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id.")),
     responses((status = 200, description = "Server-sent events: `refusal.recorded`, `approval.requested`, `approval.resolved`, `approval.revoked` (each with an `id:`), `resync` when the subscriber fell behind, and a keep-alive comment.", content_type = "text/event-stream", body = String),
-        (status = 404, description = "`CHAT_NOT_FOUND`: no such chat (or another user's).", body = schemas::ErrorBody),
+        (status = 404, description = "`CHAT_NOT_FOUND`: no such chat: none of this user's turns named it (another user's chat of that id is answered the same).", body = schemas::ErrorBody),
         (status = 422, description = "`INVALID_INPUT`: a malformed Last-Event-ID.", body = schemas::ErrorBody)))]
 /// `GET /v1/chats/{chat_id}/events`.
 pub(crate) async fn stream(
@@ -123,8 +125,13 @@ pub(crate) async fn stream(
     Path(chat_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let chat = ChatId::parse(&chat_id)
-        .ok_or_else(|| ApiError::not_found("CHAT_NOT_FOUND", "no such chat"))?;
+    let not_found = || ApiError::not_found("CHAT_NOT_FOUND", "no such chat");
+    let chat = ChatId::parse(&chat_id).ok_or_else(not_found)?;
+    // A chat is (user, chat id), and exists from its first turn. Another user's chat of the
+    // same id is answered by the same one indexed read as a chat nobody opened.
+    if state.store.chat_state(&user, &chat).await?.is_none() {
+        return Err(not_found());
+    }
     let store = state.store.clone();
     let wake = store.subscribe_events();
     let mut queue = VecDeque::new();

@@ -20,7 +20,7 @@ use super::pointer::{self, claim_lost, interrupt_not_found};
 use crate::auth::{ApprovalsAuth, ApprovalsUser, CardsReadAuth};
 use crate::bulk;
 use crate::error::ApiError;
-use crate::holder::user_header;
+use crate::holder::names_another_user;
 use crate::state::AppState;
 
 #[derive(serde::Deserialize, utoipa::ToSchema)]
@@ -294,10 +294,7 @@ pub(crate) async fn outcome(
 ) -> Result<Json<Value>, ApiError> {
     let now = Timestamp::now();
     let p = pointer::find(&state, &id, now).await?;
-    // A user header that is there but unreadable names nobody: answered as a mismatch.
-    if headers.contains_key(crate::auth::USER_HEADER)
-        && user_header(&headers).is_none_or(|u| u != p.user)
-    {
+    if names_another_user(&headers, &p.user) {
         return Err(interrupt_not_found());
     }
     Ok(Json(json!({

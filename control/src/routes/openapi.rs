@@ -4,7 +4,7 @@
 //!
 //! To document a new handler: annotate it with `#[utoipa::path(...)]` (its success and
 //! endpoint-specific error statuses, each error description naming its codes in backticks)
-//! and add it to `paths(...)` below. The statuses every endpoint shares (401/403/503 on
+//! and add it to `paths(...)` below. The statuses every endpoint shares (401/403/429/503 on
 //! authenticated ones, 400 `INVALID_BODY` on those with a body) are added by [`Shared`]. The
 //! coverage test fails for any route in `routes.rs` that is missing here.
 
@@ -139,6 +139,12 @@ fn add_shared(op: &mut Operation, state_changing: bool) {
             op,
             "403",
             "`FORBIDDEN`: the token lacks the endpoint's scope.",
+        );
+        merge(
+            op,
+            "429",
+            "`TOO_MANY_ATTEMPTS`: this client address sent too many requests without a valid \
+             credential; see `Retry-After`.",
         );
         merge(
             op,

@@ -4,6 +4,7 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use egressgate_store::card::Card;
 use egressgate_store::{Timestamp, UserId};
 use serde_json::Value;
@@ -12,6 +13,7 @@ use super::interrupts::interrupt_json;
 use super::openapi::schemas;
 use crate::auth::CardsReadAuth;
 use crate::error::ApiError;
+use crate::holder::names_another_user;
 use crate::state::AppState;
 
 /// Most cards one answer lists (one open card per chat, so this is a lot of chats).
@@ -47,7 +49,8 @@ pub(crate) struct PendingList {
 }
 
 #[utoipa::path(get, path = "/v1/users/{user_id}/interrupts", tag = "approval", security(("runtime" = [])),
-    params(("user_id" = String, Path, description = "The person."), ("state" = Option<String>, Query, description = "Only `pending` (the default).")),
+    params(("user_id" = String, Path, description = "The person."), ("state" = Option<String>, Query, description = "Only `pending` (the default)."),
+        ("X-Egressgate-User" = Option<String>, Header, description = "The person the runtime speaks for, if it says: naming another user than the path lists nothing, as for a user without cards.")),
     responses((status = 200, description = "The user's open cards across chats, without secrets: `{\"user_id\", \"interrupts\": [{\"interrupt_id\", \"chat_id\", \"turn_id\", \"message\", \"card\", \"created_at\", \"expires_at\", \"interrupt\"}]}`.", body = Object),
         (status = 422, description = "`INVALID_INPUT`: a malformed user id or a state other than pending.", body = schemas::ErrorBody)))]
 /// `GET /v1/users/{user_id}/interrupts`.
@@ -55,6 +58,7 @@ pub(crate) async fn list(
     _: CardsReadAuth,
     State(state): State<AppState>,
     Path(user): Path<String>,
+    headers: HeaderMap,
     query: Result<Query<PendingQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PendingList>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::invalid_input(format!("bad query: {e}")))?;
@@ -64,10 +68,16 @@ pub(crate) async fn list(
         ));
     }
     let user = UserId::parse(&user).ok_or_else(|| ApiError::invalid_input("bad user_id"))?;
-    let rows = state
-        .store
-        .pending_interrupts(&user, Timestamp::now(), MAX_LISTED)
-        .await?;
+    // A runtime that names the person (`X-Egressgate-User`) sees only that person's cards:
+    // another user's list is answered as the empty list of a user without cards.
+    let rows = if names_another_user(&headers, &user) {
+        Vec::new()
+    } else {
+        state
+            .store
+            .pending_interrupts(&user, Timestamp::now(), MAX_LISTED)
+            .await?
+    };
     let interrupts = rows
         .into_iter()
         .map(|p| PendingCard {

@@ -83,7 +83,6 @@ async fn launch_sites(
     state: &AppState,
     raw: &[LaunchSite],
 ) -> Result<(Vec<SitePattern>, Vec<SitePattern>), ApiError> {
-    let extra = &state.settings.internal_suffixes;
     let (mut full, mut read) = (Vec::new(), Vec::new());
     let inspected = crate::grants::inspected_patterns(state).await?;
     for (i, entry) in raw.iter().enumerate() {
@@ -92,7 +91,7 @@ async fn launch_sites(
             LaunchSite::Pattern(p) => (p, None),
             LaunchSite::Rule(r) => (&r.pattern, r.access.as_deref()),
         };
-        let pattern = validate::site_pattern(&field, text, extra)?;
+        let pattern = validate::site_pattern(&field, text, &state.settings)?;
         match access.map(|a| (a, Access::parse(a))) {
             None | Some((_, Some(Access::Full))) => full.push(pattern),
             Some((_, Some(Access::Read))) => {
@@ -174,7 +173,7 @@ fn proxy_url(public: &str, turn: &TurnId, secret: &Secret) -> String {
     responses(
         (status = 201, description = "The turn, with the sandbox's proxy credential in `proxy_url`.", body = schemas::TurnOpened),
         (status = 410, description = "`CHAT_HIDDEN`: the chat was hidden; it takes no new turns.", body = schemas::ErrorBody),
-        (status = 422, description = "`INVALID_INPUT`: a bad id, launch-time site or package, or ttl.", body = schemas::ErrorBody),
+        (status = 422, description = "`INVALID_INPUT`: a bad id, launch-time site (a path-style multi-tenant host not opted in included) or package, or ttl.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn open(
     _auth: TurnsAuth,

@@ -100,7 +100,9 @@ pub(super) async fn refusal_answer(
         })
         .await;
     if recorded {
-        respond::refused(target.host.as_str(), target.port, reason, None)
+        let host = target.host.as_str();
+        let approvable = shared.store.refusal_approvable(reason, false, host);
+        respond::refused(host, target.port, reason, None, approvable)
     } else {
         respond::status(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -146,7 +146,7 @@ impl Store {
         rows.iter()
             .map(|r| {
                 Ok(RecentRefusal {
-                    row: refusal_from_row(r)?,
+                    row: refusal_from_row(r, &self.whole_host_ok)?,
                     turn_id: r.try_get(10)?,
                     user_id: r.try_get(11)?,
                     chat_id: r.try_get(12)?,
@@ -166,7 +166,7 @@ impl Store {
         .await?;
         let refusals = rows
             .iter()
-            .map(refusal_from_row)
+            .map(|r| refusal_from_row(r, &self.whole_host_ok))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let overflow: Option<i64> =
             sqlx::query("SELECT refusal_overflow FROM turns WHERE turn_id = $1")
@@ -182,14 +182,18 @@ impl Store {
 /// Parses the first ten columns `host, port, reason, url, count, first_seen, last_seen,
 /// shadow, method, package`. A package refusal that names no package (a registry request the
 /// proxy could not map) is not approvable: no approval could name what it was about.
-fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
+fn refusal_from_row(
+    r: &sqlx::any::AnyRow,
+    whole_host_ok: &[Host],
+) -> Result<RefusalRow, StoreError> {
     let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
         .ok_or(StoreError::Corrupt("refusals.reason"))?;
     let package = Some(r.try_get::<String, _>(9)?).filter(|p| !p.is_empty());
-    let approvable = reason.approvable_for(package.is_some());
+    let host: String = r.try_get(0)?;
+    let approvable = crate::refusal_approvable(reason, package.is_some(), &host, whole_host_ok);
     Ok(RefusalRow {
         package,
-        host: r.try_get(0)?,
+        host,
         port: u16::try_from(r.try_get::<i64, _>(1)?)
             .map_err(|_| StoreError::Corrupt("refusals.port"))?,
         reason,

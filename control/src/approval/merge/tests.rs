@@ -1,10 +1,11 @@
 //! Steps 2–5 on small tables: which hosts and packages a call asks for, in which order, and
 //! what the turn's grants and the person's declines take away.
 
-use egressgate_store::Timestamp;
+use egressgate_store::{SitePattern, Timestamp};
 
 use super::*;
 use crate::approval::testing::{host, spec, url};
+use crate::settings::Settings;
 
 fn req(urls: &[&str], packages: &[&str]) -> ValidRequest {
     ValidRequest {
@@ -23,7 +24,7 @@ fn files_pypi_numpy_pandas() -> Wanted {
             &["numpy", "pandas"],
         ),
         &[],
-        &[],
+        &Settings::default(),
     )
     .unwrap_or_else(|e| unreachable!("{e:?}"))
 }
@@ -69,8 +70,12 @@ fn refused_hosts_come_most_recent_then_most_frequent_first() {
         seen("new.example.com", N, 40, 1),
         seen("named.example.com", N, 99, 1),
     ];
-    let w = merge(&req(&["https://named.example.com/"], &[]), &refusals, &[])
-        .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = merge(
+        &req(&["https://named.example.com/"], &[]),
+        &refusals,
+        &Settings::default(),
+    )
+    .unwrap_or_else(|e| unreachable!("{e:?}"));
     let order: Vec<&str> = w.refused.iter().map(Host::as_str).collect();
     assert_eq!(
         order,
@@ -92,8 +97,12 @@ fn merges_named_and_not_approved_refusals_only() {
         refusal("not a host", RefusalReason::NotApproved),
         refusal("github.io", RefusalReason::NotApproved),
     ];
-    let w = merge(&req(&["https://files.example.com/a"], &[]), &refusals, &[])
-        .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = merge(
+        &req(&["https://files.example.com/a"], &[]),
+        &refusals,
+        &Settings::default(),
+    )
+    .unwrap_or_else(|e| unreachable!("{e:?}"));
     assert_eq!(named_hosts(&w), ["files.example.com"]);
     assert_eq!(w.refused, [host("pypi.org")]);
 }
@@ -101,7 +110,7 @@ fn merges_named_and_not_approved_refusals_only() {
 #[test]
 fn empty_call_with_nothing_approvable_refused_is_nothing_to_approve_naming_why() {
     assert_eq!(
-        merge(&req(&[], &[]), &[], &[]),
+        merge(&req(&[], &[]), &[], &Settings::default()),
         Err(Early::NothingToApprove(vec![]))
     );
     let refusals = [
@@ -112,7 +121,7 @@ fn empty_call_with_nothing_approvable_refused_is_nothing_to_approve_naming_why()
         refusal("co.uk", RefusalReason::NotApproved),
     ];
     assert_eq!(
-        merge(&req(&[], &[]), &refusals, &[]),
+        merge(&req(&[], &[]), &refusals, &Settings::default()),
         Err(Early::NothingToApprove(vec![
             ("10.0.0.1".into(), RefusalReason::IpLiteral),
             ("co.uk".into(), RefusalReason::NotApproved),
@@ -131,7 +140,7 @@ fn named_host_refused_for_a_fixed_reason_is_not_approvable() {
     let got = merge(
         &req(&["https://b.example.com/", "https://a.example.com/"], &[]),
         &refusals,
-        &[],
+        &Settings::default(),
     );
     assert_eq!(
         got,
@@ -190,8 +199,12 @@ fn refused_packages_join_the_card() {
     let mut shadowed = seen("pypi.test", RefusalReason::PackageNotApproved, 7, 1);
     shadowed.package = Some("scipy".into());
     shadowed.shadow = true;
-    let w = merge(&req(&[], &["requests"]), &[pkg, unnamed, shadowed], &[])
-        .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = merge(
+        &req(&[], &["requests"]),
+        &[pkg, unnamed, shadowed],
+        &Settings::default(),
+    )
+    .unwrap_or_else(|e| unreachable!("{e:?}"));
     assert_eq!(package_names(&w), ["numpy", "requests"]);
     assert!(
         w.refused.is_empty(),
@@ -203,7 +216,7 @@ fn refused_packages_join_the_card() {
 fn a_named_pin_wins_over_a_refusal_of_the_same_package_and_a_decline_covers_every_pin() {
     let mut numpy = seen("pypi.test", RefusalReason::PackageNotApproved, 5, 1);
     numpy.package = Some("numpy".into());
-    let w = merge(&req(&[], &["NumPy==2.1.*"]), &[numpy], &[])
+    let w = merge(&req(&[], &["NumPy==2.1.*"]), &[numpy], &Settings::default())
         .unwrap_or_else(|e| unreachable!("{e:?}"));
     assert_eq!(
         package_names(&w),

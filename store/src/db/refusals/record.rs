@@ -63,7 +63,8 @@ impl Store {
         max_hosts: i64,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        let appended = insert_refusals(&mut tx, events.iter(), max_hosts).await?;
+        let appended =
+            insert_refusals(&mut tx, events.iter(), max_hosts, &self.whole_host_ok).await?;
         self.commit_events(tx, appended).await
     }
 
@@ -119,7 +120,13 @@ impl Store {
             .zip(&verdicts)
             .filter(|(_, allowed)| allowed.is_none())
             .map(|(c, _)| &c.event);
-        let appended = insert_refusals(&mut tx, refusals.iter().chain(refused), max_hosts).await?;
+        let appended = insert_refusals(
+            &mut tx,
+            refusals.iter().chain(refused),
+            max_hosts,
+            &self.whole_host_ok,
+        )
+        .await?;
         self.commit_events(tx, appended).await?;
         Ok(verdicts)
     }
@@ -154,13 +161,15 @@ fn bind_refusal<'a>(
 /// The `refusal.recorded` event of a new row. Optional fields appear only when known, and
 /// `shadow` only when true: a shadow-mode refusal let the request through, and a client must
 /// not show it as a block.
-fn recorded_event(e: &RefusalEvent) -> Value {
+fn recorded_event(e: &RefusalEvent, whole_host_ok: &[crate::Host]) -> Value {
+    let approvable =
+        crate::refusal_approvable(e.reason, e.package.is_some(), &e.host, whole_host_ok);
     let mut data = serde_json::json!({
         "turn_id": e.turn.as_str(),
         "host": e.host,
         "port": e.port,
         "reason": e.reason,
-        "approvable": e.reason.approvable_for(e.package.is_some()),
+        "approvable": approvable,
     });
     let optional = [
         ("url", e.url.clone().map(Value::from)),
@@ -188,6 +197,7 @@ async fn insert_refusals<'a>(
     tx: &mut Transaction<'static, Any>,
     events: impl Iterator<Item = &'a RefusalEvent>,
     max_hosts: i64,
+    whole_host_ok: &[crate::Host],
 ) -> Result<bool, StoreError> {
     let events: Vec<&RefusalEvent> = events.collect();
     let mut fresh: Vec<&RefusalEvent> = Vec::new();
@@ -241,7 +251,7 @@ async fn insert_refusals<'a>(
     insert_evidence(tx, &kept).await?;
     // Last in the transaction: on PostgreSQL the append holds the ordering lock to commit.
     for e in &fresh {
-        append_for_turn(tx, e.turn.as_str(), &recorded_event(e), e.at).await?;
+        append_for_turn(tx, e.turn.as_str(), &recorded_event(e, whole_host_ok), e.at).await?;
     }
     Ok(!fresh.is_empty())
 }
@@ -295,28 +305,34 @@ mod tests {
 
     #[test]
     fn the_recorded_event_names_optional_fields_only_when_known() {
-        let plain = recorded_event(&refusal("a.example.com", 1, None));
+        let plain = recorded_event(&refusal("a.example.com", 1, None), &[]);
         assert_eq!(plain["host"], "a.example.com");
         assert_eq!(plain["approvable"], true);
         for absent in ["url", "method", "package", "shadow"] {
             assert!(plain.get(absent).is_none(), "{absent}");
         }
-        let full = recorded_event(&RefusalEvent {
-            method: Some("POST".into()),
-            package: Package::parse("Requests").ok(),
-            shadow: true,
-            reason: RefusalReason::PackageNotApproved,
-            ..refusal("pypi.org", 1, Some("http://pypi.org/simple/requests/"))
-        });
+        let full = recorded_event(
+            &RefusalEvent {
+                method: Some("POST".into()),
+                package: Package::parse("Requests").ok(),
+                shadow: true,
+                reason: RefusalReason::PackageNotApproved,
+                ..refusal("pypi.org", 1, Some("http://pypi.org/simple/requests/"))
+            },
+            &[],
+        );
         assert_eq!(full["url"], "http://pypi.org/simple/requests/");
         assert_eq!(full["method"], "POST");
         assert_eq!(full["package"], "requests");
         assert_eq!(full["shadow"], true);
         assert_eq!(full["approvable"], true);
-        let unnamed = recorded_event(&RefusalEvent {
-            reason: RefusalReason::PackageNotApproved,
-            ..refusal("pypi.org", 1, None)
-        });
+        let unnamed = recorded_event(
+            &RefusalEvent {
+                reason: RefusalReason::PackageNotApproved,
+                ..refusal("pypi.org", 1, None)
+            },
+            &[],
+        );
         assert_eq!(
             unnamed["approvable"], false,
             "no approval could name a package the proxy could not map"

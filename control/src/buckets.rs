@@ -1,5 +1,7 @@
 //! Token buckets keyed by anything: `capacity` tokens, refilled evenly over `window`. Kept in
-//! memory per process; a key whose bucket has refilled is forgotten when the map grows.
+//! memory per process; a key whose bucket has refilled is forgotten when the map grows, and
+//! the map never holds more than [`MAX_KEYS`] keys, so a flood from many addresses cannot grow
+//! it without bound. The resume limits and the unauthenticated-request limit both count here.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -8,6 +10,10 @@ use std::time::{Duration, Instant};
 
 /// Keys kept before refilled buckets are swept out.
 const SWEEP_AT: usize = 16 * 1024;
+
+/// Most keys one set holds (a few MiB): past it, after a sweep, a new key is not tracked (not
+/// charged) until old ones refill, so memory stays bounded; keys already held stay limited.
+pub(crate) const MAX_KEYS: usize = 64 * 1024;
 
 /// One key's bucket, plus whatever the caller keeps beside it.
 #[derive(Debug, Clone)]
@@ -78,6 +84,9 @@ impl<K: Hash + Eq + Clone, V: Clone> Buckets<K, V> {
             map.retain(|_, b| {
                 b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * per_second < full
             });
+            if map.len() >= MAX_KEYS && !map.contains_key(&key) {
+                return;
+            }
         }
         let b = map.entry(key).or_insert_with(|| Bucket {
             tokens: self.capacity,
@@ -113,5 +122,18 @@ mod tests {
         assert!(b.empty(&"k", t0 + Duration::from_secs(1)).is_none());
         b.forget(&"k");
         assert!(b.empty(&"k", t0).is_none());
+    }
+
+    #[test]
+    fn the_map_holds_at_most_max_keys() {
+        let b: Buckets<usize, ()> = Buckets::new(2, Duration::from_secs(3600));
+        let t0 = Instant::now();
+        for k in 0..MAX_KEYS + 10 {
+            b.take(k, (), t0);
+        }
+        assert_eq!(b.lock().len(), MAX_KEYS);
+        // Keys already held keep being limited.
+        b.take(0, (), t0);
+        assert!(b.empty(&0, t0).is_some());
     }
 }
