@@ -129,7 +129,15 @@ async fn a_transfer_encoding_naming_no_coding_is_a_400() {
         format!("Content-Length: {n}\r\nTransfer-Encoding:"),
     ] {
         let raw = format!("POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\n{fields}\r\n\r\n{hidden}");
-        refused(&g, &turn, port, raw.as_bytes(), 400, "Transfer-Encoding").await;
+        refused(
+            &g,
+            &turn,
+            port,
+            raw.as_bytes(),
+            400,
+            "ambiguous request body framing",
+        )
+        .await;
     }
     assert_eq!(node.settled_requests().await, Vec::<String>::new());
 }

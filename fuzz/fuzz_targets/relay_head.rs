@@ -7,10 +7,10 @@
 //! * A head that frames is written as exactly one complete head: parsing the written bytes
 //!   takes all of them, and frames again.
 //! * The written head means what was judged: the same method, origin-form target and version,
-//!   the same body length and "last request" answer, exactly one `Host` naming the approved
-//!   authority, no `Connection` option but HTTP/1.0's keep-alive or HTTP/1.1's close (the
-//!   same "last request" answer, stated), and the same end-to-end
-//!   fields in the same order (values trimmed).
+//!   the same body length, exactly one `Host` naming the approved authority, no `Connection`
+//!   option but HTTP/1.0's keep-alive (a client's `close` is this hop's: the origin is asked to
+//!   close only where HTTP/1.0 closes by default), and the same end-to-end fields in the same
+//!   order (values trimmed).
 //! * Writing is a fixed point: the written head, framed and written again, is the same bytes.
 #![no_main]
 
@@ -59,7 +59,10 @@ fuzz_target!(|data: &[u8]| {
         framed.head.target.origin_form()
     );
     assert_eq!(refr.body, framed.body, "{written:?}");
-    assert_eq!(refr.close, framed.close, "{written:?}");
+    // A client's `close` is this hop's (the relay ends the tunnel and may keep the origin
+    // connection): the written head asks the origin to close only where HTTP/1.0 does.
+    let origin_close = framed.close && framed.head.version == Version::Http10;
+    assert_eq!(refr.close, origin_close, "{written:?}");
     assert_eq!(fields(&refr), fields(&framed), "{written:?}");
     let connection: Vec<String> = written
         .split(|b| *b == b'\n')
@@ -68,7 +71,6 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     match framed.head.version {
         Version::Http10 if !framed.close => assert_eq!(connection, ["connection: keep-alive\r"]),
-        Version::Http11 if framed.close => assert_eq!(connection, ["connection: close\r"]),
         _ => assert!(connection.is_empty(), "{connection:?}"),
     }
     let mut twice = Vec::new();

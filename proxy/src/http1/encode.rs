@@ -1,7 +1,6 @@
 //! A framed request head written afresh for the origin, from the parts the proxy judged: the
 //! request line in origin form, the `Host` the tunnel was approved for, the end-to-end fields,
-//! framing fields that state the judged body length, and the one connection option that says
-//! whether this request is the connection's last. The client's own
+//! and framing fields that state the judged body length and nothing else. The client's own
 //! head bytes never reach the origin, so whitespace, line-ending, case or list spellings that
 //! one parser reads differently from another cannot change what the origin sees.
 
@@ -46,13 +45,11 @@ pub fn write_head(framed: &Framed<'_, '_>, authority: &str, out: &mut Vec<u8>) {
         }
         BodyLen::Empty | BodyLen::UntilClose => {}
     }
-    // The origin is told what the relay does with the connection: HTTP/1.0 keeps one open
-    // only when asked, and an HTTP/1.1 request the client made its last is the origin's last
-    // (the relay forwards nothing after it), so the origin closes rather than waits.
-    match head.version {
-        Version::Http10 if !framed.close => out.extend_from_slice(b"connection: keep-alive\r\n"),
-        Version::Http11 if framed.close => out.extend_from_slice(b"connection: close\r\n"),
-        _ => {}
+    // HTTP/1.0 keeps a connection open only when asked; the origin must be asked too. A
+    // client's `Connection: close` is this hop's business: the relay ends the client's tunnel
+    // after the answer and keeps a clean origin connection for the turn's next tunnel.
+    if head.version == Version::Http10 && !framed.close {
+        out.extend_from_slice(b"connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -98,8 +95,8 @@ mod tests {
         let last = "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n";
         assert_eq!(
             encoded(last),
-            "GET /x HTTP/1.1\r\nhost: files.example.com:8080\r\nconnection: close\r\n\r\n",
-            "the client's last request is the origin's last"
+            "GET /x HTTP/1.1\r\nhost: files.example.com:8080\r\n\r\n",
+            "a client's close is this hop's: the origin connection may serve the turn's next tunnel"
         );
         let opts = "OPTIONS * HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(
