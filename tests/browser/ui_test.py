@@ -5,6 +5,9 @@ the browser and axe-core. The script plays both the person (in the browser) and 
 runtime (plain HTTP with the runtime token) and exits non-zero on the first failed check.
 Every secret it sees is written to `secrets_out`, so the Rust side can prove none of them
 reached a server log line.
+
+It is longer than other files because it is one browser session walked through every state of
+both pages in order (one Chromium start is most of the suite's time); its helpers sit at the top.
 """
 
 import json
