@@ -239,6 +239,19 @@ impl Store {
         })
     }
 
+    /// Starts a write transaction with a guarded write in it: the transaction when the write
+    /// changed a row, `None` (rolled back) when its guard no longer held. Every change made
+    /// "only if it is still as read" — a claim and each step of it, a revocation, hiding a
+    /// chat — starts so, and answers `false` on `None`.
+    pub(crate) async fn begin_guarded(
+        &self,
+        write: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<Option<sqlx::Transaction<'static, sqlx::Any>>, StoreError> {
+        let mut tx = self.begin().await?;
+        let changed = write.execute(&mut *tx).await?.rows_affected();
+        Ok((changed > 0).then_some(tx))
+    }
+
     /// The pool, for the submodules' single-statement reads and writes.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
