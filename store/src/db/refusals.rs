@@ -8,7 +8,7 @@ mod record;
 
 use sqlx::Row as _;
 
-use super::{FromRow, Store, StoreError};
+use super::{Store, StoreError};
 use crate::host::Host;
 use crate::ids::{ChatId, TurnId, UserId};
 use crate::package::Package;
@@ -133,15 +133,26 @@ impl Store {
         since: Timestamp,
         limit: i64,
     ) -> Result<Vec<RecentRefusal>, StoreError> {
-        let query = sqlx::query(
+        let rows = sqlx::query(
             "SELECT r.host, r.port, r.reason, r.url, r.count, r.first_seen, r.last_seen, \
              r.shadow, r.method, r.package, r.turn_id, t.user_id, t.chat_id \
              FROM refusals r JOIN turns t ON t.turn_id = r.turn_id \
              WHERE r.last_seen >= $1 ORDER BY r.last_seen DESC LIMIT $2",
         )
         .bind(since.millis())
-        .bind(limit);
-        super::fetch_all(self.pool(), query).await
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(RecentRefusal {
+                    row: refusal_from_row(r)?,
+                    turn_id: r.try_get(10)?,
+                    user_id: r.try_get(11)?,
+                    chat_id: r.try_get(12)?,
+                })
+            })
+            .collect()
     }
 
     /// A turn's refusal record, most recent first, plus the overflow counter.
@@ -155,7 +166,7 @@ impl Store {
         .await?;
         let refusals = rows
             .iter()
-            .map(RefusalRow::from_row)
+            .map(refusal_from_row)
             .collect::<Result<Vec<_>, StoreError>>()?;
         let overflow: Option<i64> =
             sqlx::query("SELECT refusal_overflow FROM turns WHERE turn_id = $1")
@@ -171,36 +182,23 @@ impl Store {
 /// Parses the first ten columns `host, port, reason, url, count, first_seen, last_seen,
 /// shadow, method, package`. A package refusal that names no package (a registry request the
 /// proxy could not map) is not approvable: no approval could name what it was about.
-impl FromRow for RefusalRow {
-    fn from_row(r: &sqlx::any::AnyRow) -> Result<Self, StoreError> {
-        let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
-            .ok_or(StoreError::Corrupt("refusals.reason"))?;
-        let package = Some(r.try_get::<String, _>(9)?).filter(|p| !p.is_empty());
-        let approvable = reason.approvable_for(package.is_some());
-        Ok(Self {
-            package,
-            host: r.try_get(0)?,
-            port: u16::try_from(r.try_get::<i64, _>(1)?)
-                .map_err(|_| StoreError::Corrupt("refusals.port"))?,
-            reason,
-            approvable,
-            url: r.try_get(3)?,
-            count: r.try_get(4)?,
-            first_seen: Timestamp::from_millis(r.try_get(5)?),
-            last_seen: Timestamp::from_millis(r.try_get(6)?),
-            shadow: r.try_get::<i64, _>(7)? != 0,
-            method: r.try_get(8)?,
-        })
-    }
-}
-
-impl FromRow for RecentRefusal {
-    fn from_row(r: &sqlx::any::AnyRow) -> Result<Self, StoreError> {
-        Ok(Self {
-            row: RefusalRow::from_row(r)?,
-            turn_id: r.try_get(10)?,
-            user_id: r.try_get(11)?,
-            chat_id: r.try_get(12)?,
-        })
-    }
+fn refusal_from_row(r: &sqlx::any::AnyRow) -> Result<RefusalRow, StoreError> {
+    let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
+        .ok_or(StoreError::Corrupt("refusals.reason"))?;
+    let package = Some(r.try_get::<String, _>(9)?).filter(|p| !p.is_empty());
+    let approvable = reason.approvable_for(package.is_some());
+    Ok(RefusalRow {
+        package,
+        host: r.try_get(0)?,
+        port: u16::try_from(r.try_get::<i64, _>(1)?)
+            .map_err(|_| StoreError::Corrupt("refusals.port"))?,
+        reason,
+        approvable,
+        url: r.try_get(3)?,
+        count: r.try_get(4)?,
+        first_seen: Timestamp::from_millis(r.try_get(5)?),
+        last_seen: Timestamp::from_millis(r.try_get(6)?),
+        shadow: r.try_get::<i64, _>(7)? != 0,
+        method: r.try_get(8)?,
+    })
 }
