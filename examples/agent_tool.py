@@ -24,7 +24,9 @@ import sys
 import urllib.error
 import urllib.request
 
-CONTROL = os.environ.get("EGRESSGATE_CONTROL", "http://127.0.0.1:8080")
+from egressgate_http import CONTROL
+from egressgate_http import api as control_api
+
 APPROVAL_TOOL = "request_download_approval"
 
 
@@ -51,20 +53,10 @@ def runtime_token():
 
 
 def api(method, path, body=None, token=None, user=None):
-    req = urllib.request.Request(CONTROL + path, method=method)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    if user:
-        req.add_header("X-Egressgate-User", user)
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        req.add_header("Content-Type", "application/json")
+    """One control-API call (the shared one, without its default token: this example passes
+    its token where a call needs it), with an unreachable control plane as one clear line."""
     try:
-        with urllib.request.urlopen(req, data, timeout=10) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+        return control_api(method, path, body, token, user)
     except (urllib.error.URLError, OSError) as e:
         fail(f"cannot reach the control plane at {CONTROL} ({getattr(e, 'reason', e)}): "
              "is `egressgate serve` running? (EGRESSGATE_CONTROL sets the address)")

@@ -9,10 +9,11 @@
 
 mod support;
 
-use std::path::Path;
-
-use support::registry::{self, Server};
-use support::{Gate, Turn, proxy_get, turn_with};
+use support::registry::{
+    self,
+    mirror::{Mirror, NpmPackage, Wheel},
+};
+use support::{Gate, Turn, turn_with};
 
 const INDEX: &str = "pypi.test";
 const REGISTRY: &str = "npm.test";
@@ -26,17 +27,13 @@ async fn turn_packages(g: &Gate, packages: &[&str]) -> Turn {
     .await
 }
 
-/// Runs `install` for the turn and each spec and checks it succeeded exactly when
-/// `admitted`; every wrong row is reported at once.
-fn check_installs(
-    turn: &Turn,
-    install: impl Fn(&Turn, &str) -> std::process::Output,
-    rows: &[(&str, bool)],
-) {
+/// Installs each spec from `m` in the turn and checks it succeeded exactly when `admitted`;
+/// every wrong row is reported at once.
+fn check_installs(m: &Mirror, turn: &Turn, rows: &[(&str, bool)]) {
     let wrong: Vec<String> = rows
         .iter()
         .filter_map(|(spec, admitted)| {
-            let out = install(turn, spec);
+            let out = m.install(turn, &[spec]);
             (out.status.success() != *admitted).then(|| {
                 format!(
                     "{spec}: installed={} (want {admitted})\n{}",
@@ -49,36 +46,24 @@ fn check_installs(
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-fn pypi(dir: &Path) -> Option<(Server, Gate)> {
-    if !registry::pip_tools() {
-        return None;
-    }
-    let wheels = dir.join("wheels");
-    std::fs::create_dir_all(&wheels).unwrap();
-    for v in ["1.0", "1.1rc1", "1.5.dev0"] {
-        registry::write_wheel(&wheels, "pre-pin", v, &[]);
-    }
-    registry::write_wheel(&wheels, "local-pin", "1.0+evil", &[]);
-    let server = registry::pypiserver(&wheels);
-    let g = registry::mirror_gate("pypi", INDEX, server.port).start();
-    Some((server, g))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn pip_pins_admit_no_pre_dev_or_local_release_unless_they_name_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((server, g)) = pypi(dir.path()) else {
+    let wheels: [Wheel; 4] = [
+        ("pre-pin", "1.0", &[]),
+        ("pre-pin", "1.1rc1", &[]),
+        ("pre-pin", "1.5.dev0", &[]),
+        ("local-pin", "1.0+evil", &[]),
+    ];
+    let Some(m) = Mirror::pypi(INDEX, &wheels) else {
         return;
     };
+    let g = &m.gate;
     registry::admin_package(&g.api(), "pre-pin==1.*").await;
     registry::admin_package(&g.api(), "local-pin==1.*").await;
-    let pip = |turn: &Turn, spec: &str| {
-        registry::pip_install(g.proxy(), turn, INDEX, server.port, dir.path(), &[spec])
-    };
     let turn = g.api().turn("u", "c", &[]).await;
     check_installs(
+        &m,
         &turn,
-        pip,
         &[
             ("pre-pin==1.*", true),
             ("pre-pin==1.0", true),
@@ -93,17 +78,16 @@ async fn pip_pins_admit_no_pre_dev_or_local_release_unless_they_name_one() {
         "pre_pin-1.5.dev0-py3-none-any.whl",
         "local_pin-1.0%2Bevil-py3-none-any.whl",
     ] {
-        let url = format!("http://{INDEX}:{}/packages/{file}", server.port);
-        let r = proxy_get(g.proxy(), &turn, &url).await;
+        let r = m.get(&turn, &format!("/packages/{file}")).await;
         assert_eq!(r.status, 403, "{file}: {}", r.text());
         assert_eq!(r.header("x-egress-refused"), Some("package_not_approved"));
     }
     // A pin that names a pre-release admits pre-releases (and dev releases) in its range; one
     // that names a local version admits that local version.
-    let named = turn_packages(&g, &["pre-pin>=1.1rc1,<2", "local-pin==1.0+evil"]).await;
+    let named = turn_packages(g, &["pre-pin>=1.1rc1,<2", "local-pin==1.0+evil"]).await;
     check_installs(
+        &m,
         &named,
-        pip,
         &[
             ("pre-pin==1.1rc1", true),
             ("pre-pin==1.5.dev0", true),
@@ -111,34 +95,32 @@ async fn pip_pins_admit_no_pre_dev_or_local_release_unless_they_name_one() {
         ],
     );
     // An unpinned grant admits every version.
-    let unpinned = turn_packages(&g, &["local-pin", "pre-pin"]).await;
+    let unpinned = turn_packages(g, &["local-pin", "pre-pin"]).await;
     check_installs(
+        &m,
         &unpinned,
-        pip,
         &[("pre-pin==1.1rc1", true), ("local-pin==1.0+evil", true)],
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn npm_pins_are_npm_ranges_with_the_semver_pre_release_rule() {
-    let dir = tempfile::tempdir().unwrap();
-    if !registry::npm_tools() {
+    let packages: [NpmPackage; 4] = [
+        ("js-exact", "1.0.0", &[]),
+        ("js-exact", "1.5.0", &[]),
+        ("js-exact", "1.1.0-rc.1", &[]),
+        ("js-exact", "2.0.0", &[]),
+    ];
+    let Some(m) = Mirror::npm(REGISTRY, &packages) else {
         return;
-    }
-    let server = registry::verdaccio(dir.path());
-    for v in ["1.0.0", "1.5.0", "1.1.0-rc.1", "2.0.0"] {
-        registry::npm_publish(server.port, dir.path(), "js-exact", v, &[]);
-    }
-    let g = registry::mirror_gate("npm", REGISTRY, server.port).start();
-    registry::admin_package(&g.api(), "npm:js-exact@1.0.0").await;
-    let npm = |turn: &Turn, spec: &str| {
-        registry::npm_install(g.proxy(), turn, REGISTRY, server.port, dir.path(), &[spec])
     };
+    let g = &m.gate;
+    registry::admin_package(&g.api(), "npm:js-exact@1.0.0").await;
     let turn = g.api().turn("u", "c", &[]).await;
     // A bare version is exactly that version, as npm reads it.
     check_installs(
+        &m,
         &turn,
-        npm,
         &[
             ("js-exact@1.0.0", true),
             ("js-exact@1.5.0", false),
@@ -147,23 +129,19 @@ async fn npm_pins_are_npm_ranges_with_the_semver_pre_release_rule() {
         ],
     );
     // Build metadata is no version a pin admits (a file mirror may hold such a file).
-    let url = format!(
-        "http://{REGISTRY}:{}/js-exact/-/js-exact-1.0.0+evil.tgz",
-        server.port
-    );
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let r = m.get(&turn, "/js-exact/-/js-exact-1.0.0+evil.tgz").await;
     assert_eq!(r.status, 403, "{}", r.text());
     // A range admits a pre-release only when it names one of the same major.minor.patch.
-    let ranged = turn_packages(&g, &["npm:js-exact@^1"]).await;
+    let ranged = turn_packages(g, &["npm:js-exact@^1"]).await;
     check_installs(
+        &m,
         &ranged,
-        npm,
         &[("js-exact@1.5.0", true), ("js-exact@1.1.0-rc.1", false)],
     );
-    let pre = turn_packages(&g, &["npm:js-exact@>=1.1.0-rc.1 <2"]).await;
+    let pre = turn_packages(g, &["npm:js-exact@>=1.1.0-rc.1 <2"]).await;
     check_installs(
+        &m,
         &pre,
-        npm,
         &[("js-exact@1.1.0-rc.1", true), ("js-exact@2.0.0", false)],
     );
 }

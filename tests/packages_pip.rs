@@ -7,73 +7,49 @@
 
 mod support;
 
-use std::path::Path;
-
-use support::registry::{self, Server};
-use support::{ADMIN, Gate, Turn, proxy_get};
+use support::ADMIN;
+use support::registry::{self, mirror::Mirror};
 
 const INDEX: &str = "pypi.test";
 
 /// pypiserver with the test's wheels, and a gate that knows it as a PyPI mirror.
-fn setup(dir: &Path) -> Option<(Server, Gate)> {
-    if !registry::pip_tools() {
-        return None;
-    }
-    let wheels = dir.join("wheels");
-    std::fs::create_dir_all(&wheels).unwrap();
-    registry::write_wheel(&wheels, "approved-pkg", "1.0", &[]);
-    registry::write_wheel(&wheels, "approved-pkq", "1.0", &[]);
-    registry::write_wheel(&wheels, "alpha", "1.0", &["beta>=1.0"]);
-    registry::write_wheel(&wheels, "beta", "1.0", &[]);
-    registry::write_wheel(&wheels, "pinned", "1.0", &[]);
-    registry::write_wheel(&wheels, "pinned", "2.0", &[]);
-    registry::write_wheel(&wheels, "secret-thing", "1.0", &[]);
-    let server = registry::pypiserver(&wheels);
-    let g = registry::mirror_gate("pypi", INDEX, server.port).start();
-    Some((server, g))
-}
-
-fn pip(g: &Gate, server: &Server, turn: &Turn, dir: &Path, specs: &[&str]) -> std::process::Output {
-    registry::pip_install(g.proxy(), turn, INDEX, server.port, dir, specs)
+fn setup() -> Option<Mirror> {
+    Mirror::pypi(
+        INDEX,
+        &[
+            ("approved-pkg", "1.0", &[]),
+            ("approved-pkq", "1.0", &[]),
+            ("alpha", "1.0", &["beta>=1.0"]),
+            ("beta", "1.0", &[]),
+            ("pinned", "1.0", &[]),
+            ("pinned", "2.0", &[]),
+            ("secret-thing", "1.0", &[]),
+        ],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn approved_packages_install_and_nothing_else_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((server, g)) = setup(dir.path()) else {
+    let Some(m) = setup() else {
         return;
     };
-    let api = g.api();
+    let api = m.gate.api();
     registry::admin_package(&api, "Approved_Pkg").await;
     registry::admin_package(&api, "pinned==1.*").await;
     // No site approval for the index host: the package approval is enough.
     let turn = api.turn("u", "c", &[]).await;
 
-    assert!(registry::installed(&pip(
-        &g,
-        &server,
-        &turn,
-        dir.path(),
-        &["approved-pkg"]
-    )));
-    assert!(registry::installed(&pip(
-        &g,
-        &server,
-        &turn,
-        dir.path(),
-        &["pinned==1.0"]
-    )));
+    assert!(m.installs(&turn, "approved-pkg"));
+    assert!(m.installs(&turn, "pinned==1.0"));
     assert_eq!(
         registry::refused_packages(&api, &turn).await,
         Vec::<String>::new()
     );
 
     // A typo-squat of an approved name is another package.
-    let out = pip(&g, &server, &turn, dir.path(), &["approved-pkq"]);
-    assert!(!out.status.success());
+    assert!(m.refuses(&turn, "approved-pkq"));
     // A version outside the pin is refused (the pin is on the administrators' list).
-    let out = pip(&g, &server, &turn, dir.path(), &["pinned==2.0"]);
-    assert!(!out.status.success());
+    assert!(m.refuses(&turn, "pinned==2.0"));
     assert_eq!(
         registry::refused_packages(&api, &turn).await,
         ["approved-pkq", "pinned"]
@@ -81,24 +57,22 @@ async fn approved_packages_install_and_nothing_else_does() {
 
     // The files path cannot fetch an unapproved package's file directly, and the refusal
     // names the package and says a person can approve it.
-    let url = format!(
-        "http://{INDEX}:{}/packages/secret_thing-1.0-py3-none-any.whl",
-        server.port
-    );
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let r = m
+        .get(&turn, "/packages/secret_thing-1.0-py3-none-any.whl")
+        .await;
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("package_not_approved"));
     assert_eq!(r.header("x-egress-approvable"), Some("true"));
     assert!(r.text().contains("package: secret-thing"), "{}", r.text());
     // An approved package's file is served.
-    let url = format!(
-        "http://{INDEX}:{}/packages/approved_pkg-1.0-py3-none-any.whl",
-        server.port
+    assert_eq!(
+        m.get(&turn, "/packages/approved_pkg-1.0-py3-none-any.whl")
+            .await
+            .status,
+        200
     );
-    assert_eq!(proxy_get(g.proxy(), &turn, &url).await.status, 200);
     // A request that names no package is refused and not approvable.
-    let url = format!("http://{INDEX}:{}/admin/secret", server.port);
-    let r = proxy_get(g.proxy(), &turn, &url).await;
+    let r = m.get(&turn, "/admin/secret").await;
     assert_eq!(r.status, 403);
     assert_eq!(r.header("x-egress-approvable"), Some("false"));
 
@@ -119,34 +93,15 @@ async fn approved_packages_install_and_nothing_else_does() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_package_with_a_dependency_installs_after_one_card() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((server, g)) = setup(dir.path()) else {
+    let Some(m) = setup() else {
         return;
     };
-    let api = g.api();
-    let turn = api.turn("u", "c", &[]).await;
-
-    let out = pip(&g, &server, &turn, dir.path(), &["alpha"]);
-    assert!(!out.status.success(), "alpha is not approved");
-    // The refused wheel's own METADATA named its dependency: both are on the record.
-    assert_eq!(
-        registry::refused_packages(&api, &turn).await,
-        ["alpha", "beta"]
-    );
-
-    // The approval tool merges the refused packages into the card, by package name.
-    let (card, id, secret) = registry::ask_packages(&api, &turn, &[]).await;
-    assert_eq!(
-        card["packages"],
-        serde_json::json!(["alpha", "beta"]),
-        "{card}"
-    );
-    assert_eq!(card["sites"], serde_json::json!([]), "{card}");
-    support::approve_card(&api, &id, &secret).await;
-
-    // The same install, the same turn (the resumed run): one card was enough.
-    let out = pip(&g, &server, &turn, dir.path(), &["alpha"]);
-    assert!(registry::installed(&out));
+    let api = m.gate.api();
+    // The refused wheel's own METADATA named its dependency: both are on the record, and
+    // the approval tool merges them into the card by package name.
+    let out = m
+        .one_card_covers_a_dependency("alpha", ["alpha", "beta"])
+        .await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("alpha-1.0") && text.contains("beta-1.0"),
@@ -155,54 +110,31 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
 
     // Approvals belong to the chat: a later turn installs too, until the person revokes one.
     let next = api.turn("u", "c", &[]).await;
-    assert!(registry::installed(&pip(
-        &g,
-        &server,
-        &next,
-        dir.path(),
-        &["alpha"]
-    )));
-    let r = api
-        .call(
-            "DELETE",
-            "/v1/chats/c/approvals/package/beta",
-            Some(support::RUNTIME),
-            Some("u"),
-            None,
-        )
-        .await;
+    assert!(m.installs(&next, "alpha"));
+    let r = api.revoke("u", "c", "package", "beta").await;
     assert!(r.status == 200 || r.status == 204, "{}", r.text());
     let after = api.turn("u", "c", &[]).await;
-    assert!(
-        !pip(&g, &server, &after, dir.path(), &["alpha"])
-            .status
-            .success()
-    );
+    assert!(m.refuses(&after, "alpha"));
     assert_eq!(registry::refused_packages(&api, &after).await, ["beta"]);
     // Another chat of the same user never had them.
     let other = api.turn("u", "other-chat", &[]).await;
-    assert!(
-        !pip(&g, &server, &other, dir.path(), &["beta"])
-            .status
-            .success()
-    );
+    assert!(m.refuses(&other, "beta"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
     use tokio::io::AsyncWriteExt as _;
-    let dir = tempfile::tempdir().unwrap();
-    let Some((server, g)) = setup(dir.path()) else {
+    let Some(m) = setup() else {
         return;
     };
-    let api = g.api();
+    let api = m.gate.api();
     registry::admin_package(&api, "approved-pkg").await;
     let turn = api.turn("u", "c", &[]).await;
-    let authority = format!("{INDEX}:{}", server.port);
+    let authority = format!("{INDEX}:{}", m.server.port);
 
     // Plain HTTP inside a CONNECT tunnel is served request by request: each one is judged
     // by its package, on the same keep-alive connection.
-    let (head, mut s) = support::connect(g.proxy(), &turn, &authority).await;
+    let (head, mut s) = support::connect(m.gate.proxy(), &turn, &authority).await;
     assert_eq!(head.status, 200);
     let get = |path: &str| format!("GET {path} HTTP/1.1\r\nhost: {authority}\r\n\r\n");
     s.write_all(get("/packages/approved_pkg-1.0-py3-none-any.whl").as_bytes())
@@ -225,7 +157,7 @@ async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
     );
 
     // Opaque bytes to a registry host name no package: the tunnel is refused and recorded.
-    let (head, mut s) = support::connect(g.proxy(), &turn, &authority).await;
+    let (head, mut s) = support::connect(m.gate.proxy(), &turn, &authority).await;
     assert_eq!(head.status, 200);
     s.write_all(b"\x00\x01\x02 opaque bytes").await.unwrap();
     assert!(
@@ -245,18 +177,13 @@ async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_requests_for_one_refused_package_keep_one_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((server, g)) = setup(dir.path()) else {
+    let Some(m) = setup() else {
         return;
     };
-    let api = g.api();
+    let api = m.gate.api();
     let turn = api.turn("u", "c", &[]).await;
-    let url = format!(
-        "http://{INDEX}:{}/packages/beta-1.0-py3-none-any.whl",
-        server.port
-    );
-    let answers =
-        futures_util::future::join_all((0..16).map(|_| proxy_get(g.proxy(), &turn, &url))).await;
+    let path = "/packages/beta-1.0-py3-none-any.whl";
+    let answers = futures_util::future::join_all((0..16).map(|_| m.get(&turn, path))).await;
     // Every answer is the recorded refusal: none passed, none was a 503.
     assert!(answers.iter().all(|r| r.status == 403), "{answers:?}");
     let rec = api.refusals(&turn).await;
@@ -269,25 +196,25 @@ async fn concurrent_requests_for_one_refused_package_keep_one_row() {
     assert_eq!(rows.len(), 1, "{rec}");
     assert_eq!(rows[0]["count"], 16, "{rec}");
     // The canonical decision line names the package.
-    let line = g
+    let line = m
+        .gate
         .log_line(&["package_not_approved", "proxy decision", "package=\"beta\""])
         .await;
-    assert!(line.is_some(), "{:?}", g.log_lines("package_not_approved"));
+    assert!(
+        line.is_some(),
+        "{:?}",
+        m.gate.log_lines("package_not_approved")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_by_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((server, g)) = setup(dir.path()) else {
+    let Some(m) = setup() else {
         return;
     };
-    let api = g.api();
+    let api = m.gate.api();
     let turn = api.turn("u", "c", &[]).await;
-    assert!(
-        !pip(&g, &server, &turn, dir.path(), &["pinned==1.0"])
-            .status
-            .success()
-    );
+    assert!(m.refuses(&turn, "pinned==1.0"));
 
     // The agent asks for the range it needs; the refusal of the same package adds nothing.
     let (card, id, secret) = registry::ask_packages(&api, &turn, &["Pinned==1.*"]).await;
@@ -317,31 +244,15 @@ async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_
         "{rows}"
     );
 
-    assert!(registry::installed(&pip(
-        &g,
-        &server,
-        &turn,
-        dir.path(),
-        &["pinned==1.0"]
-    )));
-    let out = pip(&g, &server, &turn, dir.path(), &["pinned==2.0"]);
-    assert!(!out.status.success(), "2.0 is outside the approved pin");
+    assert!(m.installs(&turn, "pinned==1.0"));
+    assert!(
+        m.refuses(&turn, "pinned==2.0"),
+        "2.0 is outside the approved pin"
+    );
 
     // Revoked by its bare name, the pinned approval goes too.
-    let r = api
-        .call(
-            "DELETE",
-            "/v1/chats/c/approvals/package/Pinned",
-            Some(support::RUNTIME),
-            Some("u"),
-            None,
-        )
-        .await;
+    let r = api.revoke("u", "c", "package", "Pinned").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let next = api.turn("u", "c", &[]).await;
-    assert!(
-        !pip(&g, &server, &next, dir.path(), &["pinned==1.0"])
-            .status
-            .success()
-    );
+    assert!(m.refuses(&next, "pinned==1.0"));
 }

@@ -155,33 +155,30 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
 
 #[tokio::test]
 async fn python_urllib_without_proxy_settings_closes_the_loop() {
-    if have("python3") {
-        let (_dir, script) = client_script("get.py");
-        closes_the_approval_loop("python", &["python3".into(), script]).await;
-    }
+    shipped_client_closes_the_loop("python", "python3", "get.py").await;
 }
 
 #[tokio::test]
 async fn node_fetch_which_reads_no_proxy_variables_closes_the_loop() {
-    if have("node") {
-        let (_dir, script) = client_script("get.mjs");
-        closes_the_approval_loop("node", &["node".into(), script]).await;
-    }
+    shipped_client_closes_the_loop("node", "node", "get.mjs").await;
 }
 
 #[tokio::test]
 async fn java_httpclient_without_a_proxy_closes_the_loop() {
-    if have("java") {
-        let (_dir, script) = client_script("Get.java");
-        closes_the_approval_loop("java", &["java".into(), script]).await;
-    }
+    shipped_client_closes_the_loop("java", "java", "Get.java").await;
 }
 
 #[tokio::test]
 async fn perl_raw_socket_closes_the_loop() {
-    if have("perl") {
-        let (_dir, script) = client_script("get.pl");
-        closes_the_approval_loop("perl", &["perl".into(), script]).await;
+    shipped_client_closes_the_loop("perl", "perl", "get.pl").await;
+}
+
+/// The whole loop for a client script shipped with the tests, run by `tool` (skipped where
+/// `tool` is missing, outside CI: see [`have`]).
+async fn shipped_client_closes_the_loop(client: &str, tool: &str, script: &str) {
+    if have(tool) {
+        let (_dir, script) = client_script(script);
+        closes_the_approval_loop(client, &[tool.into(), script]).await;
     }
 }
 

@@ -101,7 +101,11 @@ async fn body_ignoring_origin() -> (SocketAddr, Conns) {
     (addr, conns)
 }
 
-async fn pool_gate(port: u16) -> (Gate, Api) {
+/// The pool's bench: a [`body_ignoring_origin`] and a gate with it approved (as [`FILES`]) for
+/// every turn. Returns the origin's port, its connection count, the gate and its API.
+async fn pool_bench() -> (u16, Conns, Gate, Api) {
+    let (origin, conns) = body_ignoring_origin().await;
+    let port = origin.port();
     let gate = gate()
         .loopback()
         .ports(&[port])
@@ -110,7 +114,7 @@ async fn pool_gate(port: u16) -> (Gate, Api) {
         .ready()
         .await;
     let api = gate.api();
-    (gate, api)
+    (port, conns, gate, api)
 }
 
 /// One absolute-form GET of `path` on an open proxy connection to [`FILES`].
@@ -130,9 +134,7 @@ async fn fresh_get(gate: &Gate, turn: &Turn, port: u16, path: &str, seen: (&Conn
 
 #[tokio::test]
 async fn a_get_body_smuggled_past_an_origin_never_answers_another_tenant() {
-    let (origin, _) = body_ignoring_origin().await;
-    let port = origin.port();
-    let (gate, api) = pool_gate(port).await;
+    let (port, _, gate, api) = pool_bench().await;
     let alice = api.turn("alice", "c1", &[]).await;
     let bob = api.turn("bob", "c2", &[]).await;
     for round in 0..3 {
@@ -159,9 +161,7 @@ async fn a_get_body_smuggled_past_an_origin_never_answers_another_tenant() {
 
 #[tokio::test]
 async fn a_connection_that_switched_protocols_is_never_reused() {
-    let (origin, conns) = body_ignoring_origin().await;
-    let port = origin.port();
-    let (gate, api) = pool_gate(port).await;
+    let (port, conns, gate, api) = pool_bench().await;
     let alice = api.turn("alice", "c1", &[]).await;
     let mut a = TcpStream::connect(gate.proxy()).await.unwrap();
     let req = format!(
@@ -184,9 +184,7 @@ async fn a_connection_that_switched_protocols_is_never_reused() {
 
 #[tokio::test]
 async fn upstream_connections_are_reused_within_a_turn_and_never_across_turns() {
-    let (origin, conns) = body_ignoring_origin().await;
-    let port = origin.port();
-    let (gate, api) = pool_gate(port).await;
+    let (port, conns, gate, api) = pool_bench().await;
     let alice = api.turn("alice", "c1", &[]).await;
     let alice2 = api.turn("alice", "c1", &[]).await;
     let bob = api.turn("bob", "c2", &[]).await;

@@ -17,12 +17,11 @@ async fn pipelined_requests_are_answered_in_order_and_a_foreign_one_refused() {
     let o = origin().await;
     let port = o.addr.port();
     let (g, api, turn) = relay_gate(port).await;
-    let mut s = open(&g, &turn, port).await;
     // Both requests in one write: the first is served, the second names another host.
     let raw = format!(
         "GET /a HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\nGET /b HTTP/1.1\r\nhost: {OTHER}:{port}\r\n\r\n"
     );
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     let first = answer(&mut s).await;
     assert_eq!(first.status, 200);
     assert_eq!(first.text(), "origin says hi");
@@ -89,12 +88,7 @@ async fn a_request_inside_a_chunked_body_is_body_and_the_next_head_is_judged_and
     assert!(!lower.contains("upgrade:"), "{got}");
     // Connection options are the client's hop's, never the origin's.
     assert!(!lower.contains("connection:"), "{got}");
-    let refusals = api.refusals(&turn).await;
-    assert_eq!(
-        refusals["refusals"].as_array().map(Vec::len),
-        Some(0),
-        "{refusals}"
-    );
+    assert_no_refusals(&api, &turn).await;
 }
 
 #[tokio::test]
@@ -113,9 +107,8 @@ async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
         "transfer-encoding: chunked, chunked\r\n",
         "transfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n",
     ] {
-        let mut s = open(&g, &turn, port).await;
         let raw = format!("POST / HTTP/1.1\r\n{host}{framing}\r\nhello");
-        s.write_all(raw.as_bytes()).await.unwrap();
+        let mut s = send(&g, &turn, port, &raw).await;
         let r = answer(&mut s).await;
         assert_eq!(r.status, 400, "{framing:?}: {}", r.text());
         assert!(
@@ -129,9 +122,8 @@ async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
         );
     }
     // HTTP/1.0 has no transfer codings: a chunked 1.0 body is faulty framing too.
-    let mut s = open(&g, &turn, port).await;
     let raw = format!("POST / HTTP/1.0\r\n{host}transfer-encoding: chunked\r\n\r\n0\r\n\r\n");
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     let r = answer(&mut s).await;
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(wait_closed(&mut s, 5).await.is_ok());
@@ -143,19 +135,13 @@ async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
             "a".repeat(70 * 1024)
         ),
     ] {
-        let mut s = open(&g, &turn, port).await;
-        s.write_all(raw.as_bytes()).await.unwrap();
+        let mut s = send(&g, &turn, port, &raw).await;
         let r = answer(&mut s).await;
         assert!([400, 431].contains(&r.status), "{}", r.text());
         assert!(wait_closed(&mut s, 5).await.is_ok());
     }
     assert_eq!(o.connection_count(), 0, "the origin must never be dialled");
-    let refusals = api.refusals(&turn).await;
-    assert_eq!(
-        refusals["refusals"].as_array().map(Vec::len),
-        Some(0),
-        "{refusals}"
-    );
+    assert_no_refusals(&api, &turn).await;
 }
 
 #[tokio::test]
@@ -163,11 +149,10 @@ async fn a_malformed_chunk_after_a_good_head_closes_the_tunnel() {
     let (addr, seen) = raw_origin(b"never", b"").await;
     let port = addr.port();
     let (g, _api, turn) = relay_gate(port).await;
-    let mut s = open(&g, &turn, port).await;
     let raw = format!(
         "POST / HTTP/1.1\r\nhost: {FILES}:{port}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\nGET /x HTTP/1.1\r\nhost: {OTHER}\r\n\r\n"
     );
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     // Its request is still unanswered, so the tunnel closes without an answer of its own.
     assert!(wait_closed(&mut s, 5).await.is_ok());
     let mut got = text(&seen);
@@ -189,9 +174,8 @@ async fn an_origin_that_switches_protocols_is_cut_off() {
     let (addr, _seen) = raw_origin(b"\r\n\r\n", reply).await;
     let port = addr.port();
     let (g, _api, turn) = relay_gate(port).await;
-    let mut s = open(&g, &turn, port).await;
     let raw = format!("GET / HTTP/1.1\r\nhost: {FILES}:{port}\r\nupgrade: h2c\r\n\r\n");
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     // The switch is never relayed: the tunnel closes without a byte of it.
     assert_eq!(wait_closed(&mut s, 5).await.map(|_| ()), Ok(()));
 }
@@ -257,11 +241,10 @@ async fn a_long_body_moves_whole_and_the_next_answer_still_follows_it() {
     let (addr, _seen) = raw_origin(b"GET /second", Box::leak(reply.into_boxed_slice())).await;
     let port = addr.port();
     let (g, _api, turn) = relay_gate(port).await;
-    let mut s = open(&g, &turn, port).await;
     let raw = format!(
         "GET /big HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\nGET /second HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\n"
     );
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     let big = answer(&mut s).await;
     assert_eq!(big.status, 200);
     assert_eq!(big.body.len(), N);

@@ -90,12 +90,11 @@ async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_befo
         refused(&g, &turn, port, raw.as_bytes(), 400, why).await;
     }
     // On a kept-alive tunnel: the first request is served, the second is refused.
-    let mut s = open(&g, &turn, port).await;
     let raw = format!(
         "GET /a HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\nPOST /b HTTP/1.1\r\nHost: {FILES}:{port}\r\n\
          Connection: Content-Length\r\nContent-Length: {n}\r\n\r\n{hidden}"
     );
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     let first = answer(&mut s).await;
     assert_eq!(first.text(), format!("vhost={FILES}:{port} path=/a"));
     let second = answer(&mut s).await;
@@ -174,9 +173,8 @@ async fn odd_whitespace_in_a_request_line_is_judged_as_http_never_relayed_unjudg
         refused(&g, &turn, port, raw, 400, why).await;
     }
     // Empty lines before a request line are allowed (RFC 9112 §2.2) and the head is judged.
-    let mut s = open(&g, &turn, port).await;
     let raw = format!("\r\nGET /ok HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n");
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     assert_eq!(
         answer(&mut s).await.text(),
         format!("vhost={FILES}:{port} path=/ok")
@@ -210,12 +208,11 @@ async fn a_body_on_a_method_that_defines_none_is_refused_before_an_origin_that_i
         }
     }
     // The neighbours that pass: an empty body, and a body where the method defines one.
-    let mut s = open(&g, &turn, port).await;
     let raw = format!(
         "GET /empty HTTP/1.1\r\nHost: {FILES}:{port}\r\nContent-Length: 0\r\n\r\n\
          POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\nContent-Length: {n}\r\n\r\n{hidden}"
     );
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     assert_eq!(
         answer(&mut s).await.text(),
         format!("vhost={FILES}:{port} path=/empty")
@@ -241,9 +238,8 @@ async fn an_answer_to_no_request_cuts_the_tunnel_and_nothing_after_a_last_reques
     let (addr, seen) = raw_origin(b"\r\n\r\n", reply).await;
     let port = addr.port();
     let (g, _api, turn) = relay_gate(port).await;
-    let mut s = open(&g, &turn, port).await;
     let raw = format!("GET /a HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n");
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     // Both answers come in one read, so the cut drops the first with them: all the client
     // gets is the close.
     let mut got = Vec::new();
@@ -262,12 +258,11 @@ async fn an_answer_to_no_request_cuts_the_tunnel_and_nothing_after_a_last_reques
     let o = origin().await;
     let port = o.addr.port();
     let (g, _api, turn) = relay_gate(port).await;
-    let mut s = open(&g, &turn, port).await;
     let raw = format!(
         "GET /last HTTP/1.1\r\nHost: {FILES}:{port}\r\nConnection: close\r\n\r\n\
          GET /after HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n"
     );
-    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut s = send(&g, &turn, port, &raw).await;
     assert_eq!(answer(&mut s).await.status, 200);
     assert!(wait_closed(&mut s, 5).await.is_ok());
     let requests = o.requests();

@@ -44,18 +44,13 @@ fn curl_through_the_proxy_variables_reaches_the_proxy_with_the_credential() {
     // HTTPS went as a CONNECT, which the proxy refused too (curl exit 56).
     assert!(out.contains("https=56"), "{out}");
 
-    let seen = proxy.seen();
-    let lines: Vec<_> = seen.iter().map(|s| s.request_line.as_str()).collect();
-    assert_eq!(
-        lines,
-        [
+    proxy.assert_requests(
+        &[
             "GET http://example.com/some/path HTTP/1.1",
-            "CONNECT example.com:443 HTTP/1.1"
-        ]
+            "CONNECT example.com:443 HTTP/1.1",
+        ],
+        BASIC_TURN_7,
     );
-    for request in &seen {
-        assert_eq!(request.proxy_authorization.as_deref(), Some(BASIC_TURN_7));
-    }
 }
 
 #[test]
@@ -263,18 +258,13 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
         "{output:?}"
     );
     assert_eq!(stderr(&output), "", "{output:?}");
-    let seen = proxy.seen();
-    let requests: Vec<_> = seen.iter().map(|s| s.request_line.as_str()).collect();
-    assert_eq!(
-        requests,
-        [
+    proxy.assert_requests(
+        &[
             "GET http://example.com/ HTTP/1.1",
-            "CONNECT 192.0.2.1:80 HTTP/1.1"
+            "CONNECT 192.0.2.1:80 HTTP/1.1",
         ],
-        "{seen:?}"
+        BASIC_TURN_7,
     );
-    assert_eq!(seen[1].proxy_authorization.as_deref(), Some(BASIC_TURN_7));
-    assert_eq!(seen[0].proxy_authorization.as_deref(), Some(BASIC_TURN_7));
 }
 
 #[test]

@@ -261,6 +261,19 @@ impl Store {
         })
     }
 
+    /// Starts a write transaction with a guarded write in it: the transaction when the write
+    /// changed a row, `None` (rolled back) when its guard no longer held. Every change made
+    /// "only if it is still as read" — a claim and each step of it, a revocation, hiding a
+    /// chat — starts so, and answers `false` on `None`.
+    pub(crate) async fn begin_guarded(
+        &self,
+        write: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<Option<sqlx::Transaction<'static, sqlx::Any>>, StoreError> {
+        let mut tx = self.begin().await?;
+        let changed = write.execute(&mut *tx).await?.rows_affected();
+        Ok((changed > 0).then_some(tx))
+    }
+
     /// The pool, for the submodules' single-statement reads and writes.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
@@ -281,6 +294,27 @@ pub(crate) fn flag(b: bool) -> i64 {
 }
 
 /// Parses a JSON column we wrote; a parse failure is a corrupt row, never a default.
+/// A type read from one result row, column by column in its statement's order. Each table
+/// family's reader says once, beside its type, how columns become fields; every statement
+/// returning such rows reads them through [`fetch_all`].
+pub(crate) trait FromRow: Sized {
+    /// Reads one row (a column that cannot be read back is [`StoreError::Corrupt`]).
+    fn from_row(r: &sqlx::any::AnyRow) -> Result<Self, StoreError>;
+}
+
+/// Runs `query` on the pool and reads every row it returns as `T`.
+pub(crate) async fn fetch_all<T: FromRow>(
+    pool: &AnyPool,
+    query: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+) -> Result<Vec<T>, StoreError> {
+    query
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(T::from_row)
+        .collect()
+}
+
 pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
     s: &str,
     what: &'static str,

@@ -230,14 +230,7 @@ pub async fn check_row(
     };
     match row.expect {
         Expect::Reached => {
-            if resp.status != 200 {
-                return Err(format!(
-                    "expected 200, got {} {:?} (refused: {:?})",
-                    resp.status,
-                    resp.text(),
-                    resp.header("x-egress-refused")
-                ));
-            }
+            status_is(&resp, 200, "200")?;
             if path == Path::Forward && resp.text() != "origin says hi" {
                 return Err(format!("expected the origin's body, got {:?}", resp.text()));
             }
@@ -249,14 +242,7 @@ pub async fn check_row(
         }
         Expect::Refused(reason) => {
             let approvable = reason == "not_approved";
-            if resp.status != 403 {
-                return Err(format!(
-                    "expected 403 {reason}, got {} {:?} (x-egress-refused {:?})",
-                    resp.status,
-                    resp.text(),
-                    resp.header("x-egress-refused")
-                ));
-            }
+            status_is(&resp, 403, &format!("403 {reason}"))?;
             if resp.header("x-egress-refused") != Some(reason) {
                 return Err(format!(
                     "X-Egress-Refused {:?}, expected {reason}",
@@ -354,4 +340,18 @@ pub async fn assert_malformed(g: &Gate, o: &Origin, trick: &str, host: &str) {
         before,
         "{trick} {host:?}: the origin was contacted"
     );
+}
+
+/// `Err` naming what was expected and what came (status, body, `X-Egress-Refused`) unless
+/// the answer's status is `want`.
+fn status_is(resp: &Resp, want: u16, expected: &str) -> Result<(), String> {
+    if resp.status == want {
+        return Ok(());
+    }
+    Err(format!(
+        "expected {expected}, got {} {:?} (x-egress-refused {:?})",
+        resp.status,
+        resp.text(),
+        resp.header("x-egress-refused")
+    ))
 }

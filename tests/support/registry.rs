@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::{ADMIN, Api, GateBuilder, Turn, gate};
 
 pub mod file_mirror;
+pub mod mirror;
 
 /// How the installers reach the registries through the proxy.
 pub const SCHEME: &str = "http";
@@ -54,8 +55,14 @@ impl Drop for Server {
     }
 }
 
-/// Waits (bounded) until something accepts on `127.0.0.1:port`, or the child exited.
-fn wait_listening(child: &mut Child, port: u16, what: &str) {
+/// Starts `cmd` (a registry server, output discarded) and waits (bounded) until something
+/// accepts on `127.0.0.1:port`, or the child exited.
+fn serve(mut cmd: Command, port: u16, what: &str) -> Server {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
@@ -68,29 +75,37 @@ fn wait_listening(child: &mut Child, port: u16, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    Server { child, port }
+}
+
+/// Runs a registry-side setup step to completion and asserts it succeeded (its stderr in the
+/// message): a test must not go on against a registry that is missing what it was given.
+fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// pypiserver serving `dir`, with no fallback to the public index (an unknown package is a
 /// `404`, never a redirect off this machine).
 pub fn pypiserver(dir: &Path) -> Server {
     let port = super::free_port();
-    let mut child = Command::new("python3")
-        .args([
-            "-m",
-            "pypiserver",
-            "run",
-            "--disable-fallback",
-            "-i",
-            "127.0.0.1",
-        ])
-        .args(["-p", &port.to_string()])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start pypiserver");
-    wait_listening(&mut child, port, "pypiserver");
-    Server { child, port }
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "pypiserver",
+        "run",
+        "--disable-fallback",
+        "-i",
+        "127.0.0.1",
+    ])
+    .args(["-p", &port.to_string()])
+    .arg(dir);
+    serve(cmd, port, "pypiserver")
 }
 
 /// Writes a minimal pure-Python wheel `name-version-py3-none-any.whl` into `dir` whose
@@ -117,18 +132,12 @@ with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
     z.writestr(f"{info}/RECORD", record)
 print(path)
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script])
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script])
         .arg(dir)
         .args([name, version])
-        .args(requires)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(requires);
+    let out = run_ok(&mut cmd, &format!("write wheel {name}-{version}"));
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
@@ -307,18 +316,13 @@ pub fn verdaccio(dir: &Path) -> Server {
         ),
     )
     .unwrap();
-    let mut child = Command::new("node")
-        .arg(verdaccio_bin())
+    let mut cmd = Command::new("node");
+    cmd.arg(verdaccio_bin())
         .arg("--config")
         .arg(&config)
         .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start verdaccio");
-    wait_listening(&mut child, port, "verdaccio");
-    Server { child, port }
+        .arg(format!("127.0.0.1:{port}"));
+    serve(cmd, port, "verdaccio")
 }
 
 /// Publishes `name@version` (depending on `deps`, name → range) straight to verdaccio on
@@ -348,22 +352,16 @@ pub fn npm_publish(port: u16, work: &Path, name: &str, version: &str, deps: &[(&
     } else {
         "latest"
     };
-    let out = Command::new("npm")
-        .args(["publish", "--access", "public", "--tag", tag, "--registry"])
+    let mut cmd = Command::new("npm");
+    cmd.args(["publish", "--access", "public", "--tag", tag, "--registry"])
         .arg(format!("http://127.0.0.1:{port}/"))
         .current_dir(&dir)
         .env("HOME", &dir)
         .env_remove("http_proxy")
         .env_remove("https_proxy")
         .env_remove("HTTP_PROXY")
-        .env_remove("HTTPS_PROXY")
-        .output()
-        .expect("npm publish");
-    assert!(
-        out.status.success(),
-        "npm publish {name}@{version}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env_remove("HTTPS_PROXY");
+    run_ok(&mut cmd, &format!("npm publish {name}@{version}"));
 }
 
 /// `npm install` of `specs` into a fresh prefix under `work`, from the registry

@@ -71,6 +71,25 @@ pub async fn open(g: &Gate, turn: &Turn, port: u16) -> TcpStream {
     open_at(g.proxy(), turn, &format!("{FILES}:{port}")).await
 }
 
+/// A tunnel to `FILES:port`, as `turn`, with `raw` already written into it in one write:
+/// how nearly every relay test starts what it then reads back.
+pub async fn send(g: &Gate, turn: &Turn, port: u16, raw: &str) -> TcpStream {
+    let mut s = open(g, turn, port).await;
+    s.write_all(raw.as_bytes()).await.unwrap();
+    s
+}
+
+/// Asserts that nothing the test sent left a refusal on `turn`'s record: what was relayed
+/// (or cut for its framing) was never a policy refusal.
+pub async fn assert_no_refusals(api: &Api, turn: &Turn) {
+    let refusals = api.refusals(turn).await;
+    assert_eq!(
+        refusals["refusals"].as_array().map(Vec::len),
+        Some(0),
+        "{refusals}"
+    );
+}
+
 pub async fn open_at(proxy: SocketAddr, turn: &Turn, authority: &str) -> TcpStream {
     let (r, s) = connect(proxy, turn, authority).await;
     assert_eq!(r.status, 200);

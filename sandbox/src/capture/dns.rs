@@ -192,6 +192,15 @@ mod tests {
         reply
     }
 
+    /// The name the pool gave its first address (198.18.0.2) to, if any.
+    fn first_address_name(pool: &Mutex<Pool>) -> Option<String> {
+        let guard = pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = "198.18.0.2"
+            .parse()
+            .unwrap_or(super::super::pool::OWN_V4.into());
+        guard.name(first).map(str::to_owned)
+    }
+
     #[test]
     fn a_and_aaaa_come_from_the_pool_and_stay_stable() {
         let pool = Mutex::new(Pool::default());
@@ -213,13 +222,8 @@ mod tests {
                 "2001:2::2".parse().unwrap_or(super::super::pool::OWN_V6)
             ))
         );
-        let guard = pool.lock().unwrap_or_else(PoisonError::into_inner);
         assert_eq!(
-            guard.name(
-                "198.18.0.2"
-                    .parse()
-                    .unwrap_or(super::super::pool::OWN_V4.into())
-            ),
+            first_address_name(&pool).as_deref(),
             Some("files.example.com")
         );
     }
@@ -245,15 +249,7 @@ mod tests {
         assert_eq!(reply.metadata.response_code, ResponseCode::NXDomain);
         assert!(reply.answers.is_empty());
         // No TXT lookup handed out an address.
-        let guard = pool.lock().unwrap_or_else(PoisonError::into_inner);
-        assert_eq!(
-            guard.name(
-                "198.18.0.2"
-                    .parse()
-                    .unwrap_or(super::super::pool::OWN_V4.into())
-            ),
-            None
-        );
+        assert_eq!(first_address_name(&pool), None);
     }
 
     #[test]

@@ -156,6 +156,21 @@ impl FakeProxy {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// Asserts the proxy saw exactly these request lines, in order, each carrying the proxy
+    /// credential `authorization`.
+    pub fn assert_requests(&self, lines: &[&str], authorization: &str) {
+        let seen = self.seen();
+        let got: Vec<_> = seen.iter().map(|s| s.request_line.as_str()).collect();
+        assert_eq!(got, lines, "{seen:?}");
+        for request in &seen {
+            assert_eq!(
+                request.proxy_authorization.as_deref(),
+                Some(authorization),
+                "{seen:?}"
+            );
+        }
+    }
 }
 
 fn refuse(mut stream: TcpStream, record: &Mutex<Vec<Seen>>) {

@@ -1,6 +1,7 @@
 //! Administrators' state: the pre-approved site and package lists, who may approve, and the
 //! API tokens (hashed). Every change is audited in its own transaction.
 
+use sqlx::any::AnyRow;
 use sqlx::{Any, Row as _, Transaction};
 
 use super::audit::AuditEntry;
@@ -191,23 +192,8 @@ impl Store {
 
     /// The whole list, sorted.
     pub async fn admin_list(&self, list: AdminList) -> Result<Vec<AdminEntry>, StoreError> {
-        let rows = sqlx::query(list.sql().select_all)
-            .fetch_all(self.pool())
-            .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(AdminEntry {
-                    value: r.try_get(0)?,
-                    note: r.try_get(1)?,
-                    created_at: Timestamp::from_millis(r.try_get(2)?),
-                    rules: SiteRules {
-                        inspect: r.try_get::<i64, _>(3)? != 0,
-                        access: Access::parse(&r.try_get::<String, _>(4)?)
-                            .ok_or(StoreError::Corrupt("admin_sites.access"))?,
-                    },
-                })
-            })
-            .collect()
+        let query = sqlx::query(list.sql().select_all);
+        super::fetch_all(self.pool(), query).await
     }
 
     /// Applies an administrator's change to a user in one audited transaction: whether they
@@ -317,5 +303,20 @@ impl Store {
             .await?;
         let text: String = row.try_get(0)?;
         hex::decode(text).map_err(|_| StoreError::Corrupt("deployment key is not hex"))
+    }
+}
+
+impl super::FromRow for AdminEntry {
+    fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            value: r.try_get(0)?,
+            note: r.try_get(1)?,
+            created_at: Timestamp::from_millis(r.try_get(2)?),
+            rules: SiteRules {
+                inspect: r.try_get::<i64, _>(3)? != 0,
+                access: Access::parse(&r.try_get::<String, _>(4)?)
+                    .ok_or(StoreError::Corrupt("admin_sites.access"))?,
+            },
+        })
     }
 }

@@ -91,19 +91,15 @@ impl Store {
             "DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2 AND kind = $3 \
              AND {value_matches} AND expires_at > $5"
         );
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let write = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(user.as_str())
             .bind(chat.as_str())
             .bind(kind.as_str())
             .bind(bound)
-            .bind(now.millis())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if n == 0 {
+            .bind(now.millis());
+        let Some(tx) = self.begin_guarded(write).await? else {
             return Ok(false);
-        }
+        };
         let detail = serde_json::json!({"kind": kind, "value": value});
         let entry = AuditEntry::chat(AuditKind::ApprovalRevoked, "runtime", user, chat, detail);
         self.commit_audited(tx, entry, now).await?;
@@ -119,19 +115,15 @@ impl Store {
         chat: &ChatId,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(
+        let write = sqlx::query(
             "UPDATE chats SET hidden_at = COALESCE(hidden_at, $1) WHERE user_id = $2 AND chat_id = $3",
         )
         .bind(now.millis())
         .bind(user.as_str())
-        .bind(chat.as_str())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n == 0 {
+        .bind(chat.as_str());
+        let Some(mut tx) = self.begin_guarded(write).await? else {
             return Ok(false);
-        }
+        };
         let expired = sqlx::query(
             "UPDATE interrupts SET state = 'expired' WHERE user_id = $1 AND chat_id = $2 \
              AND state IN ('pending', 'claimed')",

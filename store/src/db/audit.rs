@@ -1,6 +1,7 @@
 //! The audit log: written inside the caller's transaction, so a change and its record commit
 //! together or not at all (a failed audit write fails the change).
 
+use sqlx::any::AnyRow;
 use sqlx::{Any, Row as _, Transaction};
 
 use super::events::EventKind;
@@ -234,29 +235,29 @@ impl Store {
         kind: Option<AuditKind>,
         limit: i64,
     ) -> Result<Vec<AuditRecord>, StoreError> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT id, at, kind, actor, user_id, chat_id, interrupt_id, detail FROM audit \
              WHERE at >= $1 AND ($2 = '' OR kind = $2) ORDER BY id LIMIT $3",
         )
         .bind(since.millis())
         .bind(kind.map_or("", AuditKind::as_str))
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(AuditRecord {
-                    id: r.try_get(0)?,
-                    at: Timestamp::from_millis(r.try_get(1)?),
-                    kind: r.try_get(2)?,
-                    actor: r.try_get(3)?,
-                    user_id: r.try_get(4)?,
-                    chat_id: r.try_get(5)?,
-                    interrupt_id: r.try_get(6)?,
-                    detail: super::json_column(&r.try_get::<String, _>(7)?, "audit.detail")?,
-                })
-            })
-            .collect()
+        .bind(limit);
+        super::fetch_all(self.pool(), query).await
+    }
+}
+
+impl super::FromRow for AuditRecord {
+    fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: r.try_get(0)?,
+            at: Timestamp::from_millis(r.try_get(1)?),
+            kind: r.try_get(2)?,
+            actor: r.try_get(3)?,
+            user_id: r.try_get(4)?,
+            chat_id: r.try_get(5)?,
+            interrupt_id: r.try_get(6)?,
+            detail: super::json_column(&r.try_get::<String, _>(7)?, "audit.detail")?,
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! let through, added in batches like refusals and read back beside the refusal record.
 
 use sqlx::Row as _;
+use sqlx::any::AnyRow;
 
 use super::{Store, StoreError};
 use crate::host::Host;
@@ -71,24 +72,24 @@ impl Store {
 
     /// A turn's allowed traffic per host.
     pub async fn list_egress(&self, turn: &TurnId) -> Result<Vec<EgressRow>, StoreError> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT host, connections, bytes_up, bytes_down, first_seen, last_seen FROM egress \
              WHERE turn_id = $1 ORDER BY host",
         )
-        .bind(turn.as_str())
-        .fetch_all(self.pool())
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(EgressRow {
-                    host: r.try_get(0)?,
-                    connections: r.try_get(1)?,
-                    bytes_up: r.try_get(2)?,
-                    bytes_down: r.try_get(3)?,
-                    first_seen: Timestamp::from_millis(r.try_get(4)?),
-                    last_seen: Timestamp::from_millis(r.try_get(5)?),
-                })
-            })
-            .collect()
+        .bind(turn.as_str());
+        super::fetch_all(self.pool(), query).await
+    }
+}
+
+impl super::FromRow for EgressRow {
+    fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            host: r.try_get(0)?,
+            connections: r.try_get(1)?,
+            bytes_up: r.try_get(2)?,
+            bytes_down: r.try_get(3)?,
+            first_seen: Timestamp::from_millis(r.try_get(4)?),
+            last_seen: Timestamp::from_millis(r.try_get(5)?),
+        })
     }
 }

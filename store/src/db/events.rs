@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use sqlx::any::AnyRow;
 use sqlx::{Acquire as _, Any, Row as _, Transaction};
 use tokio::sync::watch;
 
@@ -156,26 +157,15 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> Result<Vec<ChatEvent>, StoreError> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT id, at, kind, data FROM events WHERE user_id = $1 AND chat_id = $2 \
              AND id > $3 ORDER BY id LIMIT $4",
         )
         .bind(user.as_str())
         .bind(chat.as_str())
         .bind(after)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ChatEvent {
-                    id: r.try_get(0)?,
-                    at: Timestamp::from_millis(r.try_get(1)?),
-                    kind: r.try_get(2)?,
-                    data: r.try_get(3)?,
-                })
-            })
-            .collect()
+        .bind(limit);
+        super::fetch_all(self.pool(), query).await
     }
 
     /// The largest event id of the chat (0 when none): where a fresh subscriber starts, and
@@ -198,6 +188,17 @@ impl Store {
             .fetch_one(self.pool())
             .await?;
         Ok(row.try_get(0)?)
+    }
+}
+
+impl super::FromRow for ChatEvent {
+    fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: r.try_get(0)?,
+            at: Timestamp::from_millis(r.try_get(1)?),
+            kind: r.try_get(2)?,
+            data: r.try_get(3)?,
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! policy the package installer reads.
 
 use sqlx::Row as _;
+use sqlx::any::AnyRow;
 
 use super::{Store, StoreError, placeholders};
 use crate::access::Access;
@@ -79,28 +80,14 @@ impl Store {
         chat: &ChatId,
         now: Timestamp,
     ) -> Result<Vec<ApprovalRow>, StoreError> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT kind, value, card_id, expires_at, access FROM approvals \
              WHERE user_id = $1 AND chat_id = $2 AND expires_at > $3 ORDER BY kind DESC, value",
         )
         .bind(user.as_str())
         .bind(chat.as_str())
-        .bind(now.millis())
-        .fetch_all(self.pool())
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ApprovalRow {
-                    kind: ApprovalKind::parse(&r.try_get::<String, _>(0)?)
-                        .ok_or(StoreError::Corrupt("approvals.kind"))?,
-                    value: r.try_get(1)?,
-                    card_id: r.try_get(2)?,
-                    expires_at: Timestamp::from_millis(r.try_get(3)?),
-                    access: Access::parse(&r.try_get::<String, _>(4)?)
-                        .ok_or(StoreError::Corrupt("approvals.access"))?,
-                })
-            })
-            .collect()
+        .bind(now.millis());
+        super::fetch_all(self.pool(), query).await
     }
 }
 
@@ -216,4 +203,18 @@ pub(crate) async fn package_allowed_on(
         });
     }
     Ok(best)
+}
+
+impl super::FromRow for ApprovalRow {
+    fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            kind: ApprovalKind::parse(&r.try_get::<String, _>(0)?)
+                .ok_or(StoreError::Corrupt("approvals.kind"))?,
+            value: r.try_get(1)?,
+            card_id: r.try_get(2)?,
+            expires_at: Timestamp::from_millis(r.try_get(3)?),
+            access: Access::parse(&r.try_get::<String, _>(4)?)
+                .ok_or(StoreError::Corrupt("approvals.access"))?,
+        })
+    }
 }

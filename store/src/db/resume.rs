@@ -63,6 +63,16 @@ impl Decider<'_> {
     }
 }
 
+/// What a step of a claim does to its user's resume slot.
+enum SlotMove {
+    /// Take (or keep) the slot until then: a new holder.
+    Hold(Timestamp),
+    /// Move an existing slot's end (a heartbeat); a slot that is gone stays gone.
+    Renew(Timestamp),
+    /// Give it back (the claim is done).
+    Free,
+}
+
 /// The answer kept by `complete`: inline JSON text, or a blob locator when it did not fit.
 #[derive(Debug, Clone, Default)]
 pub struct StoredAnswer {
@@ -87,8 +97,7 @@ impl Store {
         let p = attempt.read;
         let decision_json =
             serde_json::to_string(attempt.decision).map_err(|_| StoreError::Corrupt("decision"))?;
-        let mut tx = self.begin().await?;
-        let won = sqlx::query(
+        let write = sqlx::query(
             "UPDATE interrupts SET state = 'claimed', claim_hash = $1, worker = $2, \
              lease_expires_at = $3, deadline = $4, claim_count = claim_count + 1, decision = $5 \
              WHERE interrupt_id = $6 AND secret_hash = $7 \
@@ -103,14 +112,10 @@ impl Store {
         .bind(p.id.as_str())
         .bind(p.secret_hash.as_str())
         .bind(now.millis())
-        .bind(p.claim_count)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if !won {
+        .bind(p.claim_count);
+        let Some(mut tx) = self.begin_guarded(write).await? else {
             return Ok(false);
-        }
+        };
         match attempt.decision.outcome {
             Outcome::Approved => {
                 approvals::upsert_card_approvals(
@@ -161,8 +166,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let declined = serde_json::to_string(&Decision::declined())
             .map_err(|_| StoreError::Corrupt("decision"))?;
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(
+        let write = sqlx::query(
             "UPDATE interrupts SET state = 'expired', decision = $1 WHERE interrupt_id = $2 \
              AND secret_hash = $3 AND (state = 'pending' OR (state = 'claimed' AND \
              lease_expires_at <= $4)) AND claim_count = $5",
@@ -171,13 +175,10 @@ impl Store {
         .bind(read.id.as_str())
         .bind(read.secret_hash.as_str())
         .bind(now.millis())
-        .bind(read.claim_count)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n == 0 {
+        .bind(read.claim_count);
+        let Some(mut tx) = self.begin_guarded(write).await? else {
             return Ok(false);
-        }
+        };
         let removed = approvals::delete_card_approvals(&mut tx, read).await?;
         slots::free_card(&mut tx, &read.id).await?;
         let detail = serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
@@ -195,24 +196,16 @@ impl Store {
         lease_expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(
+        let write = sqlx::query(
             "UPDATE interrupts SET lease_expires_at = $1 WHERE interrupt_id = $2 \
              AND claim_hash = $3 AND state = 'claimed' AND deadline > $4",
         )
         .bind(lease_expires_at.millis())
         .bind(read.id.as_str())
         .bind(claim_hash.as_str())
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n == 0 {
-            return Ok(false);
-        }
-        slots::renew(&mut tx, &read.user, &read.id, lease_expires_at).await?;
-        tx.commit().await?;
-        Ok(true)
+        .bind(now.millis());
+        self.claim_step(read, write, SlotMove::Renew(lease_expires_at))
+            .await
     }
 
     /// Hands a claim made by a bare secret holder (the card page) over to the runtime: one
@@ -231,8 +224,7 @@ impl Store {
         let (Some(old_hash), Some(old_worker)) = (&read.claim_hash, &read.worker) else {
             return Ok(false);
         };
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(
+        let write = sqlx::query(
             "UPDATE interrupts SET claim_hash = $1, worker = $2, lease_expires_at = $3 \
              WHERE interrupt_id = $4 AND claim_hash = $5 AND worker = $6 AND state = 'claimed' \
              AND deadline > $7 AND claim_count = $8",
@@ -244,16 +236,9 @@ impl Store {
         .bind(old_hash.as_str())
         .bind(old_worker)
         .bind(now.millis())
-        .bind(read.claim_count)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n == 0 {
-            return Ok(false);
-        }
-        slots::hold(&mut tx, &read.user, &read.id, lease_expires_at).await?;
-        tx.commit().await?;
-        Ok(true)
+        .bind(read.claim_count);
+        self.claim_step(read, write, SlotMove::Hold(lease_expires_at))
+            .await
     }
 
     /// Marks a claimed request done with its answer and releases the resume slot; `false`
@@ -264,8 +249,7 @@ impl Store {
         claim_hash: &SecretHash,
         answer: &StoredAnswer,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let n = sqlx::query(
+        let write = sqlx::query(
             "UPDATE interrupts SET state = 'done', answer = $1, answer_key = $2, \
              lease_expires_at = NULL WHERE interrupt_id = $3 AND claim_hash = $4 \
              AND state = 'claimed'",
@@ -273,14 +257,26 @@ impl Store {
         .bind(answer.inline.clone())
         .bind(answer.key.clone())
         .bind(read.id.as_str())
-        .bind(claim_hash.as_str())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n == 0 {
+        .bind(claim_hash.as_str());
+        self.claim_step(read, write, SlotMove::Free).await
+    }
+
+    /// One guarded write on a held claim and the move of its user's slot that goes with it,
+    /// in one transaction; `false` when the guard no longer held (the claim changed first).
+    async fn claim_step(
+        &self,
+        read: &Pointer,
+        write: sqlx::query::Query<'_, Any, sqlx::any::AnyArguments>,
+        slot: SlotMove,
+    ) -> Result<bool, StoreError> {
+        let Some(mut tx) = self.begin_guarded(write).await? else {
             return Ok(false);
+        };
+        match slot {
+            SlotMove::Hold(until) => slots::hold(&mut tx, &read.user, &read.id, until).await?,
+            SlotMove::Renew(until) => slots::renew(&mut tx, &read.user, &read.id, until).await?,
+            SlotMove::Free => slots::free(&mut tx, &read.user, &read.id).await?,
         }
-        slots::free(&mut tx, &read.user, &read.id).await?;
         tx.commit().await?;
         Ok(true)
     }

@@ -5,7 +5,7 @@
 use sqlx::Row as _;
 
 use super::audit::AuditEntry;
-use super::{Store, StoreError};
+use super::{FromRow, Store, StoreError};
 use crate::ids::SecretHash;
 use crate::time::Timestamp;
 
@@ -140,14 +140,16 @@ pub struct NewToken<'a> {
     pub expires_at: Option<Timestamp>,
 }
 
-fn info(r: &sqlx::any::AnyRow) -> Result<TokenInfo, StoreError> {
-    let scopes: String = r.try_get(1)?;
-    Ok(TokenInfo {
-        name: r.try_get(0)?,
-        scopes: Scopes::from_db(&scopes).ok_or(StoreError::Corrupt("scoped_tokens.scopes"))?,
-        created_at: Timestamp::from_millis(r.try_get(2)?),
-        expires_at: r.try_get::<Option<i64>, _>(3)?.map(Timestamp::from_millis),
-    })
+impl FromRow for TokenInfo {
+    fn from_row(r: &sqlx::any::AnyRow) -> Result<Self, StoreError> {
+        let scopes: String = r.try_get(1)?;
+        Ok(Self {
+            name: r.try_get(0)?,
+            scopes: Scopes::from_db(&scopes).ok_or(StoreError::Corrupt("scoped_tokens.scopes"))?,
+            created_at: Timestamp::from_millis(r.try_get(2)?),
+            expires_at: r.try_get::<Option<i64>, _>(3)?.map(Timestamp::from_millis),
+        })
+    }
 }
 
 impl Store {
@@ -206,12 +208,10 @@ impl Store {
 
     /// Every named token, by name.
     pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>, StoreError> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT name, scopes, created_at, expires_at FROM scoped_tokens ORDER BY name",
-        )
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(info).collect()
+        );
+        super::fetch_all(self.pool(), query).await
     }
 
     /// The named token whose hash is `hash` (looked up by the hash's index, then compared in
@@ -229,7 +229,7 @@ impl Store {
         if !stored.matches_hash(hash) {
             return Ok(None);
         }
-        info(&r).map(Some)
+        TokenInfo::from_row(&r).map(Some)
     }
 }
 

@@ -185,33 +185,33 @@ impl Store {
     /// A turn's evidence, most recently seen first (then in key order, so the same record
     /// always reads the same).
     pub async fn list_evidence(&self, turn: &TurnId) -> Result<Vec<EvidenceRow>, StoreError> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT host, port, reason, package, method, url, upload, count, first_seen, \
              last_seen FROM refusal_evidence WHERE turn_id = $1 \
              ORDER BY last_seen DESC, host, port, reason, package, method, url",
         )
-        .bind(turn.as_str())
-        .fetch_all(self.pool())
-        .await?;
+        .bind(turn.as_str());
+        crate::db::fetch_all(self.pool(), query).await
+    }
+}
+
+impl crate::db::FromRow for EvidenceRow {
+    fn from_row(r: &sqlx::any::AnyRow) -> Result<Self, StoreError> {
         let known = |s: String| Some(s).filter(|s| !s.is_empty());
-        rows.iter()
-            .map(|r| {
-                Ok(EvidenceRow {
-                    host: r.try_get(0)?,
-                    port: u16::try_from(r.try_get::<i64, _>(1)?)
-                        .map_err(|_| StoreError::Corrupt("refusal_evidence.port"))?,
-                    reason: RefusalReason::parse(&r.try_get::<String, _>(2)?)
-                        .ok_or(StoreError::Corrupt("refusal_evidence.reason"))?,
-                    package: known(r.try_get(3)?),
-                    method: known(r.try_get(4)?),
-                    url: known(r.try_get(5)?),
-                    upload: r.try_get::<i64, _>(6)? != 0,
-                    count: r.try_get(7)?,
-                    first_seen: Timestamp::from_millis(r.try_get(8)?),
-                    last_seen: Timestamp::from_millis(r.try_get(9)?),
-                })
-            })
-            .collect()
+        Ok(Self {
+            host: r.try_get(0)?,
+            port: u16::try_from(r.try_get::<i64, _>(1)?)
+                .map_err(|_| StoreError::Corrupt("refusal_evidence.port"))?,
+            reason: RefusalReason::parse(&r.try_get::<String, _>(2)?)
+                .ok_or(StoreError::Corrupt("refusal_evidence.reason"))?,
+            package: known(r.try_get(3)?),
+            method: known(r.try_get(4)?),
+            url: known(r.try_get(5)?),
+            upload: r.try_get::<i64, _>(6)? != 0,
+            count: r.try_get(7)?,
+            first_seen: Timestamp::from_millis(r.try_get(8)?),
+            last_seen: Timestamp::from_millis(r.try_get(9)?),
+        })
     }
 }
 
