@@ -1,7 +1,8 @@
 //! Transparent capture with the real gate: clients that read no proxy settings (Python,
 //! Node, Java, Perl) reach approved hosts, leave a refusal on the turn for the rest, and work
 //! once a person approved through the real approval flow; HTTPS with the SNI checked; IP
-//! literals recorded; AAAA-preferring clients; DNS that reaches nothing outside.
+//! literals recorded; AAAA-preferring clients; DNS that reaches nothing outside. Longer than
+//! most suites because each runtime's client is a row written in its own language.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -1,7 +1,8 @@
 //! The approval tool (`POST /v1/turns/{turn_id}/approval-requests`) through the real router:
 //! one test per row of the design's outcome table from step 2 on, plus their order, the merge
 //! of refused hosts, dropping what is granted, deterministic denials, and drafts. Step 1 (what
-//! the tool refuses before it looks at any grant) is in `approval_tool_input.rs`.
+//! the tool refuses before it looks at any grant) is in `approval_tool_input.rs`. Longer than
+//! most suites because the outcome table has that many rows, each a test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

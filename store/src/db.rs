@@ -16,6 +16,7 @@ pub mod refusals;
 pub mod register;
 pub mod resume;
 pub mod revalidate;
+mod rows;
 pub mod schema;
 mod signal;
 mod slots;
@@ -30,6 +31,8 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
 use sqlx::{AnyPool, ConnectOptions as _, Executor as _};
+
+pub(crate) use rows::{FromRow, fetch_all};
 
 /// Errors from the store. The API maps these to statuses without ever echoing database text.
 #[derive(Debug, thiserror::Error)]
@@ -294,27 +297,6 @@ pub(crate) fn flag(b: bool) -> i64 {
 }
 
 /// Parses a JSON column we wrote; a parse failure is a corrupt row, never a default.
-/// A type read from one result row, column by column in its statement's order. Each table
-/// family's reader says once, beside its type, how columns become fields; every statement
-/// returning such rows reads them through [`fetch_all`].
-pub(crate) trait FromRow: Sized {
-    /// Reads one row (a column that cannot be read back is [`StoreError::Corrupt`]).
-    fn from_row(r: &sqlx::any::AnyRow) -> Result<Self, StoreError>;
-}
-
-/// Runs `query` on the pool and reads every row it returns as `T`.
-pub(crate) async fn fetch_all<T: FromRow>(
-    pool: &AnyPool,
-    query: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
-) -> Result<Vec<T>, StoreError> {
-    query
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(T::from_row)
-        .collect()
-}
-
 pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
     s: &str,
     what: &'static str,

@@ -2,7 +2,9 @@
 //! index and files) with wheels written by the test, and verdaccio (npm) with packages
 //! published into it; plus the real installers (`pip`, `npm`) driven through the proxy.
 //! The scheme the installers use is [`SCHEME`], in one place, so the tests can move to
-//! inspected HTTPS by changing it (and trusting the deployment CA).
+//! inspected HTTPS by changing it (and trusting the deployment CA). Longer than most rooms
+//! because it drives two real registries and two real installers; `registry/mirror.rs` holds
+//! the gate built around them.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
