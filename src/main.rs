@@ -4,6 +4,7 @@
 mod admin_tokens;
 mod cli;
 mod config;
+mod data_dir;
 mod logwriter;
 mod run;
 mod selfaddr;

@@ -5,7 +5,7 @@
 //! secrets: one JSON line then says where the tokens were written, without them.
 
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use anyhow::{Context as _, Result, anyhow};
@@ -41,11 +41,7 @@ pub async fn load(
     .await?;
     if !generated.is_empty() {
         // On PostgreSQL nothing else has made the data directory.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(data_dir)
-            .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        crate::data_dir::create_private(data_dir)?;
         let path = data_dir.join("tokens");
         let mut f = std::fs::OpenOptions::new()
             .create(true)

@@ -1,3 +1,6 @@
+//! Longer than a room of one job (~400 lines) on purpose: it is mostly tables (79 cases), and
+//! its harness lives here as no other suite sends requests this way.
+//!
 //! What a `read` grant lets through on an inspected host, tried as an attacker would, over
 //! HTTP/1.1 and HTTP/2 through the real binary: `GET`/`HEAD`/`OPTIONS` without a body (a
 //! `Content-Length: 0` is no body), and git's fetch `POST …/<repo>/git-upload-pack` with its
@@ -7,9 +10,7 @@
 //! that never reaches the origin.
 //!
 //! Each test is a table of cases, sent one per connection over both protocols; `Table::run`
-//! checks each answer, the refusal row (method, count) and what the origin saw. The file is
-//! longer than most because it is mostly those tables (79 cases); its harness lives here as
-//! no other suite sends requests this way.
+//! checks each answer, the refusal row (method, count) and what the origin saw.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

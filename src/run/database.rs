@@ -1,8 +1,6 @@
 //! Opening the configured store: embedded SQLite in the data directory (created 0700 only by
 //! the subcommands that may create it) or a database URL, then migrated.
 
-use std::path::Path;
-
 use anyhow::{Context as _, Result, bail};
 use egressgate_store::Store;
 use egressgate_store::db::schema::SchemaState;
@@ -27,7 +25,7 @@ pub(super) async fn open(cfg: &Config, create: Create) -> Result<Store> {
             let dir = &cfg.data_dir;
             let file = dir.join(SQLITE_FILE);
             if create == Create::Yes {
-                create_private_dir(dir)?;
+                crate::data_dir::create_private(dir)?;
             } else if !file.exists() {
                 bail!(
                     "no egressgate database in {} (no {SQLITE_FILE}): run this where `egressgate \
@@ -63,15 +61,6 @@ pub(super) async fn open(cfg: &Config, create: Create) -> Result<Store> {
             .await
             .with_context(|| format!("cannot reach the database at {}", config::redact(u))),
     }
-}
-
-fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create data directory {}", dir.display()))
 }
 
 /// The configured store, opened, with the schema this binary needs: what every subcommand

@@ -20,7 +20,7 @@ pub(super) async fn run(args: MigrateArgs) -> Result<()> {
         .applied_versions()
         .await
         .context("cannot read the database's schema version")?;
-    let state = store.schema_state().await?;
+    let state = SchemaState::of(&applied);
     let mut out = String::new();
     if args.status {
         status(&mut out, &applied, &state);

@@ -82,7 +82,7 @@ impl Store {
 
     /// Where this database stands against this binary's migrations.
     pub async fn schema_state(&self) -> Result<SchemaState, StoreError> {
-        Ok(state_of(&self.applied_versions().await?))
+        Ok(SchemaState::of(&self.applied_versions().await?))
     }
 
     /// Applies this dialect's missing migrations and returns the ones it applied, oldest
@@ -113,23 +113,25 @@ impl Store {
     }
 }
 
-/// The state of a database with `applied` versions, against [`known`].
-fn state_of(applied: &[i64]) -> SchemaState {
-    let Some(&at) = applied.iter().max() else {
-        return SchemaState::Empty;
-    };
-    let newest_known = known().map(|v| v.number).max().unwrap_or(0);
-    if applied.iter().any(|a| !known().any(|v| v.number == *a)) {
-        return SchemaState::Ahead {
-            at,
-            known: newest_known,
+impl SchemaState {
+    /// The state of a database with `applied` versions, against [`known`].
+    pub fn of(applied: &[i64]) -> SchemaState {
+        let Some(&at) = applied.iter().max() else {
+            return SchemaState::Empty;
         };
-    }
-    let pending: Vec<Version> = known().filter(|v| !applied.contains(&v.number)).collect();
-    if pending.is_empty() {
-        SchemaState::Current
-    } else {
-        SchemaState::Behind { at, pending }
+        let newest_known = known().map(|v| v.number).max().unwrap_or(0);
+        if applied.iter().any(|a| !known().any(|v| v.number == *a)) {
+            return SchemaState::Ahead {
+                at,
+                known: newest_known,
+            };
+        }
+        let pending: Vec<Version> = known().filter(|v| !applied.contains(&v.number)).collect();
+        if pending.is_empty() {
+            SchemaState::Current
+        } else {
+            SchemaState::Behind { at, pending }
+        }
     }
 }
 
@@ -140,10 +142,10 @@ mod tests {
     #[test]
     fn a_database_is_empty_current_behind_or_ahead() {
         let all: Vec<i64> = known().map(|v| v.number).collect();
-        assert_eq!(state_of(&[]), SchemaState::Empty);
-        assert_eq!(state_of(&all), SchemaState::Current);
+        assert_eq!(SchemaState::of(&[]), SchemaState::Empty);
+        assert_eq!(SchemaState::of(&all), SchemaState::Current);
         let newest = *all.last().unwrap_or(&0);
-        let behind = state_of(&all[..all.len() - 1]);
+        let behind = SchemaState::of(&all[..all.len() - 1]);
         assert!(
             matches!(&behind, SchemaState::Behind { pending, .. } if pending.len() == 1 && pending[0].number == newest),
             "{behind:?}"
@@ -151,7 +153,7 @@ mod tests {
         let mut ahead = all.clone();
         ahead.push(newest + 1);
         assert_eq!(
-            state_of(&ahead),
+            SchemaState::of(&ahead),
             SchemaState::Ahead {
                 at: newest + 1,
                 known: newest
