@@ -4,7 +4,7 @@
 //!
 //! To document a new handler: annotate it with `#[utoipa::path(...)]` (its success and
 //! endpoint-specific error statuses, each error description naming its codes in backticks)
-//! and add it to `paths(...)` below. The statuses every endpoint shares (401/403/429/503 on
+//! and add it to `paths(...)` below and its operationId to [`operation_ids`]. The statuses every endpoint shares (401/403/429/503 on
 //! authenticated ones, 400 `INVALID_BODY` on those with a body) are added by [`Shared`]. The
 //! coverage test fails for any route in `routes.rs` that is missing here.
 
@@ -19,6 +19,7 @@ use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+pub(crate) mod operation_ids;
 pub(crate) mod schemas;
 pub(crate) mod shared;
 
@@ -63,20 +64,37 @@ use shared::error_response;
 )]
 struct ApiDoc;
 
-/// Adds the security schemes and the statuses every endpoint of a kind shares, then lists
-/// each error response's codes (the backticked UPPER_SNAKE words of its description) in
-/// `x-error-codes`, so a client can switch on them without parsing prose.
+/// Declares the security schemes, names each operation, adds the statuses every endpoint of
+/// a kind shares, then lists each error response's codes (the backticked UPPER_SNAKE words
+/// of its description) in `x-error-codes`, so a client can switch on them without parsing
+/// prose.
 struct Shared;
 
 impl Modify for Shared {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
-        for name in ["runtime", "admin"] {
-            components.add_security_scheme(
-                name,
-                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-            );
+        for (name, scheme, about) in [
+            (
+                "runtime",
+                HttpAuthScheme::Bearer,
+                "The runtime token, or a named token with the endpoint's scope.",
+            ),
+            (
+                "admin",
+                HttpAuthScheme::Bearer,
+                "The admin token, or a named token with the `admin` scope.",
+            ),
+            (
+                "turn_credential",
+                HttpAuthScheme::Basic,
+                "The turn's proxy credential (`turn_id:secret` of its `proxy_url`), for a package installer in the sandbox.",
+            ),
+        ] {
+            let mut http = Http::new(scheme);
+            http.description = Some(about.to_owned());
+            components.add_security_scheme(name, SecurityScheme::Http(http));
         }
+        operation_ids::apply(doc);
         for item in doc.paths.paths.values_mut() {
             for (op, state_changing) in [
                 (&mut item.get, false),
