@@ -150,7 +150,7 @@ pub(crate) struct ClaimOut {
 /// runtime's own claim, or one already taken over — is `409 CLAIM_LOST`.
 #[utoipa::path(post, path = "/v1/interrupts/{id}/takeover", tag = "approval", security(("runtime" = [])),
     params(("id" = String, Path, description = "The interrupt (card) id."), ("X-Egressgate-User" = String, Header, description = "The card's user.")),
-    responses((status = 200, description = "The runtime's own claim of a card the page answered: `state`, `claim`, `decision`, `snapshot`.", body = Object),
+    responses((status = 200, description = "The runtime's own claim of a card the page answered: `state`, `claim`, `decision`, `snapshot`.", body = schemas::TakeoverAnswer),
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: no such card (or another user's).", body = schemas::ErrorBody),
         (status = 409, description = "`CLAIM_LOST`: nothing to take over (no claim, a runtime's own claim, or one already taken over).", body = schemas::ErrorBody),
         (status = 410, description = "`DEADLINE_PASSED`: the claim's deadline passed.", body = schemas::ErrorBody)))]

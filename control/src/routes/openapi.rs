@@ -220,7 +220,7 @@ fn json_response(v: &Value) -> Response {
 
 /// `GET /openapi.json`: this document.
 #[utoipa::path(get, path = "/openapi.json", tag = "meta",
-    responses((status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json", body = Object)))]
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json", body = schemas::OpenApiDocument)))]
 pub(crate) async fn document_json() -> Response {
     json_response(document())
 }
@@ -228,7 +228,7 @@ pub(crate) async fn document_json() -> Response {
 /// `GET /v1/tools/approval.json`: the approval tool's input schema, for a model as is.
 #[utoipa::path(get, path = "/v1/tools/approval.json", tag = "approval",
     responses((status = 200, description = "A JSON Schema (2020-12) object with root `type: object`: \
-        `reason`, `urls`, `packages`.", content_type = "application/json", body = Object)))]
+        `reason`, `urls`, `packages`.", content_type = "application/json", body = schemas::ToolInputSchema)))]
 pub(crate) async fn approval_tool_json() -> Response {
     static SCHEMA: LazyLock<Value> = LazyLock::new(crate::approval::schema::approval_tool_schema);
     json_response(&SCHEMA)

@@ -46,7 +46,7 @@ pub(crate) struct CardView {
 
 #[utoipa::path(post, path = "/v1/interrupts/{id}/view", tag = "approval", request_body = ViewBody,
     params(("id" = String, Path, description = "The interrupt (card) id.")),
-    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`.", body = Object),
+    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`.", body = schemas::CardView),
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user (identical in all cases).", body = schemas::ErrorBody),
         (status = 410, description = "`INTERRUPT_EXPIRED`: the card can no longer be answered.", body = schemas::ErrorBody),
         (status = 429, description = "`TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody)))]

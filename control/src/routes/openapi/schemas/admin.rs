@@ -113,3 +113,69 @@ pub struct AuditRow {
 pub struct Audit {
     audit: Vec<AuditRow>,
 }
+
+/// One named API token, never its secret.
+#[derive(ToSchema)]
+pub struct AdminToken {
+    name: String,
+    /// `turns`, `approvals`, `cards:read`, `chats` or `admin`.
+    scopes: Vec<String>,
+    created_at: Time,
+    /// `null` when the token does not expire.
+    expires_at: Option<Time>,
+}
+
+/// `GET /v1/admin/tokens`.
+#[derive(ToSchema)]
+pub struct AdminTokens {
+    tokens: Vec<AdminToken>,
+}
+
+/// `201` of `POST /v1/admin/tokens`: the token and, this once, its secret.
+#[derive(ToSchema)]
+pub struct AdminTokenCreated {
+    name: String,
+    scopes: Vec<String>,
+    created_at: Time,
+    expires_at: Option<Time>,
+    /// The bearer secret; only its SHA-256 is stored.
+    token: String,
+}
+
+/// A refusal the dry run's entry would have let through, with the turn it was recorded on.
+#[derive(ToSchema)]
+pub struct DryRunRefusal {
+    turn_id: String,
+    user_id: String,
+    chat_id: String,
+    #[serde(flatten)]
+    refusal: super::turns::Refusal,
+}
+
+/// A card that asked for the dry run's package.
+#[derive(ToSchema)]
+pub struct AskedCard {
+    interrupt_id: Option<String>,
+    user_id: Option<String>,
+    chat_id: Option<String>,
+    at: Time,
+}
+
+/// `GET /v1/admin/dry-run`: what a pre-approved entry would have allowed; nothing is saved.
+#[derive(ToSchema)]
+pub struct DryRun {
+    /// The pattern as it would be stored (pattern runs only).
+    pattern: Option<String>,
+    /// The package as it would be stored (package runs only).
+    package: Option<String>,
+    /// The look-back used.
+    days: u32,
+    /// Approvable refusals the pattern matches, or the package's refusals (any version).
+    would_allow: Vec<DryRunRefusal>,
+    /// Distinct hosts among them.
+    hosts: Vec<String>,
+    /// Cards that asked for the package.
+    cards: Vec<AskedCard>,
+    /// Whether the scan hit its row limit (older matches may exist).
+    truncated: bool,
+}
