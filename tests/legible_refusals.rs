@@ -168,3 +168,191 @@ async fn npm_view_prints_the_next_step() {
     assert!(text.contains(&format!("403 {ASK}")), "{text}");
     assert_eq!(o.connection_count(), 0);
 }
+
+/// `CONNECT authority` marked as a captured connection's, with the turn's credential.
+async fn marked_connect(g: &Gate, turn: &Turn, authority: &str) -> (Resp, TcpStream) {
+    let head = connect_head(turn, authority).replace("\r\n\r\n", "\r\negress-capture: 1\r\n\r\n");
+    let mut s = TcpStream::connect(g.proxy()).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let r = read_head(&mut s).await.unwrap();
+    (r, s)
+}
+
+/// The gate's deployment CA, as the sandbox's bundle carries it.
+async fn deployment_ca(g: &Gate) -> String {
+    let r = g.api().open_get("/v1/ca.pem").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.text()
+}
+
+/// A loopback origin and a gate that reaches it under [`FILES`] and [`OTHER`] (listed), with
+/// short waits for the refusal inside the stream; the CA it mints under.
+async fn marked_bench() -> (Gate, Origin, String) {
+    let o = origin().await;
+    let g = gate()
+        .reach(&o)
+        .names(&[FILES, OTHER])
+        .args(&[
+            "--client-hello-timeout",
+            "2s",
+            "--header-read-timeout",
+            "2s",
+        ])
+        .sites(&[OTHER])
+        .ready()
+        .await;
+    let ca = deployment_ca(&g).await;
+    (g, o, ca)
+}
+
+#[tokio::test]
+async fn a_marked_connect_gets_its_refusal_inside_the_stream_never_dialled_and_gains_nothing() {
+    let (g, o, _) = marked_bench().await;
+    let turn = g.turn("u", "c").await;
+    // Refused: `200` naming the refusal, then the `403` to the request inside.
+    let (r, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
+    assert_eq!(r.header("x-egress-approvable"), Some("true"));
+    // Recorded before the `200`: on the record at once.
+    let rec = g.api().refusals(&turn).await;
+    assert_eq!(rec["refusals"][0]["host"], FILES, "{rec}");
+    assert_eq!(rec["refusals"][0]["reason"], "not_approved", "{rec}");
+    let req = format!("GET /data.csv HTTP/1.1\r\nHost: {}\r\n\r\n", o.at(FILES));
+    s.write_all(req.as_bytes()).await.unwrap();
+    let (got, _) = until_closed(&mut s, 10).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with(&format!("HTTP/1.1 403 {ASK}\r\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains("x-egress-refused: not_approved\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("connection: close\r\n"), "{text}");
+    assert!(
+        text.contains("egressgate refused files.example.com") && text.contains("approval tool"),
+        "{text}"
+    );
+    // The request inside names another host, even an allowed one: still only the refusal.
+    let (_, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    let req = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", o.at(OTHER));
+    s.write_all(req.as_bytes()).await.unwrap();
+    let (got, _) = until_closed(&mut s, 10).await;
+    assert!(
+        got.starts_with(b"HTTP/1.1 403 "),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    // Silence, and an opaque protocol: closed without a byte.
+    let (_, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    assert_eq!(until_closed(&mut s, 10).await.0, b"");
+    let (_, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    s.write_all(b"SSH-2.0-OpenSSH_9.6\r\n").await.unwrap();
+    assert_eq!(until_closed(&mut s, 10).await.0, b"");
+    assert_eq!(o.connection_count(), 0, "a refused connection was dialled");
+    // Allowed: the mark changes nothing.
+    let (r, mut s) = marked_connect(&g, &turn, &o.at(OTHER)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-egress-refused"), None);
+    let req = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", o.at(OTHER));
+    s.write_all(req.as_bytes()).await.unwrap();
+    let r = read_response(&mut s).await.unwrap();
+    assert_eq!(r.text(), "origin says hi");
+    // A limit or a bad credential is still the `CONNECT` answer (the capture resets).
+    let forged = turn.forged("not-the-secret");
+    let (r, _) = marked_connect(&g, &forged, &o.at(FILES)).await;
+    assert_eq!(r.status, 407);
+}
+
+#[tokio::test]
+async fn a_marked_tls_connect_is_refused_inside_tls_under_a_leaf_for_the_normalised_name() {
+    let (g, o, ca) = marked_bench().await;
+    let turn = g.turn("u", "c").await;
+    let client = client_trusting(&ca, &[b"h2", b"http/1.1"]);
+    for sni in [FILES, "FILES.Example.COM", "files.example.com."] {
+        let (r, s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+        assert_eq!(r.status, 200);
+        // The client checks the leaf against the name it asked for.
+        let mut tls = handshake(s, client.clone(), sni).await.unwrap();
+        assert_eq!(
+            tls.get_ref().1.alpn_protocol(),
+            Some(&b"http/1.1"[..]),
+            "{sni}"
+        );
+        let leaf = &support::ca::presented(&tls)[0];
+        support::ca::webpki_verify(&ca, leaf, FILES).unwrap();
+        let req = format!("GET / HTTP/1.1\r\nHost: {sni}\r\n\r\n");
+        tls.write_all(req.as_bytes()).await.unwrap();
+        let (got, _) = until_closed(&mut tls, 10).await;
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 403 {ASK}\r\n")),
+            "{sni}: {text}"
+        );
+        assert!(
+            text.contains("x-egress-refused: not_approved\r\n"),
+            "{text}"
+        );
+    }
+    // Another name in the SNI, or an address: no leaf, the stream just closes.
+    for (authority, sni) in [
+        (o.at(FILES), OTHER.to_owned()),
+        (format!("127.0.0.1:{}", o.port()), "127.0.0.1".to_owned()),
+    ] {
+        let (r, s) = marked_connect(&g, &turn, &authority).await;
+        assert_eq!(r.status, 200, "{authority}");
+        assert!(
+            handshake(s, client.clone(), &sni).await.is_err(),
+            "{authority} {sni}"
+        );
+    }
+    assert_eq!(o.connection_count(), 0, "a refused connection was dialled");
+}
+
+#[tokio::test]
+async fn an_oversized_or_slow_request_inside_the_refusal_is_cut_at_the_bound() {
+    let (g, o, ca) = marked_bench().await;
+    let turn = g.turn("u", "c").await;
+    let client = client_trusting(&ca, &[b"http/1.1"]);
+    // A head past `max-header-bytes` (64 KiB): `431` at most, never the refusal's text.
+    let (_, s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    let mut tls = handshake(s, client.clone(), FILES).await.unwrap();
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: {FILES}\r\nx-fill: {}\r\n",
+        "a".repeat(128 * 1024)
+    );
+    let _ = tls.write_all(big.as_bytes()).await;
+    let (got, _) = until_closed(&mut tls, 10).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 431 "),
+        "{text}"
+    );
+    // A head that never ends: closed once `header-read-timeout` (2 s) has passed.
+    let (_, s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    let mut tls = handshake(s, client, FILES).await.unwrap();
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: files")
+        .await
+        .unwrap();
+    let begun = std::time::Instant::now();
+    let (got, _) = until_closed(&mut tls, 10).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(!text.contains(" 403 "), "{text}");
+    assert!(
+        begun.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        begun.elapsed()
+    );
+    // A plain request head that is too large is cut the same way.
+    let (_, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    let _ = s.write_all(big.as_bytes()).await;
+    let (got, _) = until_closed(&mut s, 10).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 431 "),
+        "{text}"
+    );
+    assert_eq!(o.connection_count(), 0);
+}
