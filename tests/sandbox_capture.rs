@@ -45,7 +45,14 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
     let got = sandbox(&proxy_url, &[], &with_url(refused_url.clone())).await;
     assert_ne!(got.status.code(), Some(0), "{client}: {}", explain(&got));
     assert!(!out(&got).contains("origin says hi"), "{client}");
-    // The refusal was on the record before the client saw its connection reset.
+    // The client read the proxy's 403 (its status line or its text), not a reset.
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    assert!(
+        stderr.contains("403") && stderr.contains("egressgate"),
+        "{client}: {}",
+        explain(&got)
+    );
+    // The refusal was on the record before the client saw its 403.
     let rec = api.refusals(&turn).await;
     let rows = rec["refusals"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{client}: {rec}");
