@@ -356,3 +356,28 @@ async fn an_oversized_or_slow_request_inside_the_refusal_is_cut_at_the_bound() {
     );
     assert_eq!(o.connection_count(), 0);
 }
+
+#[tokio::test]
+async fn without_a_deployment_ca_a_marked_tls_connect_is_closed_and_plain_http_still_answered() {
+    // Only a proxy on PostgreSQL without the CA's seal key has no CA to mint under.
+    if std::env::var("EGRESSGATE_TEST_POSTGRES_URL").is_err() {
+        return eprintln!("skipped: runs on PostgreSQL only (EGRESSGATE_TEST_POSTGRES_URL)");
+    }
+    let o = origin().await;
+    let g = gate()
+        .reach(&o)
+        .names(&[FILES])
+        .env("EGRESSGATE_CA_SEAL_KEY", "")
+        .start();
+    let turn = g.turn("u", "c").await;
+    let (r, s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    assert_eq!(r.status, 200);
+    let client = client_trusting(&pki(&[FILES]).ca_pem(), &[b"http/1.1"]);
+    assert!(handshake(s, client, FILES).await.is_err());
+    let (_, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
+    let req = format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", o.at(FILES));
+    s.write_all(req.as_bytes()).await.unwrap();
+    let (got, _) = until_closed(&mut s, 10).await;
+    assert!(got.starts_with(format!("HTTP/1.1 403 {ASK}").as_bytes()));
+    assert_eq!(o.connection_count(), 0);
+}
