@@ -178,6 +178,25 @@ async fn marked_connect(g: &Gate, turn: &Turn, authority: &str) -> (Resp, TcpStr
     (r, s)
 }
 
+/// Sends a request for `host` inside a refused marked tunnel and asserts the answer is the
+/// `not_approved` refusal, then the close; its text.
+async fn refusal_inside<S>(s: &mut S, host: &str) -> String
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let req = format!("GET /data.csv HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let (got, _) = until_closed(s, 10).await;
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let status_line = format!("HTTP/1.1 403 {ASK}\r\n");
+    assert!(text.starts_with(&status_line), "{host}: {text}");
+    assert!(
+        text.contains("x-egress-refused: not_approved\r\n"),
+        "{host}: {text}"
+    );
+    text
+}
+
 /// The gate's deployment CA, as the sandbox's bundle carries it.
 async fn deployment_ca(g: &Gate) -> String {
     let r = g.api().open_get("/v1/ca.pem").await;
@@ -218,18 +237,7 @@ async fn a_marked_connect_gets_its_refusal_inside_the_stream_never_dialled_and_g
     let rec = g.api().refusals(&turn).await;
     assert_eq!(rec["refusals"][0]["host"], FILES, "{rec}");
     assert_eq!(rec["refusals"][0]["reason"], "not_approved", "{rec}");
-    let req = format!("GET /data.csv HTTP/1.1\r\nHost: {}\r\n\r\n", o.at(FILES));
-    s.write_all(req.as_bytes()).await.unwrap();
-    let (got, _) = until_closed(&mut s, 10).await;
-    let text = String::from_utf8_lossy(&got);
-    assert!(
-        text.starts_with(&format!("HTTP/1.1 403 {ASK}\r\n")),
-        "{text}"
-    );
-    assert!(
-        text.contains("x-egress-refused: not_approved\r\n"),
-        "{text}"
-    );
+    let text = refusal_inside(&mut s, &o.at(FILES)).await;
     assert!(text.contains("connection: close\r\n"), "{text}");
     assert!(
         text.contains("egressgate refused files.example.com") && text.contains("approval tool"),
@@ -283,18 +291,7 @@ async fn a_marked_tls_connect_is_refused_inside_tls_under_a_leaf_for_the_normali
         );
         let leaf = &support::ca::presented(&tls)[0];
         support::ca::webpki_verify(&ca, leaf, FILES).unwrap();
-        let req = format!("GET / HTTP/1.1\r\nHost: {sni}\r\n\r\n");
-        tls.write_all(req.as_bytes()).await.unwrap();
-        let (got, _) = until_closed(&mut tls, 10).await;
-        let text = String::from_utf8_lossy(&got);
-        assert!(
-            text.starts_with(&format!("HTTP/1.1 403 {ASK}\r\n")),
-            "{sni}: {text}"
-        );
-        assert!(
-            text.contains("x-egress-refused: not_approved\r\n"),
-            "{text}"
-        );
+        refusal_inside(&mut tls, sni).await;
     }
     // Another name in the SNI, or an address: no leaf, the stream just closes.
     for (authority, sni) in [

@@ -110,49 +110,41 @@ pub const PHRASE_PREFIX: &str = "Forbidden by egressgate: ";
 /// a few words. Fixed text per (reason, approvable), checked at compile time, never a host
 /// name or anything else a client chose (a reason phrase is written into the head as it is).
 pub fn reason_phrase(reason: RefusalReason, approvable: bool) -> ReasonPhrase {
-    const ASK: ReasonPhrase = ReasonPhrase::from_static(
-        b"Forbidden by egressgate: not approved, ask with request_egress_approval",
-    );
-    const READS_ONLY: ReasonPhrase = ReasonPhrase::from_static(
-        b"Forbidden by egressgate: approved for reads only, ask with request_egress_approval",
-    );
-    const PACKAGE: ReasonPhrase = ReasonPhrase::from_static(
-        b"Forbidden by egressgate: package not approved, ask with request_egress_approval",
-    );
-    const WHOLE_HOST: ReasonPhrase =
-        ReasonPhrase::from_static(b"Forbidden by egressgate: whole host, cannot be approved");
-    const NO_PACKAGE: ReasonPhrase =
-        ReasonPhrase::from_static(b"Forbidden by egressgate: names no package, cannot be approved");
-    const IP: ReasonPhrase =
-        ReasonPhrase::from_static(b"Forbidden by egressgate: IP address, cannot be approved");
-    const INTERNAL_NAME: ReasonPhrase =
-        ReasonPhrase::from_static(b"Forbidden by egressgate: internal name, cannot be approved");
-    const PORT: ReasonPhrase =
-        ReasonPhrase::from_static(b"Forbidden by egressgate: port not allowed, cannot be approved");
-    const INTERNAL_ADDRESS: ReasonPhrase =
-        ReasonPhrase::from_static(b"Forbidden by egressgate: internal address, cannot be approved");
-    const SNI: ReasonPhrase = ReasonPhrase::from_static(
-        b"Forbidden by egressgate: TLS name differs from host, cannot be approved",
-    );
-    const HOST: ReasonPhrase = ReasonPhrase::from_static(
-        b"Forbidden by egressgate: Host header differs from target, cannot be approved",
-    );
-    const LIMIT: ReasonPhrase = ReasonPhrase::from_static(
-        b"Forbidden by egressgate: connection limit reached, retry later",
-    );
+    /// The phrase `Forbidden by egressgate: <next>`, validated when compiled.
+    macro_rules! phrase {
+        ($next:literal) => {{
+            const PHRASE: ReasonPhrase =
+                ReasonPhrase::from_static(concat!("Forbidden by egressgate: ", $next).as_bytes());
+            PHRASE
+        }};
+    }
     match (reason, approvable) {
-        (RefusalReason::NotApproved, true) => ASK,
-        (RefusalReason::MethodNotAllowed, true) => READS_ONLY,
-        (RefusalReason::PackageNotApproved, true) => PACKAGE,
-        (RefusalReason::NotApproved | RefusalReason::MethodNotAllowed, false) => WHOLE_HOST,
-        (RefusalReason::PackageNotApproved, false) => NO_PACKAGE,
-        (RefusalReason::IpLiteral, _) => IP,
-        (RefusalReason::InternalName, _) => INTERNAL_NAME,
-        (RefusalReason::PortNotAllowed, _) => PORT,
-        (RefusalReason::PrivateAddress, _) => INTERNAL_ADDRESS,
-        (RefusalReason::SniMismatch, _) => SNI,
-        (RefusalReason::HostMismatch, _) => HOST,
-        (RefusalReason::LimitExceeded, _) => LIMIT,
+        (RefusalReason::NotApproved, true) => {
+            phrase!("not approved, ask with request_egress_approval")
+        }
+        (RefusalReason::MethodNotAllowed, true) => {
+            phrase!("approved for reads only, ask with request_egress_approval")
+        }
+        (RefusalReason::PackageNotApproved, true) => {
+            phrase!("package not approved, ask with request_egress_approval")
+        }
+        (RefusalReason::NotApproved | RefusalReason::MethodNotAllowed, false) => {
+            phrase!("whole host, cannot be approved")
+        }
+        (RefusalReason::PackageNotApproved, false) => {
+            phrase!("names no package, cannot be approved")
+        }
+        (RefusalReason::IpLiteral, _) => phrase!("IP address, cannot be approved"),
+        (RefusalReason::InternalName, _) => phrase!("internal name, cannot be approved"),
+        (RefusalReason::PortNotAllowed, _) => phrase!("port not allowed, cannot be approved"),
+        (RefusalReason::PrivateAddress, _) => phrase!("internal address, cannot be approved"),
+        (RefusalReason::SniMismatch, _) => {
+            phrase!("TLS name differs from host, cannot be approved")
+        }
+        (RefusalReason::HostMismatch, _) => {
+            phrase!("Host header differs from target, cannot be approved")
+        }
+        (RefusalReason::LimitExceeded, _) => phrase!("connection limit reached, retry later"),
     }
 }
 
