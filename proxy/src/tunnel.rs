@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use egressgate_store::{Access, GrantKind, RefusalReason, Timestamp};
-use http::{Request, Response};
-use hyper::body::Incoming;
+use http::Response;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -51,7 +51,7 @@ pub(crate) fn start(
     decided: Option<i64>,
     target: Target,
     addrs: Vec<SocketAddr>,
-    req: Request<Incoming>,
+    upgrade: OnUpgrade,
 ) -> Response<ProxyBody> {
     let grant = &allowed.grant;
     let ends_at = grant
@@ -69,9 +69,8 @@ pub(crate) fn start(
         decided,
         &shared.epoch,
     );
-    // Only the upgrade handle moves into the task (a captured request would sit in the task's
-    // memory for the tunnel's whole life).
-    let upgrade = hyper::upgrade::on(req);
+    // Only the upgrade handle moves into the task (the request would sit in the task's memory
+    // for the tunnel's whole life).
     tokio::spawn(async move {
         let _guards = (guard, conn_guard, registration);
         let upgraded = match upgrade.await {
