@@ -66,6 +66,9 @@ pub fn refused(
         RefusalReason::MethodNotAllowed => {
             "this host is approved for downloads only (read); this request would upload or change something"
         }
+        RefusalReason::PathNotAllowed => {
+            "this host is approved only under some paths, and this request's path is not one of them"
+        }
         RefusalReason::PackageNotApproved if package.is_some() => {
             "nobody has approved this package (or this version) for this chat"
         }
