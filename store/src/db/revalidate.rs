@@ -221,4 +221,50 @@ mod tests {
         s.admin.push(pattern);
         assert!(s.keeps(open(&t1, &c1, &admin), now));
     }
+
+    #[test]
+    fn a_user_row_keeps_every_chat_and_a_turn_row_only_its_turn() {
+        let now = Timestamp::from_millis(10_000);
+        let (t1, t2) = (
+            TurnId::from_db("t_one".into()),
+            TurnId::from_db("t_two".into()),
+        );
+        let (alice, bob) = (
+            UserId::from_db("alice".into()),
+            UserId::from_db("bob".into()),
+        );
+        let (c1, c2) = (ChatId::from_db("c1".into()), ChatId::from_db("c2".into()));
+        let host = Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}"));
+        let pattern = SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!());
+        let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
+        let mut s = StillAllowed::default();
+        for t in [&t1, &t2] {
+            s.turns.insert(t.clone(), Timestamp::from_millis(20_000));
+        }
+        let open = |turn, user, chat| OpenGrant {
+            turn,
+            user,
+            chat,
+            host: &host,
+            grant: &approval,
+        };
+        s.approvals.insert(
+            (alice.clone(), c1.as_str().to_owned()),
+            vec![(pattern.clone(), t1.as_str().to_owned())],
+        );
+        assert!(s.keeps(open(&t1, &alice, &c1), now));
+        assert!(
+            !s.keeps(open(&t2, &alice, &c1), now),
+            "another turn of the chat"
+        );
+        s.approvals.insert(
+            (alice.clone(), String::new()),
+            vec![(pattern, String::new())],
+        );
+        assert!(
+            s.keeps(open(&t2, &alice, &c2), now),
+            "a user row: every chat"
+        );
+        assert!(!s.keeps(open(&t2, &bob, &c2), now), "not another user's");
+    }
 }
