@@ -213,6 +213,21 @@ async fn serve(
         grant: grant.clone(),
         started: begun,
     };
+    // A counted grant spends one use per admitted connection: a tunnel here, a forwarded
+    // request once its own rules (access level, paths) let it, so a refused one spends none.
+    if grant.counted.is_some() {
+        if !connect
+            && let Err(answer) =
+                forward::per_request_rules(&shared, &turn, &target, &req, &allowed, Via::Plain)
+                    .await
+        {
+            return answer;
+        }
+        let r = refusal(RefusalReason::NotApproved);
+        if let Err(answer) = shared.spend_use(&grant, r).await {
+            return answer;
+        }
+    }
     if let Some(upgrade) = upgrade.take() {
         tunnel::start(shared, turn, guard, allowed, epoch, target, addrs, upgrade)
     } else {

@@ -72,6 +72,9 @@ pub fn refused(
         RefusalReason::MethodNotAllowed => {
             "this host is approved for downloads only (read); this request would upload or change something"
         }
+        RefusalReason::PathNotAllowed => {
+            "this host is approved only under some paths, and this request's path is not one of them"
+        }
         RefusalReason::PackageNotApproved if package.is_some() => {
             "nobody has approved this package (or this version) for this chat"
         }
@@ -125,10 +128,18 @@ pub fn reason_phrase(reason: RefusalReason, approvable: bool) -> ReasonPhrase {
         (RefusalReason::MethodNotAllowed, true) => {
             phrase!("approved for reads only, ask with request_egress_approval")
         }
+        (RefusalReason::PathNotAllowed, true) => {
+            phrase!("path not approved, ask with request_egress_approval")
+        }
         (RefusalReason::PackageNotApproved, true) => {
             phrase!("package not approved, ask with request_egress_approval")
         }
-        (RefusalReason::NotApproved | RefusalReason::MethodNotAllowed, false) => {
+        (
+            RefusalReason::NotApproved
+            | RefusalReason::MethodNotAllowed
+            | RefusalReason::PathNotAllowed,
+            false,
+        ) => {
             phrase!("whole host, cannot be approved")
         }
         (RefusalReason::PackageNotApproved, false) => {

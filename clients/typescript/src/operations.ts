@@ -82,6 +82,8 @@ export const OPERATIONS = {
   listEgress: { method: "GET", path: "/v1/turns/{turn_id}/egress", answer: "json" },
   getTurnPolicy: { method: "GET", path: "/v1/turns/{turn_id}/policy", answer: "json" },
   listRefusals: { method: "GET", path: "/v1/turns/{turn_id}/refusals", answer: "json" },
+  listUserApprovals: { method: "GET", path: "/v1/users/{user_id}/approvals", answer: "json" },
+  revokeUserApproval: { method: "DELETE", path: "/v1/users/{user_id}/approvals/{kind}/{value}", answer: "json" },
   listPendingInterrupts: { method: "GET", path: "/v1/users/{user_id}/interrupts", answer: "json" },
 } as const satisfies Record<string, Op>;
 
@@ -260,6 +262,16 @@ export class Client extends Core {
   /** `GET /v1/turns/{turn_id}/refusals`: What the proxy refused this turn, recorded before each `403`. */
   listRefusals(turnId: string, options: { user?: string | null } = {}): Promise<Refusals> {
     return this.call<Refusals>(OPERATIONS.listRefusals, { "turn_id": turnId }, {}, { "X-Egressgate-User": options.user }, undefined);
+  }
+
+  /** `GET /v1/users/{user_id}/approvals`: The user's live user-scope approvals (they apply to every chat of the user; empty for another user). */
+  listUserApprovals(userId: string, options: { user: string }): Promise<Approvals> {
+    return this.call<Approvals>(OPERATIONS.listUserApprovals, { "user_id": userId }, {}, { "X-Egressgate-User": options.user }, undefined);
+  }
+
+  /** `DELETE /v1/users/{user_id}/approvals/{kind}/{value}`: Revoked in every chat of the user; effective from the next request at the latest. */
+  revokeUserApproval(userId: string, kind: string, value: string, options: { user: string }): Promise<Revoked> {
+    return this.call<Revoked>(OPERATIONS.revokeUserApproval, { "user_id": userId, "kind": kind, "value": value }, {}, { "X-Egressgate-User": options.user }, undefined);
   }
 
   /** `GET /v1/users/{user_id}/interrupts`: The user's open cards across chats, without secrets: `{"user_id", "interrupts": [{"interrupt_id", "chat_id", "turn_id", "message", "card", "created_at", "expires_at", "interrupt"}]}`. */

@@ -59,6 +59,14 @@ export interface Approval {
   card_id?: string | null;
   expires_at: Time;
   kind: string;
+  /** The path prefixes a site approval is narrowed to: `null` is the whole host. */
+  paths?: string[] | null;
+  /** How far it reaches: `turn` (the card's turn and its resumed run), `chat` or `user` (every chat of the user; listed by `GET /v1/users/{user_id}/approvals`). */
+  scope: string;
+  /** The turn of a `turn`-scope approval (absent otherwise). */
+  turn_id?: string | null;
+  /** Connections it still admits: `null` is unlimited, `0` spent (listed until it expires). */
+  uses_left?: number | null;
   value: string;
 }
 
@@ -70,7 +78,7 @@ export interface ApprovalRequestBody {
   urls?: string[] | null;
 }
 
-/** `GET /v1/chats/{chat_id}/approvals`. */
+/** `GET /v1/chats/{chat_id}/approvals`, `GET /v1/users/{user_id}/approvals`. */
 export interface Approvals {
   approvals: Approval[];
 }
@@ -164,8 +172,14 @@ export interface DecideBody {
 export interface Decision {
   /** Present (`read`) only when the person narrowed the card's `full` with `payload.access`; absent means `full`. */
   access?: string | null;
+  /** Present when the person counted the uses (`payload.max_uses`): connections each approved site admits. */
+  max_uses?: number | null;
   outcome: DecisionOutcome;
   packages: string[];
+  /** Present when the person narrowed the sites to path prefixes (`payload.paths`). */
+  paths?: string[] | null;
+  /** Present (`turn` or `user`) only when the person chose it with `payload.scope`; absent means `chat`. */
+  scope?: string | null;
   sites: string[];
 }
 
@@ -381,7 +395,7 @@ export interface Refusal {
 }
 
 /** A refusal reason (the closed set). */
-export type RefusalReason = "not_approved" | "ip_literal" | "internal_name" | "port_not_allowed" | "private_address" | "sni_mismatch" | "host_mismatch" | "limit_exceeded" | "method_not_allowed" | "package_not_approved";
+export type RefusalReason = "not_approved" | "ip_literal" | "internal_name" | "port_not_allowed" | "private_address" | "sni_mismatch" | "host_mismatch" | "limit_exceeded" | "method_not_allowed" | "path_not_allowed" | "package_not_approved";
 
 /** `GET /v1/turns/{turn_id}/refusals`. */
 export interface Refusals {

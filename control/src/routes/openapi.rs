@@ -25,7 +25,7 @@ pub(crate) mod shared;
 
 use super::{
     admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, interrupts,
-    pending, resume, tokens, turns, view,
+    pending, resume, tokens, turns, user_approvals, view,
 };
 use schemas::ErrorBody;
 use shared::error_response;
@@ -46,6 +46,7 @@ use shared::error_response;
         interrupts::register, interrupts::outcome, interrupts::reissue,
         resume::resume, claims::heartbeat, claims::complete,
         chats::hide, chats::list_approvals, chats::revoke,
+        user_approvals::list, user_approvals::revoke,
         admin::list_sites, admin::add_site, admin::remove_site,
         admin::list_packages, admin::add_package, admin::remove_package,
         admin::set_user, audit::list,

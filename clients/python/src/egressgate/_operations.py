@@ -78,6 +78,8 @@ OPERATIONS: dict[str, _Op] = {
     "listEgress": _Op("GET", "/v1/turns/{turn_id}/egress", "json"),
     "getTurnPolicy": _Op("GET", "/v1/turns/{turn_id}/policy", "json"),
     "listRefusals": _Op("GET", "/v1/turns/{turn_id}/refusals", "json"),
+    "listUserApprovals": _Op("GET", "/v1/users/{user_id}/approvals", "json"),
+    "revokeUserApproval": _Op("DELETE", "/v1/users/{user_id}/approvals/{kind}/{value}", "json"),
     "listPendingInterrupts": _Op("GET", "/v1/users/{user_id}/interrupts", "json"),
 }
 
@@ -227,6 +229,14 @@ class _SyncOperations:
     def list_refusals(self, turn_id: str, *, user: str | None = None) -> Refusals:
         """`GET /v1/turns/{turn_id}/refusals`: What the proxy refused this turn, recorded before each `403`."""
         return self._call(OPERATIONS["listRefusals"], {"turn_id": turn_id}, {}, {"X-Egressgate-User": user}, None)
+
+    def list_user_approvals(self, user_id: str, *, user: str) -> Approvals:
+        """`GET /v1/users/{user_id}/approvals`: The user's live user-scope approvals (they apply to every chat of the user; empty for another user)."""
+        return self._call(OPERATIONS["listUserApprovals"], {"user_id": user_id}, {}, {"X-Egressgate-User": user}, None)
+
+    def revoke_user_approval(self, user_id: str, kind: str, value: str, *, user: str) -> Revoked:
+        """`DELETE /v1/users/{user_id}/approvals/{kind}/{value}`: Revoked in every chat of the user; effective from the next request at the latest."""
+        return self._call(OPERATIONS["revokeUserApproval"], {"user_id": user_id, "kind": kind, "value": value}, {}, {"X-Egressgate-User": user}, None)
 
     def list_pending_interrupts(self, user_id: str, *, state: str | None = None, user: str | None = None) -> PendingCards:
         """`GET /v1/users/{user_id}/interrupts`: The user's open cards across chats, without secrets: `{"user_id", "interrupts": [{"interrupt_id", "chat_id", "turn_id", "message", "card", "created_at", "expires_at", "interrupt"}]}`."""
@@ -378,6 +388,14 @@ class _AsyncOperations:
     async def list_refusals(self, turn_id: str, *, user: str | None = None) -> Refusals:
         """`GET /v1/turns/{turn_id}/refusals`: What the proxy refused this turn, recorded before each `403`."""
         return await self._call(OPERATIONS["listRefusals"], {"turn_id": turn_id}, {}, {"X-Egressgate-User": user}, None)
+
+    async def list_user_approvals(self, user_id: str, *, user: str) -> Approvals:
+        """`GET /v1/users/{user_id}/approvals`: The user's live user-scope approvals (they apply to every chat of the user; empty for another user)."""
+        return await self._call(OPERATIONS["listUserApprovals"], {"user_id": user_id}, {}, {"X-Egressgate-User": user}, None)
+
+    async def revoke_user_approval(self, user_id: str, kind: str, value: str, *, user: str) -> Revoked:
+        """`DELETE /v1/users/{user_id}/approvals/{kind}/{value}`: Revoked in every chat of the user; effective from the next request at the latest."""
+        return await self._call(OPERATIONS["revokeUserApproval"], {"user_id": user_id, "kind": kind, "value": value}, {}, {"X-Egressgate-User": user}, None)
 
     async def list_pending_interrupts(self, user_id: str, *, state: str | None = None, user: str | None = None) -> PendingCards:
         """`GET /v1/users/{user_id}/interrupts`: The user's open cards across chats, without secrets: `{"user_id", "interrupts": [{"interrupt_id", "chat_id", "turn_id", "message", "card", "created_at", "expires_at", "interrupt"}]}`."""

@@ -68,6 +68,10 @@ class Approval(TypedDict):
     card_id: NotRequired[str | None]
     expires_at: Time
     kind: str
+    paths: NotRequired[list[str] | None]
+    scope: str
+    turn_id: NotRequired[str | None]
+    uses_left: NotRequired[int | None]
     value: str
 
 
@@ -81,7 +85,7 @@ class ApprovalRequestBody(TypedDict):
 
 
 class Approvals(TypedDict):
-    """`GET /v1/chats/{chat_id}/approvals`."""
+    """`GET /v1/chats/{chat_id}/approvals`, `GET /v1/users/{user_id}/approvals`."""
 
     approvals: list[Approval]
 
@@ -175,8 +179,11 @@ class Decision(TypedDict):
     """The decision fixed by the first claim; `sites` and `packages` are empty unless approved."""
 
     access: NotRequired[str | None]
+    max_uses: NotRequired[int | None]
     outcome: DecisionOutcome
     packages: list[str]
+    paths: NotRequired[list[str] | None]
+    scope: NotRequired[str | None]
     sites: list[str]
 
 
@@ -541,7 +548,7 @@ OpenApiDocument: TypeAlias = dict[str, Any]
 PendingCode: TypeAlias = Literal["INTERRUPT_PENDING"]
 """The code of a `pending` answer."""
 
-RefusalReason: TypeAlias = Literal["not_approved", "ip_literal", "internal_name", "port_not_allowed", "private_address", "sni_mismatch", "host_mismatch", "limit_exceeded", "method_not_allowed", "package_not_approved"]
+RefusalReason: TypeAlias = Literal["not_approved", "ip_literal", "internal_name", "port_not_allowed", "private_address", "sni_mismatch", "host_mismatch", "limit_exceeded", "method_not_allowed", "path_not_allowed", "package_not_approved"]
 """A refusal reason (the closed set)."""
 
 Time: TypeAlias = str

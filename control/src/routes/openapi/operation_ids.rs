@@ -63,6 +63,12 @@ pub(crate) const OPERATION_IDS: &[(&str, &str, &str)] = &[
         "/v1/chats/{chat_id}/approvals/{kind}/{value}",
         "revokeApproval",
     ),
+    ("get", "/v1/users/{user_id}/approvals", "listUserApprovals"),
+    (
+        "delete",
+        "/v1/users/{user_id}/approvals/{kind}/{value}",
+        "revokeUserApproval",
+    ),
 ];
 
 /// Sets each operation's id from [`OPERATION_IDS`]; an operation without a row keeps the

@@ -21,9 +21,19 @@ pub struct Approval {
     /// How much of the host a site approval opens: `full` (a card grants it) or `read`.
     #[schema(value_type = String, pattern = "^(full|read)$")]
     access: String,
+    /// How far it reaches: `turn` (the card's turn and its resumed run), `chat` or `user`
+    /// (every chat of the user; listed by `GET /v1/users/{user_id}/approvals`).
+    #[schema(value_type = String, pattern = "^(turn|chat|user)$")]
+    scope: String,
+    /// Connections it still admits: `null` is unlimited, `0` spent (listed until it expires).
+    uses_left: Option<i64>,
+    /// The path prefixes a site approval is narrowed to: `null` is the whole host.
+    paths: Option<Vec<String>>,
+    /// The turn of a `turn`-scope approval (absent otherwise).
+    turn_id: Option<String>,
 }
 
-/// `GET /v1/chats/{chat_id}/approvals`.
+/// `GET /v1/chats/{chat_id}/approvals`, `GET /v1/users/{user_id}/approvals`.
 #[derive(ToSchema)]
 pub struct Approvals {
     approvals: Vec<Approval>,

@@ -158,6 +158,15 @@ pub struct Decision {
     /// `payload.access`; absent means `full`.
     #[schema(value_type = Option<String>, pattern = "^read$")]
     access: Option<String>,
+    /// Present (`turn` or `user`) only when the person chose it with `payload.scope`;
+    /// absent means `chat`.
+    #[schema(value_type = Option<String>, pattern = "^(turn|user)$")]
+    scope: Option<String>,
+    /// Present when the person counted the uses (`payload.max_uses`): connections each
+    /// approved site admits.
+    max_uses: Option<i64>,
+    /// Present when the person narrowed the sites to path prefixes (`payload.paths`).
+    paths: Option<Vec<String>>,
 }
 
 /// `GET /v1/interrupts/{id}/outcome`.
