@@ -251,13 +251,7 @@ async fn pages_carry_strict_security_headers_and_immutable_assets() {
 async fn removing_the_admin_token_ends_its_console_sessions() {
     let (g, _o) = setup(&[]).await;
     let api = g.api();
-    let r = api
-        .post(
-            "/v1/admin/tokens",
-            ADMIN,
-            json!({"name": "console-op", "scopes": ["admin"]}),
-        )
-        .await;
+    let r = api.add_token("console-op", &["admin"]).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let named = r.json()["token"].as_str().unwrap().to_owned();
     let r = sign_in(&api, &named, &[]).await;
