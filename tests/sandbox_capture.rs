@@ -80,24 +80,21 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
     assert_eq!(o.requests().len(), 2, "{client}");
 }
 
-#[tokio::test]
-async fn python_urllib_without_proxy_settings_closes_the_loop() {
-    shipped_client_closes_the_loop("python", "python3", "get.py").await;
+/// One test per client script shipped with the tests: the whole loop, run by its tool.
+macro_rules! shipped_clients {
+    ($($name:ident: $client:literal, $tool:literal, $script:literal;)+) => {$(
+        #[tokio::test]
+        async fn $name() {
+            shipped_client_closes_the_loop($client, $tool, $script).await;
+        }
+    )+};
 }
 
-#[tokio::test]
-async fn node_fetch_which_reads_no_proxy_variables_closes_the_loop() {
-    shipped_client_closes_the_loop("node", "node", "get.mjs").await;
-}
-
-#[tokio::test]
-async fn java_httpclient_without_a_proxy_closes_the_loop() {
-    shipped_client_closes_the_loop("java", "java", "Get.java").await;
-}
-
-#[tokio::test]
-async fn perl_raw_socket_closes_the_loop() {
-    shipped_client_closes_the_loop("perl", "perl", "get.pl").await;
+shipped_clients! {
+    python_urllib_without_proxy_settings_closes_the_loop: "python", "python3", "get.py";
+    node_fetch_which_reads_no_proxy_variables_closes_the_loop: "node", "node", "get.mjs";
+    java_httpclient_without_a_proxy_closes_the_loop: "java", "java", "Get.java";
+    perl_raw_socket_closes_the_loop: "perl", "perl", "get.pl";
 }
 
 /// The whole loop for a client script shipped with the tests, run by `tool` (skipped where

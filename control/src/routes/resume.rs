@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -16,8 +16,7 @@ use serde_json::{Value, json};
 
 use super::openapi::schemas;
 use super::openapi::shared::InterruptParams;
-use super::pointer::{HANDOFF, interrupt_not_found, worker_label};
-use crate::body::StrictJson;
+use super::pointer::{CardCall, HANDOFF, interrupt_not_found, worker_label};
 use crate::bulk;
 use crate::decision::{Allowances, ResumeStatus, decide};
 use crate::error::ApiError;
@@ -155,13 +154,14 @@ impl Attempt {
         (status = 422, description = "`INCOMPLETE_RESUME`: not exactly one entry for this id. `INVALID_DECISION`: a package not on the card, an access level other than `full`/`read`, or `read` for a host the proxy does not inspect.", body = schemas::ErrorBody),
         (status = 429, description = "`BUSY`: no resume slot free for this user. `TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody),
     ))]
-pub(crate) async fn resume(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    who: Attempt,
-    StrictJson(body): StrictJson<ResumeBody>,
-) -> Result<Json<Value>, ApiError> {
-    let now = Timestamp::now();
+pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<Value>, ApiError> {
+    let CardCall {
+        state,
+        id,
+        caller: who,
+        body,
+        now,
+    } = call;
     // 1. Exactly one entry, for this interrupt.
     let entry = match body.resume.as_slice() {
         [only] if only.interrupt_id.as_deref() == Some(id.as_str()) => only,

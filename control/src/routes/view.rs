@@ -5,7 +5,6 @@
 //! in a body and never in a URL or an access log.
 
 use axum::Json;
-use axum::extract::{Path, State};
 use egressgate_store::Timestamp;
 use egressgate_store::card::Card;
 use egressgate_store::db::interrupts::{Decision, InterruptState};
@@ -13,10 +12,9 @@ use serde_json::Value;
 
 use super::interrupts::interrupt_json;
 use super::openapi::schemas;
+use super::pointer::CardCall;
 use super::resume::{Attempt, expired};
-use crate::body::StrictJson;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The page's request: only the secret from the link's fragment.
 #[derive(serde::Deserialize, utoipa::ToSchema)]
@@ -51,14 +49,11 @@ pub(crate) struct CardView {
         (status = 410, description = "`INTERRUPT_EXPIRED`: the card can no longer be answered.", body = schemas::ErrorBody),
         (status = 429, description = "`TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody)))]
 /// `POST /v1/interrupts/{id}/view`.
-pub(crate) async fn view(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    who: Attempt,
-    StrictJson(body): StrictJson<ViewBody>,
-) -> Result<Json<CardView>, ApiError> {
-    let now = Timestamp::now();
-    let p = who.authenticate(&state, &id, &body.secret, now).await?;
+pub(crate) async fn view(call: CardCall<Attempt, ViewBody>) -> Result<Json<CardView>, ApiError> {
+    let now = call.now;
+    let p = (call.caller)
+        .authenticate(&call.state, &call.id, &call.body.secret, now)
+        .await?;
     let shown = p.effective_state(now);
     if shown == InterruptState::Expired {
         return Err(expired("it is no longer answerable"));
