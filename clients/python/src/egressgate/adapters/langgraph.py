@@ -33,17 +33,8 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command, interrupt
 
 from .. import Client
-from .claim import (
-    APPROVAL_TOOL,
-    AlreadyDone,
-    Claim,
-    Paused,
-    Turn,
-    first_answer_text,
-    first_call,
-    register,
-    resume_answer,
-)
+from .claim import APPROVAL_TOOL, AlreadyDone, Claim, Paused, Turn, register
+from .claim import first_answer_text, first_call, resume_answer
 
 ENTRY = "egress_approval"
 """The node an agent node routes to when it set `approval_call`."""
