@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use super::{FILES, Gate, Origin, RUNTIME, gate, origin};
+use super::{ADMIN, FILES, Gate, Origin, RUNTIME, gate, origin};
 
 /// A gate where `files.example.com` resolves to loopback and `port` may be reached.
 pub fn gate_for_origin(port: u16) -> Gate {
@@ -76,4 +76,19 @@ pub fn run_example_ok(g: &Gate, port: u16, script: &str, args: &[&str]) -> Strin
     );
     eprintln!("{script} {args:?}:\n{stdout}");
     stdout
+}
+
+/// Asserts that `g` audited exactly `cards` approval resolutions: one claim per card answered,
+/// however many processes tried to resume it.
+pub async fn assert_one_claim_per_card(g: &Gate, cards: usize) {
+    let audit = g
+        .api()
+        .get("/v1/admin/audit?kind=approval_resolved", ADMIN)
+        .await
+        .json();
+    assert_eq!(
+        audit["audit"].as_array().unwrap().len(),
+        cards,
+        "one claim per card: {audit}"
+    );
 }
