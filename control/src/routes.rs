@@ -28,6 +28,7 @@ mod resume;
 mod tokens;
 mod turns;
 mod view;
+mod webhooks;
 
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
@@ -59,6 +60,19 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/admin/tokens", get(tokens::list).post(tokens::add))
         .route("/v1/admin/tokens/{name}", delete(tokens::remove))
         .route("/v1/admin/audit", get(audit::list))
+        .route(
+            "/v1/admin/webhooks",
+            get(webhooks::list).post(webhooks::add),
+        )
+        .route("/v1/admin/webhooks/{id}", delete(webhooks::remove))
+        .route(
+            "/v1/admin/webhooks/{id}/deliveries",
+            get(webhooks::deliveries),
+        )
+        .route(
+            "/v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry",
+            post(webhooks::retry),
+        )
         .route("/v1/admin/dry-run", get(dry_run::dry_run))
         .route("/v1/users/{user_id}/interrupts", get(pending::list))
         .route("/v1/interrupts/{id}/view", post(view::view))
