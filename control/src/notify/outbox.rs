@@ -145,7 +145,7 @@ impl Worker {
                 .await?;
         }
         self.metrics.pending.set(self.store.outbox_pending().await?);
-        if n % 120 == 0 {
+        if n.is_multiple_of(120) {
             self.store.outbox_prune(now).await?;
         }
         Ok(())
