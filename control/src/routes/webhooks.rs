@@ -52,6 +52,17 @@ fn webhook_not_found() -> ApiError {
     ApiError::not_found("WEBHOOK_NOT_FOUND", "no such webhook endpoint")
 }
 
+/// The id of a stored endpoint, or `404 WEBHOOK_NOT_FOUND`.
+async fn known_endpoint(state: &AppState, id: &str) -> Result<WebhookId, ApiError> {
+    let id = WebhookId::parse(id).ok_or_else(webhook_not_found)?;
+    state
+        .store
+        .webhook(&id)
+        .await?
+        .ok_or_else(webhook_not_found)?;
+    Ok(id)
+}
+
 fn endpoint_json(e: &Endpoint) -> Value {
     json!({"id": e.id, "url": e.url, "events": e.events, "description": e.description,
            "include_link": e.include_link, "created_at": e.created_at})
@@ -206,12 +217,7 @@ pub(crate) async fn deliveries(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = WebhookId::parse(&id).ok_or_else(webhook_not_found)?;
-    state
-        .store
-        .webhook(&id)
-        .await?
-        .ok_or_else(webhook_not_found)?;
+    let id = known_endpoint(&state, &id).await?;
     let list: Vec<Value> = state
         .store
         .webhook_deliveries(&id, DELIVERIES_LISTED)
@@ -233,12 +239,7 @@ pub(crate) async fn retry(
     State(state): State<AppState>,
     Path((id, delivery)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = WebhookId::parse(&id).ok_or_else(webhook_not_found)?;
-    state
-        .store
-        .webhook(&id)
-        .await?
-        .ok_or_else(webhook_not_found)?;
+    let id = known_endpoint(&state, &id).await?;
     let not_found = || {
         ApiError::not_found(
             "DELIVERY_NOT_FOUND",
