@@ -3,7 +3,8 @@
 //! refused with nothing written; every delivery verifies; a receiver that fails twice gets
 //! the same `webhook-id` three times; the default payload carries no resume secret; a gate
 //! killed while deliveries are pending delivers them after a restart, each exactly once to a
-//! receiver that de-duplicates by `webhook-id`.
+//! receiver that de-duplicates by `webhook-id`; two processes on one PostgreSQL send each
+//! delivery once; `include_link` puts the card's secret in `card_url`'s fragment.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -97,7 +98,11 @@ impl Drop for Receiver {
 
 /// A gate that may deliver to `hooks.test` on loopback, retrying fast.
 fn hooks_gate(data: Option<tempfile::TempDir>) -> Gate {
-    let mut g = gate().resolve("hooks.test", "127.0.0.1").args(&[
+    hooks_gate_on(gate(), data)
+}
+
+fn hooks_gate_on(g: GateBuilder, data: Option<tempfile::TempDir>) -> Gate {
+    let mut g = g.resolve("hooks.test", "127.0.0.1").args(&[
         "--allow-cidr",
         "127.0.0.1/32",
         "--webhook-backoff",
@@ -312,4 +317,51 @@ async fn a_gate_killed_with_deliveries_pending_delivers_each_once_after_restart(
     cards.sort();
     assert_eq!(got, cards, "{seen:?}");
     assert!(seen.len() > 3, "the receiver was down at first: {seen:?}");
+}
+
+#[tokio::test]
+async fn two_processes_on_one_postgresql_deliver_each_event_once_and_links_only_when_asked() {
+    let pg = support::pg::PgCluster::start();
+    let rx = Receiver::start(0, false);
+    let (g1, g2) = (
+        hooks_gate_on(gate().database(&pg.url()), None),
+        hooks_gate_on(gate().database(&pg.url()), None),
+    );
+    let (a1, a2) = (g1.api(), g2.api());
+    add_endpoint(
+        &a1,
+        &rx,
+        json!({"include_link": true, "events": ["approval.requested"]}),
+    )
+    .await;
+    let mut secrets = std::collections::BTreeMap::new();
+    for (i, chat) in ["c1", "c2", "c3", "c4", "c5", "c6"].iter().enumerate() {
+        let api = if i % 2 == 0 { &a1 } else { &a2 };
+        let turn = api.turn("carol", chat, &[]).await;
+        let (id, secret) = ask(api, &turn, &["https://data.example.com/x.csv"]).await;
+        secrets.insert(id, secret);
+    }
+    let distinct = |r: &[Value]| {
+        r.iter()
+            .map(|x| x["id"].as_str().unwrap().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let seen = rx.wait(30, |r| distinct(r).len() >= 6).await;
+    assert_eq!(distinct(&seen).len(), 6, "{seen:?}");
+    assert!(seen.iter().all(|r| r["verified"] == true), "{seen:?}");
+    // At least once; with one lock per delivery, each was in fact sent once here.
+    assert_eq!(
+        seen.len(),
+        6,
+        "a delivery was sent by both processes: {seen:?}"
+    );
+    for r in &seen {
+        let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
+        let id = body["data"]["interrupt_id"].as_str().unwrap();
+        assert_eq!(
+            body["data"]["card_url"],
+            format!("https://gate.example/ui/cards/{id}#secret={}", secrets[id]),
+            "include_link puts the card's own secret in the fragment"
+        );
+    }
 }
