@@ -81,6 +81,8 @@ pub struct Settings {
     /// The key that seals MCP `requestState` (`--mcp-state-key`, else generated once and kept
     /// in the database). `None` in tests: the MCP server then makes one for the process.
     pub mcp_state_key: Option<StateKey>,
+    /// Webhook delivery: timeouts, retries, the seal for secrets and the way out.
+    pub webhooks: crate::notify::WebhookSettings,
 }
 
 /// A symmetric key: never printed, not even by `Debug`.
@@ -129,6 +131,7 @@ impl Default for Settings {
             cors_origins: Vec::new(),
             control_public_url: "http://127.0.0.1:8080".into(),
             mcp_state_key: None,
+            webhooks: crate::notify::WebhookSettings::default(),
         }
     }
 }

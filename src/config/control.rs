@@ -68,6 +68,17 @@ pub(super) fn settings(
             Some(u) => control_public_url(&l("control-public-url"), u)?,
             None => format!("http://{control_listen}"),
         },
+        webhooks: egressgate_control::notify::WebhookSettings {
+            timeout: setting!(duration, raw.webhook_timeout, default = c.webhooks.timeout),
+            backoff: setting!(duration, raw.webhook_backoff, default = c.webhooks.backoff),
+            max_attempts: raw.webhook_max_attempts.unwrap_or(c.webhooks.max_attempts),
+            public_url: raw
+                .control_public_url
+                .as_deref()
+                .map(|u| control_public_url(&l("control-public-url"), u))
+                .transpose()?,
+            ..Default::default()
+        },
         mcp_state_key: raw
             .mcp_state_key
             .as_deref()

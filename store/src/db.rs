@@ -10,6 +10,7 @@ pub mod egress;
 pub mod events;
 pub mod interrupts;
 pub mod janitor;
+pub mod outbox;
 mod pointer;
 pub mod policy;
 pub mod refusals;
@@ -23,6 +24,7 @@ mod slots;
 pub mod tokens;
 pub mod turns;
 pub mod ui_sessions;
+pub mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr as _;
@@ -166,6 +168,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "narrow grants",
         include_str!("../../migrations/sqlite/0016_narrow_grants.sql"),
         include_str!("../../migrations/postgres/0016_narrow_grants.sql"),
+    ),
+    (
+        18,
+        "webhooks",
+        include_str!("../../migrations/sqlite/0018_webhooks.sql"),
+        include_str!("../../migrations/postgres/0018_webhooks.sql"),
     ),
 ];
 

@@ -78,6 +78,13 @@ minted_id!(
 minted_id!(
     /// A server-computed card not yet registered as an interrupt; single use.
     DraftId, "dr_");
+minted_id!(
+    /// A webhook endpoint the administrator added.
+    WebhookId, "wh_");
+minted_id!(
+    /// One webhook message (the Standard Webhooks `webhook-id`): the same on every attempt,
+    /// so a receiver can de-duplicate.
+    MessageId, "msg_");
 
 /// Caller-named ids (users and chats) are opaque strings the runtime owns; we only bound them.
 macro_rules! external_id {
