@@ -1,11 +1,13 @@
 //! `/metrics` for both planes, scraped from the real binary: control API requests by route
 //! template and status, resume outcomes, claim conflicts, card states, audit failures; the proxy's own
-//! answers by status (407, 502, …), connections closed by revocations, and the cache epoch
-//! with how long ago it was read.
+//! answers by status (407, 502, …), connections closed by revocations, open connections
+//! against their cap, the CA's end, and the cache epoch with how long ago it was read.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
+
+use std::time::Duration;
 
 use serde_json::json;
 use support::held::{FILES, Held};
@@ -17,6 +19,8 @@ const CONFLICTS: &str = "egressgate_control_claim_conflicts_total";
 const ERRORS: &str = "egressgate_control_errors_total";
 const CARDS: &str = "egressgate_control_cards";
 const FAILURES: &str = "egressgate_proxy_failures_total";
+/// Open connections (the space keeps its `_limit` sibling out).
+const CONNECTIONS: &str = "egressgate_proxy_connections ";
 const REFUSALS: &str = "egressgate_proxy_refusals_total";
 const REVOKED: &str = "egressgate_proxy_revoked_connections_total";
 /// The epoch itself (the space keeps its `_age_seconds` sibling out).
@@ -70,6 +74,13 @@ async fn metrics_cover_both_planes() {
     held.assert_closed_within_a_second(std::time::Instant::now(), "admin removal")
         .await;
 
+    // An open client connection counts against max-connections while it lives.
+    let idle = tokio::net::TcpStream::connect(g.proxy()).await.unwrap();
+    let open = || async { value(&api.open_get("/metrics").await.text(), CONNECTIONS, &[]) };
+    assert!(eventually(Duration::from_secs(5), async || open().await >= 1.0).await);
+    drop(idle);
+    assert!(eventually(Duration::from_secs(5), async || open().await == 0.0).await);
+
     let scrape = api.open_get("/metrics").await;
     assert_eq!(scrape.status, 200);
     let text = scrape.text();
@@ -118,9 +129,21 @@ async fn metrics_cover_both_planes() {
     for line in [
         "egressgate_control_audit_failures_total 0",
         "egressgate_control_cards{state=\"done\"} 0",
+        "egressgate_proxy_connections_limit 10000",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
+    // The deployment CA `serve` made at start lives 365 days (Unix seconds).
+    let ca_end = value(&text, "egressgate_proxy_ca_expiry_timestamp_seconds", &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let days = (ca_end - now) / 86_400.0;
+    assert!(
+        (364.0..=366.0).contains(&days),
+        "CA ends in {days} days: {text}"
+    );
 }
 
 /// What a series' value must be.
