@@ -1,12 +1,15 @@
 //! `/metrics` for both planes, scraped from the real binary: control API requests by route
 //! template and status, resume outcomes, claim conflicts, card states, audit failures; the proxy's own
 //! answers by status (407, 502, …), connections closed by revocations, open connections
-//! against their cap, the CA's end, and the cache epoch with how long ago it was read.
+//! against their cap, the CA's end, and the cache epoch with how long ago it was read. Every
+//! series `deploy/prometheus/` (alert rules, dashboard) names is in the scrape.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -84,6 +87,7 @@ async fn metrics_cover_both_planes() {
     let scrape = api.open_get("/metrics").await;
     assert_eq!(scrape.status, 200);
     let text = scrape.text();
+    assert_deploy_files_name_only_exported_series(&text);
     assert!(
         !text.contains(&turn.id),
         "a raw path leaked into a label: {text}"
@@ -144,6 +148,44 @@ async fn metrics_cover_both_planes() {
         (364.0..=366.0).contains(&days),
         "CA ends in {days} days: {text}"
     );
+}
+
+/// Every `egressgate_*` series that the alert rules, their tests and the Grafana dashboard
+/// in `deploy/prometheus/` name is one this scrape exports (a sample line, so a histogram's
+/// `_bucket` and a counter's `_total` count by the names a query uses).
+fn assert_deploy_files_name_only_exported_series(text: &str) {
+    let exported: BTreeSet<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus");
+    let mut named = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let body = std::fs::read_to_string(&path).unwrap();
+        for (at, _) in body.match_indices("egressgate_") {
+            if body[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                continue;
+            }
+            let name: String = body[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            assert!(
+                exported.contains(name.as_str()),
+                "{} names {name}, which /metrics does not export: {exported:?}",
+                path.display()
+            );
+            named.insert(name);
+        }
+    }
+    // The rules and the dashboard between them use most of what both planes export.
+    assert!(named.len() >= 20, "only {named:?}");
 }
 
 /// What a series' value must be.
