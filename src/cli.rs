@@ -36,6 +36,9 @@ pub enum Command {
     Control(RawConfig),
     /// Apply the missing database migrations, say which, and exit.
     Migrate(MigrateArgs),
+    /// Copy the embedded SQLite database to PATH while it serves (a consistent snapshot that
+    /// opens on its own); for PostgreSQL, says to use `pg_dump`.
+    Backup(BackupArgs),
     /// Keep the pre-approved site and package lists and the named API tokens.
     Admin {
         /// Which list and what to do.
@@ -103,6 +106,7 @@ impl Command {
         match self {
             Command::Serve(r) | Command::Proxy(r) | Command::Control(r) => Some(r),
             Command::Migrate(m) => Some(&mut m.db),
+            Command::Backup(b) => Some(&mut b.db),
             Command::Admin { list } => match list {
                 AdminListCmd::Sites { op } | AdminListCmd::Packages { op } => match op {
                     AdminOp::Add { db, .. } | AdminOp::List { db } | AdminOp::Remove { db, .. } => {
@@ -132,6 +136,16 @@ pub struct MigrateArgs {
     /// Say what would be applied, and apply nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Database settings.
+    #[command(flatten)]
+    pub db: RawConfig,
+}
+
+/// `egressgate backup PATH`: where the copy goes.
+#[derive(Args, Debug)]
+pub struct BackupArgs {
+    /// The new file (refused if it exists: a backup never replaces another).
+    pub path: std::path::PathBuf,
     /// Database settings.
     #[command(flatten)]
     pub db: RawConfig,

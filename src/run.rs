@@ -1,7 +1,9 @@
 //! Running the subcommands (all but `sandbox run`, which `main` starts before any runtime
-//! exists), one module each: the servers, the CA, the admin lists, the stdio MCP server.
+//! exists), one module each: the servers, migrations and backups, the CA, the admin lists, the
+//! stdio MCP server.
 
 mod admin;
+mod backup;
 mod ca;
 mod database;
 mod endpoints;
@@ -24,6 +26,7 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Proxy(raw) => serve::run(raw, true, false).await,
         Command::Control(raw) => serve::run(raw, false, true).await,
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Backup(args) => backup::run(args).await,
         Command::Admin { list } => admin::run(list).await,
         Command::Ca {
             action: CaCmd::Print(raw),

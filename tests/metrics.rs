@@ -1,11 +1,16 @@
 //! `/metrics` for both planes, scraped from the real binary: control API requests by route
 //! template and status, resume outcomes, claim conflicts, card states, audit failures; the proxy's own
-//! answers by status (407, 502, …), connections closed by revocations, and the cache epoch
-//! with how long ago it was read.
+//! answers by status (407, 502, …), connections closed by revocations, open connections
+//! against their cap, the CA's end, and the cache epoch with how long ago it was read. Every
+//! series `deploy/prometheus/` (alert rules, dashboard) names is in the scrape.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
 use support::held::{FILES, Held};
@@ -17,6 +22,8 @@ const CONFLICTS: &str = "egressgate_control_claim_conflicts_total";
 const ERRORS: &str = "egressgate_control_errors_total";
 const CARDS: &str = "egressgate_control_cards";
 const FAILURES: &str = "egressgate_proxy_failures_total";
+/// Open connections (the space keeps its `_limit` sibling out).
+const CONNECTIONS: &str = "egressgate_proxy_connections ";
 const REFUSALS: &str = "egressgate_proxy_refusals_total";
 const REVOKED: &str = "egressgate_proxy_revoked_connections_total";
 /// The epoch itself (the space keeps its `_age_seconds` sibling out).
@@ -70,9 +77,17 @@ async fn metrics_cover_both_planes() {
     held.assert_closed_within_a_second(std::time::Instant::now(), "admin removal")
         .await;
 
+    // An open client connection counts against max-connections while it lives.
+    let idle = tokio::net::TcpStream::connect(g.proxy()).await.unwrap();
+    let open = || async { value(&api.open_get("/metrics").await.text(), CONNECTIONS, &[]) };
+    assert!(eventually(Duration::from_secs(5), async || open().await >= 1.0).await);
+    drop(idle);
+    assert!(eventually(Duration::from_secs(5), async || open().await == 0.0).await);
+
     let scrape = api.open_get("/metrics").await;
     assert_eq!(scrape.status, 200);
     let text = scrape.text();
+    assert_deploy_files_name_only_exported_series(&text);
     assert!(
         !text.contains(&turn.id),
         "a raw path leaked into a label: {text}"
@@ -118,9 +133,59 @@ async fn metrics_cover_both_planes() {
     for line in [
         "egressgate_control_audit_failures_total 0",
         "egressgate_control_cards{state=\"done\"} 0",
+        "egressgate_proxy_connections_limit 10000",
     ] {
         assert!(text.contains(line), "{line}: {text}");
     }
+    // The deployment CA `serve` made at start lives 365 days (Unix seconds).
+    let ca_end = value(&text, "egressgate_proxy_ca_expiry_timestamp_seconds", &[]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let days = (ca_end - now) / 86_400.0;
+    assert!(
+        (364.0..=366.0).contains(&days),
+        "CA ends in {days} days: {text}"
+    );
+}
+
+/// Every `egressgate_*` series that the alert rules, their tests and the Grafana dashboard
+/// in `deploy/prometheus/` name is one this scrape exports (a sample line, so a histogram's
+/// `_bucket` and a counter's `_total` count by the names a query uses).
+fn assert_deploy_files_name_only_exported_series(text: &str) {
+    let exported: BTreeSet<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus");
+    let mut named = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let body = std::fs::read_to_string(&path).unwrap();
+        for (at, _) in body.match_indices("egressgate_") {
+            if body[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                continue;
+            }
+            let name: String = body[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            assert!(
+                exported.contains(name.as_str()),
+                "{} names {name}, which /metrics does not export: {exported:?}",
+                path.display()
+            );
+            named.insert(name);
+        }
+    }
+    // The rules and the dashboard between them use most of what both planes export.
+    assert!(named.len() >= 20, "only {named:?}");
 }
 
 /// What a series' value must be.

@@ -44,6 +44,14 @@ pub struct Metrics {
     pub bytes_down: Counter,
     /// Open tunnels.
     pub active_tunnels: Gauge,
+    /// Open client connections and tunnels: what `max-connections` caps, so saturation is
+    /// this over [`Metrics::connections_limit`].
+    pub connections: Gauge,
+    /// `max-connections`, so a dashboard or an alert can divide by it.
+    pub connections_limit: Gauge,
+    /// When the deployment CA this proxy signs with ends (Unix seconds), re-read with it; a
+    /// proxy renews it before then, so one nearing its end means renewal is failing (0: no CA).
+    pub ca_expiry_timestamp_seconds: Gauge,
     /// The store's cache epoch as this process last read it (compare across processes).
     pub cache_epoch: Gauge,
     /// Seconds since this process last read the cache epoch: the bound on how stale its
@@ -85,6 +93,15 @@ impl Metrics {
             bytes_up: series(&bytes, &DirectionLabel { direction: "up" }),
             bytes_down: series(&bytes, &DirectionLabel { direction: "down" }),
             active_tunnels: r.add("active_tunnels", "Open CONNECT tunnels"),
+            connections: r.add(
+                "connections",
+                "Open client connections and tunnels (what max-connections caps)",
+            ),
+            connections_limit: r.add("connections_limit", "The max-connections setting"),
+            ca_expiry_timestamp_seconds: r.add(
+                "ca_expiry_timestamp_seconds",
+                "When the deployment CA this proxy signs with ends (Unix seconds; 0 when it has none)",
+            ),
             cache_epoch: r.add(
                 "cache_epoch",
                 "The store's cache epoch as this process last read it",

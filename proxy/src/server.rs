@@ -49,17 +49,30 @@ impl Proxy {
             settings.ca.clone(),
             settings.upstream_roots.clone(),
         )?;
+        let metrics = Metrics::new(registry);
+        metrics
+            .connections_limit
+            .set(i64::try_from(settings.max_connections).unwrap_or(i64::MAX));
+        if let Some(ca) = &settings.ca {
+            metrics
+                .ca_expiry_timestamp_seconds
+                .set(ca.not_after().millis() / 1000);
+        }
+        let active = Arc::new(crate::shared::Active {
+            gauge: metrics.connections.clone(),
+            ..Default::default()
+        });
         let shared = Arc::new(Shared {
             inspection,
             recorder: Recorder::spawn(store.clone(), settings.max_refusals_per_turn),
             turns: TurnCache::new(store.clone()),
-            metrics: Metrics::new(registry),
+            metrics,
             pool: Arc::default(),
             tunnel_pool: crate::pool::Pool::default(),
             epoch: Default::default(),
             registry: Arc::default(),
             log: Arc::new(crate::decision_log::DecisionLog::new(settings.log_allowed)),
-            active: Arc::default(),
+            active,
             wheel_reads: crate::registry::reads::WheelReads::default(),
             dialer,
             store,
@@ -194,8 +207,12 @@ async fn watch_ca(shared: std::sync::Weak<Shared>, home: egressgate_store::ca::C
         .await;
         match read
             .map_err(crate::inspect::InspectError::from)
-            .and_then(|ca| s.inspection.adopt(ca))
-        {
+            .and_then(|ca| {
+                let ends = ca.not_after().millis() / 1000;
+                let changed = s.inspection.adopt(ca)?;
+                s.metrics.ca_expiry_timestamp_seconds.set(ends);
+                Ok(changed)
+            }) {
             Ok(changed) => {
                 if changed {
                     tracing::info!("deployment CA changed; minting under the new one");

@@ -279,11 +279,13 @@ pub(crate) fn unrecorded() -> Response<ProxyBody> {
 }
 
 /// Open client connections and tunnels (an upgraded connection outlives hyper's connection
-/// future), for `max-connections` and so shutdown can wait for them.
+/// future), for `max-connections` and so shutdown can wait for them; `gauge` shows the count
+/// on `/metrics`.
 #[derive(Default)]
 pub(crate) struct Active {
     pub(crate) count: AtomicUsize,
     pub(crate) idle: Notify,
+    pub(crate) gauge: prometheus_client::metrics::gauge::Gauge,
 }
 
 /// Counts one open connection or tunnel while it lives.
@@ -293,12 +295,14 @@ impl ConnGuard {
     /// Counts one more; returns the guard and the count before it.
     pub(crate) fn new(active: &Arc<Active>) -> (Self, usize) {
         let prev = active.count.fetch_add(1, Ordering::AcqRel);
+        active.gauge.inc();
         (Self(active.clone()), prev)
     }
 }
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
+        self.0.gauge.dec();
         if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.idle.notify_waiters();
         }

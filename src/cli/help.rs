@@ -6,7 +6,7 @@ use clap::{Args as _, CommandFactory as _};
 use super::Cli;
 use crate::config::RawConfig;
 
-/// Settings only a database needs: what `migrate` and `admin` show in `--help`.
+/// Settings only a database needs: what `migrate`, `backup` and `admin` show in `--help`.
 const DB_KEYS: &[&str] = &[
     "config",
     "data_dir",
@@ -105,6 +105,7 @@ pub fn command() -> clap::Command {
     let not = |list: &'static [&'static str]| move |id: &str| !list.contains(&id);
     Cli::command()
         .mut_subcommand("migrate", |c| hide(c, &db_only))
+        .mut_subcommand("backup", |c| hide(c, &db_only))
         .mut_subcommand("admin", |c| hide(c, &db_only))
         .mut_subcommand("proxy", |c| hide(c, &not(CONTROL_ONLY)))
         .mut_subcommand("control", |c| hide(c, &not(PROXY_ONLY)))

@@ -95,6 +95,51 @@ mod tests {
     use super::*;
     use crate::config::merge;
 
+    /// The settings file the Debian package ships.
+    const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/debian/egressgate.toml");
+
+    fn load_file(path: &std::path::Path) -> Result<Config> {
+        validate(&merge(RawConfig {
+            config: Some(path.to_owned()),
+            ..RawConfig::default()
+        })?)
+    }
+
+    /// The package's settings file loads as shipped, and so does every example it shows
+    /// commented out (`# key = value`), all at once: every key in it is a real key with a
+    /// valid value, however the file is edited.
+    #[test]
+    fn the_packaged_settings_file_and_each_of_its_examples_are_valid() {
+        let shipped = load_file(SHIPPED.as_ref()).unwrap_or_else(|e| unreachable!("{e:#}"));
+        assert_eq!(shipped.data_dir, PathBuf::from("/var/lib/egressgate"));
+        assert_eq!(shipped.control_listen.to_string(), "127.0.0.1:8080");
+        assert!(matches!(shipped.database, Database::Sqlite));
+
+        let text = std::fs::read_to_string(SHIPPED).unwrap_or_else(|e| unreachable!("{e}"));
+        let mut examples = 0;
+        let uncommented: String = text
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest)
+                    if rest.split_once(" = ").is_some_and(|(k, _)| {
+                        !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                    }) =>
+                {
+                    examples += 1;
+                    format!("{rest}\n")
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        assert!(examples >= 15, "only {examples} examples found");
+        let dir = tempfile::tempdir().unwrap_or_else(|e| unreachable!("{e}"));
+        let all = dir.path().join("all.toml");
+        std::fs::write(&all, uncommented).unwrap_or_else(|e| unreachable!("{e}"));
+        let cfg = load_file(&all).unwrap_or_else(|e| unreachable!("{e:#}"));
+        assert!(matches!(cfg.database, Database::Url(_)));
+        assert_eq!(cfg.log_format, LogFormat::Text);
+    }
+
     #[test]
     fn a_state_key_given_by_flag_or_environment_survives_the_merge() {
         let raw = RawConfig {

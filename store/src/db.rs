@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod approvals;
 pub mod audit;
+mod backup;
 pub mod drafts;
 pub mod egress;
 pub mod events;
