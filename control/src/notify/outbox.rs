@@ -46,11 +46,17 @@ impl OutboxMetrics {
     /// Registers the metrics under `egressgate_webhook_`.
     pub fn new(registry: &mut Registry) -> Self {
         let mut r = Prefixed::new(registry, "egressgate_webhook");
+        let attempts: Family<OutcomeLabel, Counter> = r.add(
+            "deliveries",
+            "Webhook delivery attempts by outcome (delivered, retry, failed).",
+        );
+        // Every outcome is exported from the start at 0, so an alert's `rate()` has a series
+        // to work on before the first failure (an absent series never fires).
+        for outcome in ["delivered", "retry", "failed"] {
+            attempts.get_or_create(&OutcomeLabel { outcome });
+        }
         Self {
-            attempts: r.add(
-                "deliveries",
-                "Webhook delivery attempts by outcome (delivered, retry, failed).",
-            ),
+            attempts,
             pending: r.add(
                 "deliveries_pending",
                 "Webhook deliveries not yet delivered nor given up, deployment-wide.",
