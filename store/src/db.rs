@@ -8,6 +8,7 @@ pub mod audit;
 pub mod drafts;
 pub mod egress;
 pub mod events;
+pub mod inbox_links;
 pub mod interrupts;
 pub mod janitor;
 mod pointer;
@@ -160,6 +161,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "refusal evidence",
         include_str!("../../migrations/sqlite/0015_refusal_evidence.sql"),
         include_str!("../../migrations/postgres/0015_refusal_evidence.sql"),
+    ),
+    (
+        17,
+        "inbox links",
+        include_str!("../../migrations/sqlite/0017_inbox_links.sql"),
+        include_str!("../../migrations/postgres/0017_inbox_links.sql"),
     ),
 ];
 

@@ -25,7 +25,7 @@ pub use card::Card;
 pub use db::{Backend, PoolOptions, Store, StoreError};
 pub use grant::{Grant, GrantKind};
 pub use host::{Host, HostError};
-pub use ids::{ChatId, DraftId, InterruptId, Secret, SecretHash, TurnId, UserId};
+pub use ids::{ChatId, DraftId, InboxLinkId, InterruptId, Secret, SecretHash, TurnId, UserId};
 pub use mode::Mode;
 pub use package::{Package, PackageError, PackageSpec};
 pub use pattern::{PatternError, SitePattern, approvable_host, refusal_approvable};
