@@ -20,6 +20,7 @@ mod claims;
 mod dry_run;
 mod events;
 mod health;
+mod inbox;
 mod interrupts;
 pub(crate) mod openapi;
 mod pending;
@@ -61,6 +62,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/admin/audit", get(audit::list))
         .route("/v1/admin/dry-run", get(dry_run::dry_run))
         .route("/v1/users/{user_id}/interrupts", get(pending::list))
+        .route("/v1/users/{user_id}/inbox-link", post(inbox::issue_link))
+        .route("/v1/inbox/cards", post(inbox::cards))
+        .route("/v1/inbox/events", post(inbox::stream))
         .route("/v1/interrupts/{id}/view", post(view::view))
         .route("/v1/interrupts/{id}/takeover", post(claims::takeover))
         .route("/v1/chats/{chat_id}/events", get(events::stream))
@@ -194,6 +198,7 @@ mod tests {
         "/ui/admin",
         "/ui/assets/{file}",
         "/ui/cards/{interrupt_id}",
+        "/ui/inbox",
         "/ui/admin/session",
         "/ui/admin/signout",
     ];

@@ -21,6 +21,11 @@ pub(super) fn settings(
 ) -> Result<egressgate_control::Settings> {
     let l = |key: &str| raw.sources.label(key);
     let c = egressgate_control::Settings::default();
+    let public = raw
+        .control_public_url
+        .as_deref()
+        .map(|u| control_public_url(&l("control-public-url"), u))
+        .transpose()?;
     Ok(egressgate_control::Settings {
         inspect,
         ca: None,
@@ -62,10 +67,11 @@ pub(super) fn settings(
             .iter()
             .map(|o| cors_origin(&l("cors-origin"), o))
             .collect::<Result<_>>()?,
-        control_public_url: match &raw.control_public_url {
-            Some(u) => control_public_url(&l("control-public-url"), u)?,
-            None => format!("http://{control_listen}"),
-        },
+        control_public_url: public
+            .clone()
+            .unwrap_or_else(|| format!("http://{control_listen}")),
+        link_base: public,
+        inbox_link_ttl: setting!(duration, raw.inbox_link_ttl, c),
         mcp_state_key: raw
             .mcp_state_key
             .as_deref()

@@ -23,7 +23,7 @@ pub(crate) mod schemas;
 pub(crate) mod shared;
 
 use super::{
-    admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, interrupts,
+    admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, inbox, interrupts,
     pending, resume, tokens, turns, view,
 };
 use schemas::ErrorBody;
@@ -50,6 +50,7 @@ use shared::error_response;
         admin::set_user, audit::list,
         tokens::list, tokens::add, tokens::remove, dry_run::dry_run,
         pending::list, view::view, claims::takeover, events::stream,
+        inbox::issue_link, inbox::cards, inbox::stream,
     ),
     components(schemas(ErrorBody, audit::AuditKindParam)),
     modifiers(&Shared),

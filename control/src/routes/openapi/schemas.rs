@@ -18,8 +18,8 @@ pub use admin::{
 };
 pub(crate) use approval::DenyCode;
 pub use approval::{
-    BatchAnswer, Completed, Heartbeat, InterruptIssued, OutcomeAnswer, PendingCode, ResumeAnswer,
-    ToolAnswer,
+    BatchAnswer, Completed, Heartbeat, InboxLink, InterruptIssued, OutcomeAnswer, PendingCode,
+    ResumeAnswer, ToolAnswer,
 };
 pub use turns::{Egress, Policy, Refusals, TurnOpened};
 
@@ -43,6 +43,7 @@ pub const ERROR_CODES: &[&str] = &[
     "DRAFT_NOT_FOUND",
     "DRAFT_USED",
     "FORBIDDEN",
+    "INBOX_LINK_EXPIRED",
     "INCOMPLETE_RESUME",
     "INTERRUPT_EXPIRED",
     "INTERRUPT_NOT_FOUND",
@@ -66,6 +67,7 @@ pub const ERROR_CODES: &[&str] = &[
     "TURN_NOT_FOUND",
     "TURN_SUPERSEDED",
     "UNAUTHORIZED",
+    "USER_NOT_FOUND",
 ];
 
 /// Declares a schema-only type for a closed set of strings listed elsewhere: the values come
