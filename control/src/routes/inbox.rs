@@ -35,7 +35,7 @@ fn user_not_found() -> ApiError {
         (status = 404, description = "`USER_NOT_FOUND`: no turn was ever opened for the user and no administrator set them (or the runtime names another user).", body = schemas::ErrorBody),
         (status = 422, description = "`INVALID_INPUT`: a malformed user id.", body = schemas::ErrorBody)))]
 /// `POST /v1/users/{user_id}/inbox-link`.
-pub(crate) async fn issue_link(
+pub(crate) async fn inbox_link(
     _: ApprovalsAuth,
     State(state): State<AppState>,
     Path(user): Path<String>,
@@ -66,7 +66,7 @@ pub(crate) struct InboxBody {
         (status = 401, description = "`UNAUTHORIZED`: not a valid inbox link (unknown, or a wrong secret).", body = schemas::ErrorBody),
         (status = 410, description = "`INBOX_LINK_EXPIRED`: the link expired; the runtime can ask for a new one.", body = schemas::ErrorBody)))]
 /// `POST /v1/inbox/cards`.
-pub(crate) async fn cards(
+pub(crate) async fn inbox_cards(
     State(state): State<AppState>,
     gate: Gate,
     StrictJson(body): StrictJson<InboxBody>,
@@ -87,7 +87,7 @@ pub(crate) async fn cards(
         (status = 410, description = "`INBOX_LINK_EXPIRED`: the link expired.", body = schemas::ErrorBody),
         (status = 422, description = "`INVALID_INPUT`: a malformed Last-Event-ID.", body = schemas::ErrorBody)))]
 /// `POST /v1/inbox/events`.
-pub(crate) async fn stream(
+pub(crate) async fn inbox_events(
     State(state): State<AppState>,
     gate: Gate,
     headers: HeaderMap,

@@ -50,7 +50,7 @@ use shared::error_response;
         admin::set_user, audit::list,
         tokens::list, tokens::add, tokens::remove, dry_run::dry_run,
         pending::list, view::view, claims::takeover, events::stream,
-        inbox::issue_link, inbox::cards, inbox::stream,
+        inbox::inbox_link, inbox::inbox_cards, inbox::inbox_events,
     ),
     components(schemas(ErrorBody, audit::AuditKindParam)),
     modifiers(&Shared),
