@@ -38,10 +38,12 @@
       "Links to your requests work for a short time only. Ask in the chat for a new one.");
   }
 
+  // Whether the server refused the link (then the page says why and stops).
   function refused(status) {
-    if (status === 410) return expired();
-    if (status === 401) return invalid();
-    return null;
+    if (status === 410) expired();
+    else if (status === 401) invalid();
+    else return false;
+    return true;
   }
 
   // "3 minutes" from milliseconds, for ages and time left.
@@ -101,7 +103,7 @@
   async function load() {
     try {
       const r = await post("/v1/inbox/cards");
-      if (refused(r.status) !== null) return;
+      if (refused(r.status)) return;
       if (r.status !== 200) return status("Your requests could not be loaded (error " + r.status + "). Reload to try again.");
       const v = await r.json();
       cards = v.interrupts || [];
@@ -130,7 +132,7 @@
     } catch (_) {
       return setTimeout(follow, 3000);
     }
-    if (refused(r.status) !== null) return;
+    if (refused(r.status)) return;
     if (r.status !== 200 || !r.body) {
       status("Live updates stopped (error " + r.status + "). Reload to try again.");
       return;
