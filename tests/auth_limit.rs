@@ -8,7 +8,6 @@
 
 mod support;
 
-use serde_json::json;
 use support::*;
 use tokio::io::AsyncWriteExt as _;
 
@@ -123,13 +122,7 @@ async fn the_limit_is_a_setting_shared_by_every_missing_credential() {
         ])
         .start();
     let api = g.api();
-    let r = api
-        .post(
-            "/v1/admin/tokens",
-            ADMIN,
-            json!({"name": "ci", "scopes": ["turns"]}),
-        )
-        .await;
+    let r = api.add_token("ci", &["turns"]).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let named = format!("Bearer {}", r.json()["token"].as_str().unwrap());
     let r = refusals(&api, "127.0.0.1", &named).await;

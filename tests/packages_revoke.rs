@@ -7,9 +7,9 @@
 
 mod support;
 
+use support::proxy_get;
 use support::registry::file_mirror::file_mirror;
 use support::registry::{self, ask_packages};
-use support::{RUNTIME, proxy_get};
 
 /// The packages the card approves, each with a file on the mirror.
 const PACKAGES: [(&str, &str); 9] = [
@@ -56,15 +56,7 @@ async fn revoking_a_package_leaves_the_packages_whose_names_extend_it() {
 
     for name in REVOKED {
         let encoded = name.replace('@', "%40").replace('/', "%2F");
-        let r = api
-            .call(
-                "DELETE",
-                &format!("/v1/chats/c/approvals/package/{encoded}"),
-                Some(RUNTIME),
-                Some("u"),
-                None,
-            )
-            .await;
+        let r = api.revoke("u", "c", "package", &encoded).await;
         assert_eq!(r.status, 200, "{name}: {}", r.text());
     }
 

@@ -11,6 +11,16 @@ use serde_json::json;
 use support::person::{card, raw, setup, sign_in};
 use support::*;
 
+/// The attribute value that `html` quotes right after the first `opening` (which ends with
+/// the opening quote): a form's token, a page's script.
+fn quoted_after(html: &str, opening: &str) -> String {
+    html.split(opening)
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap()
+        .to_owned()
+}
+
 #[tokio::test]
 async fn the_console_session_is_a_hashed_cookie_with_csrf() {
     let (g, _o) = setup(&[]).await;
@@ -30,12 +40,7 @@ async fn the_console_session_is_a_hashed_cookie_with_csrf() {
     let page = raw(&api, "GET", "/ui/admin", &[("cookie", &cookie)], "").await;
     assert_eq!(page.status, 200);
     let html = page.text();
-    let csrf = html
-        .split("id=\"csrf\" name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .unwrap()
-        .to_owned();
+    let csrf = quoted_after(&html, "id=\"csrf\" name=\"csrf\" value=\"");
     assert_eq!(csrf.len(), 64, "{html}");
     let db = std::fs::read(g.data_dir.path().join("data/egressgate.db")).unwrap_or_default();
     let value = cookie.split_once('=').unwrap().1;
@@ -257,13 +262,7 @@ async fn pages_carry_strict_security_headers_and_immutable_assets() {
 async fn removing_the_admin_token_ends_its_console_sessions() {
     let (g, _o) = setup(&[]).await;
     let api = g.api();
-    let r = api
-        .post(
-            "/v1/admin/tokens",
-            ADMIN,
-            json!({"name": "console-op", "scopes": ["admin"]}),
-        )
-        .await;
+    let r = api.add_token("console-op", &["admin"]).await;
     assert_eq!(r.status, 201, "{}", r.text());
     let named = r.json()["token"].as_str().unwrap().to_owned();
     let r = sign_in(&api, &named, &[]).await;

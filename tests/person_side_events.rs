@@ -44,15 +44,7 @@ async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
     assert_eq!(kind, "approval.resolved");
     assert_eq!(data["decision"]["outcome"], "approved");
     assert!(!data.to_string().contains(&secret), "no secret in events");
-    let r = api
-        .call(
-            "DELETE",
-            &format!("/v1/chats/c1/approvals/site/{FILES}"),
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let r = api.revoke("alice", "c1", "site", FILES).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let (last_id, kind, data) = ev.next().await;
     assert_eq!(kind, "approval.revoked");

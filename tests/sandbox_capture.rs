@@ -8,92 +8,11 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use serde_json::json;
+use support::capture::*;
 use support::*;
-
-const APPROVED: &str = "approved.example.com";
-
-/// Whether `tool` is installed; in CI (`CI=true`) a missing one fails the test loudly.
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{tool} is needed by this test (see .ci/run)"
-        );
-        eprintln!("skipped: {tool} is not installed");
-    }
-    found
-}
-
-/// A temporary directory every user may read, for what the sandbox's command (`nobody`
-/// under the root launcher of CI) must read.
-fn readable_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
-/// One of the client scripts shipped with these tests, copied where the sandbox's command
-/// may read it wherever the checkout lives; keep the directory while the command runs.
-fn client_script(name: &str) -> (tempfile::TempDir, String) {
-    let dir = readable_dir();
-    let copy = dir.path().join(name);
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients")
-        .join(name);
-    std::fs::copy(shipped, &copy).unwrap();
-    (dir, copy.display().to_string())
-}
-
-/// `egressgate sandbox run [flags] -- argv...` from `/` (which the command's user may enter)
-/// with the proxy URL in `EGRESSGATE_PROXY_URL` (off the command line), capture at its
-/// default.
-async fn sandbox(proxy_url: &str, flags: &[&str], argv: &[String]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
-    cmd.args(["sandbox", "run"])
-        .args(flags)
-        .arg("--")
-        .args(argv)
-        .env("EGRESSGATE_PROXY_URL", proxy_url)
-        .current_dir("/")
-        .stdin(Stdio::null());
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn explain(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        out(o),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// A gate that resolves `hosts` to the loopback origins and allows their ports.
-fn gate_for(hosts: &[&str], ports: &[u16], extra: &[&str]) -> Gate {
-    let mut builder = gate().args(&["--allow-cidr", "127.0.0.0/8"]);
-    for host in hosts {
-        builder = builder.resolve(host, "127.0.0.1");
-    }
-    for port in ports {
-        builder = builder.args(&["--allow-port", &port.to_string()]);
-    }
-    builder.args(extra).start()
-}
 
 /// The whole loop for one client (`argv` takes the URL last): approved host → downloaded;
 /// unapproved host → refused and recorded; approved through the approval tool, the
@@ -126,7 +45,14 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
     let got = sandbox(&proxy_url, &[], &with_url(refused_url.clone())).await;
     assert_ne!(got.status.code(), Some(0), "{client}: {}", explain(&got));
     assert!(!out(&got).contains("origin says hi"), "{client}");
-    // The refusal was on the record before the client saw its connection reset.
+    // The client read the proxy's 403 (its status line or its text), not a reset.
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    assert!(
+        stderr.contains("403") && stderr.contains("egressgate"),
+        "{client}: {}",
+        explain(&got)
+    );
+    // The refusal was on the record before the client saw its 403.
     let rec = api.refusals(&turn).await;
     let rows = rec["refusals"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{client}: {rec}");
@@ -154,24 +80,21 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
     assert_eq!(o.requests().len(), 2, "{client}");
 }
 
-#[tokio::test]
-async fn python_urllib_without_proxy_settings_closes_the_loop() {
-    shipped_client_closes_the_loop("python", "python3", "get.py").await;
+/// One test per client script shipped with the tests: the whole loop, run by its tool.
+macro_rules! shipped_clients {
+    ($($name:ident: $client:literal, $tool:literal, $script:literal;)+) => {$(
+        #[tokio::test]
+        async fn $name() {
+            shipped_client_closes_the_loop($client, $tool, $script).await;
+        }
+    )+};
 }
 
-#[tokio::test]
-async fn node_fetch_which_reads_no_proxy_variables_closes_the_loop() {
-    shipped_client_closes_the_loop("node", "node", "get.mjs").await;
-}
-
-#[tokio::test]
-async fn java_httpclient_without_a_proxy_closes_the_loop() {
-    shipped_client_closes_the_loop("java", "java", "Get.java").await;
-}
-
-#[tokio::test]
-async fn perl_raw_socket_closes_the_loop() {
-    shipped_client_closes_the_loop("perl", "perl", "get.pl").await;
+shipped_clients! {
+    python_urllib_without_proxy_settings_closes_the_loop: "python", "python3", "get.py";
+    node_fetch_which_reads_no_proxy_variables_closes_the_loop: "node", "node", "get.mjs";
+    java_httpclient_without_a_proxy_closes_the_loop: "java", "java", "Get.java";
+    perl_raw_socket_closes_the_loop: "perl", "perl", "get.pl";
 }
 
 /// The whole loop for a client script shipped with the tests, run by `tool` (skipped where

@@ -1,11 +1,28 @@
 //! Turning a resume entry into a decision, failing closed: only `resolved` with
 //! `payload.approved === true` approves (any other status, payload or shape declines), and
-//! the person may only narrow the card's package list. A parser that defaults to yes is the
-//! cheapest bug in an approval path.
+//! the person may only narrow what the card asks (its package list, the access level, the
+//! scope, the uses, the paths: `fields`); a payload field the gate does not know is refused,
+//! never ignored. A parser that defaults to yes is the cheapest bug in an approval path.
+
+mod fields;
+
+pub use fields::MAX_USES;
 
 use egressgate_store::db::interrupts::{Decision, Outcome};
 use egressgate_store::{Access, Card, PackageSpec};
 use serde_json::Value;
+
+/// The payload fields a decision may carry; any other is refused.
+pub const KNOWN_FIELDS: [&str; 6] = [
+    "approved", "packages", "access", "scope", "max_uses", "paths",
+];
+
+/// What this deployment lets a person choose beyond narrowing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Allowances {
+    /// `"scope": "user"` (`--allow-user-scope`).
+    pub user_scope: bool,
+}
 
 /// The AG-UI resume entry's status, read leniently: a missing, mistyped or unknown status is
 /// [`ResumeStatus::Other`], which declines (fail closed) instead of failing the request.
@@ -36,18 +53,19 @@ impl ResumeStatus {
 #[error("{0}")]
 pub struct InvalidDecision(pub String);
 
-/// Computes the decision for `card`. Anything but an explicit approval declines; a package
-/// list that names anything not on the card (or is not a list of names) is invalid.
+/// Computes the decision for `card`. Anything but an explicit approval declines; a field the
+/// gate does not know, a package list that names anything not on the card, or a scope, use
+/// count, access level or path list that is malformed or not allowed here is invalid (so
+/// nothing is written).
 pub fn decide(
     card: &Card,
     status: ResumeStatus,
     payload: Option<&Value>,
+    allow: Allowances,
 ) -> Result<Decision, InvalidDecision> {
     let declined = |outcome| Decision {
         outcome,
-        sites: Vec::new(),
-        packages: Vec::new(),
-        access: Access::Full,
+        ..Decision::declined()
     };
     match status {
         ResumeStatus::Resolved => {}
@@ -55,6 +73,18 @@ pub fn decide(
         ResumeStatus::Other => return Ok(declined(Outcome::Declined)),
     }
     let fields = payload.and_then(Value::as_object);
+    if let Some(unknown) =
+        fields.and_then(|o| o.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())))
+    {
+        return Err(InvalidDecision(format!(
+            "payload.{unknown} is not a field this gate knows (it knows {}); nothing was applied",
+            KNOWN_FIELDS.join(", ")
+        )));
+    }
+    let field = |name: &str| fields.and_then(|o| o.get(name));
+    let scope = fields::scope(field("scope"), allow)?;
+    let max_uses = fields::max_uses(field("max_uses"))?;
+    let paths = fields::paths(field("paths"))?;
     let packages = match fields.and_then(|o| o.get("packages")) {
         None => card.packages.clone(),
         Some(list) => narrow(card, list)?,
@@ -77,6 +107,9 @@ pub fn decide(
         sites: card.sites.clone(),
         packages,
         access,
+        scope,
+        max_uses,
+        paths,
     })
 }
 
@@ -112,122 +145,4 @@ fn narrow(card: &Card, list: &Value) -> Result<Vec<String>, InvalidDecision> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn card() -> Card {
-        Card {
-            sites: vec!["pypi.org".into()],
-            urls: vec![],
-            packages: vec!["numpy".into(), "requests".into()],
-            reason: "r".into(),
-            sites_not_shown: 0,
-            evidence: vec![],
-        }
-    }
-
-    fn outcome(status: ResumeStatus, payload: Value) -> Outcome {
-        match decide(&card(), status, Some(&payload)) {
-            Ok(d) => d.outcome,
-            Err(e) => unreachable!("{e}"),
-        }
-    }
-
-    #[test]
-    fn only_an_explicit_true_approves() {
-        use ResumeStatus::*;
-        assert_eq!(
-            outcome(Resolved, json!({"approved": true})),
-            Outcome::Approved
-        );
-        for p in [
-            json!({"approved": "true"}),
-            json!({"approved": 1}),
-            json!({}),
-            json!(true),
-            json!(null),
-        ] {
-            assert_eq!(outcome(Resolved, p), Outcome::Declined);
-        }
-        assert_eq!(
-            outcome(Cancelled, json!({"approved": true})),
-            Outcome::Cancelled
-        );
-        assert!(decide(&card(), Resolved, None).is_ok_and(|d| d.outcome == Outcome::Declined));
-        assert_eq!(
-            outcome(Other, json!({"approved": true, "packages": ["torch"]})),
-            Outcome::Declined
-        );
-    }
-
-    #[test]
-    fn only_the_two_known_statuses_are_read_as_such() {
-        use ResumeStatus::*;
-        assert_eq!(ResumeStatus::of(Some(&json!("resolved"))), Resolved);
-        assert_eq!(ResumeStatus::of(Some(&json!("cancelled"))), Cancelled);
-        for other in [
-            json!("approved"),
-            json!("Resolved"),
-            json!(1),
-            json!(null),
-            json!({}),
-        ] {
-            assert_eq!(ResumeStatus::of(Some(&other)), Other, "{other}");
-        }
-        assert_eq!(ResumeStatus::of(None), Other);
-    }
-
-    #[test]
-    fn access_defaults_to_the_cards_full_and_may_only_be_narrowed_to_read() {
-        let with = |v: Value| decide(&card(), ResumeStatus::Resolved, Some(&v)).map(|d| d.access);
-        assert_eq!(with(json!({"approved": true})), Ok(Access::Full));
-        assert_eq!(
-            with(json!({"approved": true, "access": "full"})),
-            Ok(Access::Full)
-        );
-        assert_eq!(
-            with(json!({"approved": true, "access": "read"})),
-            Ok(Access::Read)
-        );
-        for bad in [json!("write"), json!("READ"), json!(1), json!(null)] {
-            assert!(
-                with(json!({"approved": true, "access": bad})).is_err(),
-                "{bad}"
-            );
-        }
-        let declined = decide(&card(), ResumeStatus::Cancelled, None).map(|d| d.access);
-        assert_eq!(
-            declined,
-            Ok(Access::Full),
-            "a decline grants nothing at any level"
-        );
-    }
-
-    #[test]
-    fn packages_may_only_be_narrowed() {
-        let d = decide(
-            &card(),
-            ResumeStatus::Resolved,
-            Some(&json!({"approved": true, "packages": ["Requests"]})),
-        );
-        assert_eq!(d.map(|d| d.packages), Ok(vec!["requests".to_owned()]));
-        let d = decide(
-            &card(),
-            ResumeStatus::Resolved,
-            Some(&json!({"approved": true})),
-        );
-        assert_eq!(
-            d.map(|d| (d.sites, d.packages)),
-            Ok((card().sites, card().packages))
-        );
-        for bad in [json!(["torch"]), json!("numpy"), json!([1])] {
-            let d = decide(
-                &card(),
-                ResumeStatus::Resolved,
-                Some(&json!({"approved": true, "packages": bad})),
-            );
-            assert!(d.is_err());
-        }
-    }
-}
+mod tests;

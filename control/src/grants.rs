@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use egressgate_store::db::admin::AdminList;
-use egressgate_store::db::policy::ApprovalKind;
+use egressgate_store::db::policy::{ApprovalKind, ApprovalRow, ApprovalsOf};
 use egressgate_store::db::turns::Turn;
 use egressgate_store::{Access, Host, PackageSpec, SitePattern, Store, StoreError, Timestamp};
 
@@ -13,7 +13,8 @@ use egressgate_store::{Access, Host, PackageSpec, SitePattern, Store, StoreError
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Grants {
     sites: BTreeSet<SitePattern>,
-    /// Sites granted at `read` only: listed, but a card may still ask to widen them.
+    /// Sites granted short of their whole host (`read`, path prefixes, counted uses): listed,
+    /// but a card may still ask to widen them.
     read_sites: BTreeSet<SitePattern>,
     packages: BTreeSet<String>,
 }
@@ -40,7 +41,12 @@ impl Grants {
     ) -> Result<Self, StoreError> {
         let admin_sites = store.admin_list(AdminList::Sites).await?;
         let admin_packages = store.admin_list(AdminList::Packages).await?;
-        let approvals = store.chat_approvals(&turn.user, &turn.chat, now).await?;
+        let of = ApprovalsOf {
+            user: &turn.user,
+            chat: &turn.chat,
+            turn: &turn.id,
+        };
+        let approvals = store.turn_approvals(of, now).await?;
         let mut sites: Vec<SitePattern> = turn.sites.clone();
         let mut read_sites: Vec<SitePattern> = turn.read_sites.clone();
         let mut packages: Vec<String> = turn
@@ -56,12 +62,12 @@ impl Grants {
             into.extend(stored_pattern(&e.value));
         }
         packages.extend(admin_packages.into_iter().map(|e| e.value));
-        for row in approvals {
-            match (row.kind, row.access) {
-                (ApprovalKind::Site, Access::Full) => sites.extend(stored_pattern(&row.value)),
-                (ApprovalKind::Site, Access::Read) => {
-                    read_sites.extend(stored_pattern(&row.value));
-                }
+        // A spent row grants nothing; a row narrowed to `read`, paths or counted uses is
+        // listed, but a card may still ask for more of its host.
+        for row in approvals.into_iter().filter(ApprovalRow::admits) {
+            match (row.kind, row.is_whole()) {
+                (ApprovalKind::Site, true) => sites.extend(stored_pattern(&row.value)),
+                (ApprovalKind::Site, false) => read_sites.extend(stored_pattern(&row.value)),
                 (ApprovalKind::Package, _) => packages.push(row.value),
             }
         }

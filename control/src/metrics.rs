@@ -16,6 +16,7 @@ use prometheus_client::registry::Registry;
 
 use egressgate_store::Store;
 use egressgate_store::db::interrupts::InterruptState;
+use egressgate_store::label_sets;
 use egressgate_store::metric_registry::Prefixed;
 
 use crate::error::ErrorCode;
@@ -60,18 +61,9 @@ pub struct CodeLabel {
     pub code: &'static str,
 }
 
-/// `outcome` label of a resume.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabel {
-    /// `ok` (claimed or replayed), or the error code.
-    pub outcome: &'static str,
-}
-
-/// `state` label of a card.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabel {
-    /// `pending`, `claimed`, `done` or `expired`.
-    pub state: &'static str,
+label_sets! {
+    OutcomeLabel(outcome): "Of a resume: `ok` (claimed or replayed), or the error code.";
+    StateLabel(state): "Of a card: `pending`, `claimed`, `done` or `expired`.";
 }
 
 /// The control plane's metrics.

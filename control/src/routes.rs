@@ -28,6 +28,7 @@ mod pointer;
 mod resume;
 mod tokens;
 mod turns;
+mod user_approvals;
 mod view;
 
 pub(crate) fn router(state: AppState) -> Router {
@@ -79,6 +80,11 @@ pub(crate) fn router(state: AppState) -> Router {
             post(interrupts::reissue),
         )
         .route("/v1/chats/{chat_id}/approvals", get(chats::list_approvals))
+        .route("/v1/users/{user_id}/approvals", get(user_approvals::list))
+        .route(
+            "/v1/users/{user_id}/approvals/{kind}/{value}",
+            delete(user_approvals::revoke),
+        )
         .route(
             "/v1/chats/{chat_id}/approvals/{kind}/{value}",
             delete(chats::revoke),

@@ -34,6 +34,12 @@ pub struct Settings {
     pub claim_cap: u32,
     /// Lifetime of an approval row.
     pub approval_ttl: Duration,
+    /// Whether a person may grant to every chat of theirs (`"scope": "user"`,
+    /// `--allow-user-scope`): off unless the administrator turns it on.
+    pub allow_user_scope: bool,
+    /// The cap on a user-scope row's lifetime (`--user-grant-ttl`): a grant that reaches every
+    /// chat should not outlive a working day unless the administrator says so.
+    pub user_grant_ttl: Duration,
     /// Concurrent resumes per user.
     pub resume_slots_per_user: u32,
     /// Whether users without a row may approve.
@@ -112,6 +118,8 @@ impl Default for Settings {
             resume_deadline: Duration::from_secs(15 * 60),
             claim_cap: 3,
             approval_ttl: Duration::from_secs(24 * HOUR),
+            allow_user_scope: false,
+            user_grant_ttl: Duration::from_secs(8 * HOUR),
             resume_slots_per_user: 2,
             default_can_approve: true,
             card_max_sites: 20,

@@ -10,11 +10,29 @@ use axum::http::{Request, Response};
 use support::TestApp;
 use tower::ServiceExt as _;
 
-async fn preflight(app: &TestApp, origin: &str) -> Response<Body> {
-    let req = Request::builder()
-        .method("OPTIONS")
-        .uri("/v1/turns")
+/// The one origin the configured app allows.
+const APP: &str = "https://app.example.com";
+
+/// An app with `--cors-origin` [`APP`].
+async fn allowing_app() -> TestApp {
+    TestApp::configured(|s| s.cors_origins = vec![APP.into()]).await
+}
+
+/// A request to `uri` from a page of `origin`, for the caller to finish.
+fn from_origin(method: &str, uri: &str, origin: &str) -> axum::http::request::Builder {
+    Request::builder()
+        .method(method)
+        .uri(uri)
         .header("origin", origin)
+}
+
+/// Sends `req` through the app.
+async fn send(app: &TestApp, req: Request<Body>) -> Response<Body> {
+    app.router.clone().oneshot(req).await.unwrap()
+}
+
+async fn preflight(app: &TestApp, origin: &str) -> Response<Body> {
+    let req = from_origin("OPTIONS", "/v1/turns", origin)
         .header("access-control-request-method", "POST")
         .header(
             "access-control-request-headers",
@@ -22,36 +40,33 @@ async fn preflight(app: &TestApp, origin: &str) -> Response<Body> {
         )
         .body(Body::empty())
         .unwrap();
-    app.router.clone().oneshot(req).await.unwrap()
+    send(app, req).await
 }
 
 async fn simple_get(app: &TestApp, origin: &str) -> Response<Body> {
-    let req = Request::builder()
-        .uri("/openapi.json")
-        .header("origin", origin)
+    let req = from_origin("GET", "/openapi.json", origin)
         .body(Body::empty())
         .unwrap();
-    app.router.clone().oneshot(req).await.unwrap()
+    send(app, req).await
 }
 
 #[tokio::test]
 async fn off_by_default() {
     let app = TestApp::new().await;
-    let r = preflight(&app, "https://app.example.com").await;
+    let r = preflight(&app, APP).await;
     assert!(r.headers().get("access-control-allow-origin").is_none());
-    let r = simple_get(&app, "https://app.example.com").await;
+    let r = simple_get(&app, APP).await;
     assert_eq!(r.status(), 200);
     assert!(r.headers().get("access-control-allow-origin").is_none());
 }
 
 #[tokio::test]
 async fn only_configured_origins() {
-    let app =
-        TestApp::configured(|s| s.cors_origins = vec!["https://app.example.com".into()]).await;
-    let r = preflight(&app, "https://app.example.com").await;
+    let app = allowing_app().await;
+    let r = preflight(&app, APP).await;
     assert_eq!(r.status(), 200);
     let h = r.headers();
-    assert_eq!(h["access-control-allow-origin"], "https://app.example.com");
+    assert_eq!(h["access-control-allow-origin"], APP);
     assert!(
         h["access-control-allow-methods"]
             .to_str()
@@ -65,11 +80,8 @@ async fn only_configured_origins() {
             .contains("authorization")
     );
     assert!(h.get("access-control-allow-credentials").is_none());
-    let r = simple_get(&app, "https://app.example.com").await;
-    assert_eq!(
-        r.headers()["access-control-allow-origin"],
-        "https://app.example.com"
-    );
+    let r = simple_get(&app, APP).await;
+    assert_eq!(r.headers()["access-control-allow-origin"], APP);
 
     for other in ["https://evil.example.com", "http://app.example.com", "null"] {
         let r = preflight(&app, other).await;
@@ -86,10 +98,7 @@ async fn only_configured_origins() {
 }
 
 async fn post_turn(app: &TestApp, origin: &str) -> Response<Body> {
-    let req = Request::builder()
-        .method("POST")
-        .uri("/v1/turns")
-        .header("origin", origin)
+    let req = from_origin("POST", "/v1/turns", origin)
         .header("sec-fetch-site", "cross-site")
         .header(
             "authorization",
@@ -100,26 +109,19 @@ async fn post_turn(app: &TestApp, origin: &str) -> Response<Body> {
             r#"{"user_id":"u","chat_id":"c","can_ask_human":true}"#,
         ))
         .unwrap();
-    app.router.clone().oneshot(req).await.unwrap()
+    send(app, req).await
 }
 
 /// The preflight is only half: the real cross-site write from an allowed origin must pass
 /// the same-origin guard too, while any other site is still refused.
 #[tokio::test]
 async fn an_allowed_origin_can_write_and_others_cannot() {
-    let app =
-        TestApp::configured(|s| s.cors_origins = vec!["https://app.example.com".into()]).await;
-    let r = post_turn(&app, "https://app.example.com").await;
+    let app = allowing_app().await;
+    let r = post_turn(&app, APP).await;
     assert_eq!(r.status(), 201);
-    assert_eq!(
-        r.headers()["access-control-allow-origin"],
-        "https://app.example.com"
-    );
+    assert_eq!(r.headers()["access-control-allow-origin"], APP);
     let r = post_turn(&app, "https://evil.example.com").await;
     assert_eq!(r.status(), 403);
     let off = TestApp::new().await;
-    assert_eq!(
-        post_turn(&off, "https://app.example.com").await.status(),
-        403
-    );
+    assert_eq!(post_turn(&off, APP).await.status(), 403);
 }

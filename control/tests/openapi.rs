@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "openapi/markdown.rs"]
+mod markdown;
 mod support;
 
 use std::collections::BTreeSet;
@@ -229,108 +231,12 @@ async fn the_approval_tool_schema_is_for_a_model_as_is() {
     assert_eq!(body["outcome"], "ask");
 }
 
-/// The API reference in Markdown, rendered from the document.
-fn render_markdown(doc: &Value) -> String {
-    let mut out = String::from(
-        "# Control API reference\n\n\
-         Generated from the OpenAPI document the server serves at `GET /openapi.json` \
-         (a copy is in [`openapi.json`](openapi.json)); `control/tests/openapi.rs` fails when \
-         either file differs from the code (`EGRESSGATE_UPDATE_DOCS=1 cargo test -p \
-         egressgate-control --test openapi` rewrites them).\n\n\
-         Authentication: `Authorization: Bearer <token>` with the runtime or the admin token. \
-         Errors are `{\"error\": {\"code\", \"message\"}}`; the codes each status can carry are \
-         listed below (and in each response's `x-error-codes`).\n",
-    );
-    let mut by_tag: std::collections::BTreeMap<String, Vec<(String, String, &Value)>> =
-        Default::default();
-    for (path, item) in doc["paths"].as_object().unwrap() {
-        for (method, op) in item.as_object().unwrap() {
-            let tag = op["tags"][0].as_str().unwrap_or("other").to_owned();
-            by_tag
-                .entry(tag)
-                .or_default()
-                .push((path.clone(), method.to_uppercase(), op));
-        }
-    }
-    let tags: Vec<(String, String)> = doc["tags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap().to_owned(),
-                t["description"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect();
-    for (tag, about) in tags {
-        out.push_str(&format!("\n## {tag}\n\n{about}.\n"));
-        for (path, method, op) in by_tag.get(&tag).into_iter().flatten() {
-            out.push_str(&format!("\n### `{method} {path}`\n\n"));
-            if let Some(d) = op["summary"].as_str() {
-                out.push_str(&format!("{}\n\n", d.replace('\n', " ")));
-            }
-            if let Some(d) = op["description"].as_str() {
-                out.push_str(&format!("{}\n\n", d.replace('\n', " ")));
-            }
-            let auth: Vec<String> = op["security"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    let names: Vec<&String> = s.as_object().unwrap().keys().collect();
-                    if names.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        names
-                            .iter()
-                            .map(|n| format!("{n} token"))
-                            .collect::<Vec<_>>()
-                            .join(" + ")
-                    }
-                })
-                .collect();
-            out.push_str(&format!(
-                "Auth: {}.\n\n",
-                if auth.is_empty() {
-                    "none".to_owned()
-                } else {
-                    auth.join(" or ")
-                }
-            ));
-            if let Some(body) =
-                op["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str()
-            {
-                out.push_str(&format!(
-                    "Body: `{}`.\n\n",
-                    body.rsplit('/').next().unwrap_or(body)
-                ));
-            }
-            out.push_str("| status | meaning |\n|---|---|\n");
-            for (status, r) in op["responses"].as_object().unwrap() {
-                let text = r["description"]
-                    .as_str()
-                    .unwrap_or("")
-                    .replace("\n\n", " ")
-                    .replace('\n', " ")
-                    .replace('|', "\\|");
-                out.push_str(&format!("| {status} | {text} |\n"));
-            }
-        }
-    }
-    out.push_str("\n## Error codes\n\n");
-    for c in egressgate_control::error_codes() {
-        out.push_str(&format!("- `{c}`\n"));
-    }
-    out
-}
-
 #[test]
 fn docs_match_the_document() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
     let doc = doc();
     let json = format!("{}\n", serde_json::to_string_pretty(&doc).unwrap());
-    let md = render_markdown(&doc);
+    let md = markdown::render(&doc);
     let files = [(root.join("openapi.json"), json), (root.join("api.md"), md)];
     if std::env::var("EGRESSGATE_UPDATE_DOCS").is_ok_and(|v| v == "1") {
         for (path, text) in &files {
@@ -347,4 +253,46 @@ fn docs_match_the_document() {
             path.display()
         );
     }
+}
+
+/// `docs/api.md` defines every body it names: each schema named on a `Body:` or `Answer:`
+/// line, or in a field's type, has its own section with its fields.
+#[test]
+fn the_reference_defines_every_schema_it_names() {
+    let md = markdown::render(&doc());
+    let (endpoints, schemas) = md.split_once("\n## Schemas\n").unwrap();
+    let defined: BTreeSet<&str> = schemas
+        .lines()
+        .filter_map(|l| l.strip_prefix("### `")?.strip_suffix('`'))
+        .collect();
+    let backticked = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()) && !w.contains(' '))
+            .filter(|w| !w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut named = Vec::new();
+    for line in endpoints.lines() {
+        if line.starts_with("Body: ") || line.starts_with("Answer: ") {
+            named.extend(backticked(line));
+        }
+    }
+    assert!(named.contains(&"OpenTurnBody".to_owned()), "{named:?}");
+    assert!(named.contains(&"TurnOpened".to_owned()), "{named:?}");
+    for row in schemas.lines().filter(|l| l.starts_with("| `")) {
+        let type_cell = row.split(" | ").nth(1).unwrap();
+        named.extend(backticked(type_cell));
+    }
+    let undefined: Vec<&String> = named
+        .iter()
+        .filter(|n| !defined.contains(n.as_str()))
+        .collect();
+    assert!(undefined.is_empty(), "named but not defined: {undefined:?}");
+    assert!(
+        schemas.contains("| `user_id` | string | yes | The person (1 to 200 bytes"),
+        "OpenTurnBody's fields are listed"
+    );
 }

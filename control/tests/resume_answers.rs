@@ -200,9 +200,18 @@ async fn an_incomplete_resume_is_refused() {
     let bad = json!({"secret": r.secret, "resume": [entry], "extra": 1});
     let (status, body) = app.anonymous().post(&path, bad).await;
     assert_code(status, &body, (StatusCode::BAD_REQUEST, "INVALID_BODY"));
-    // metadata is accepted and ignored; the payload may carry anything.
+    // A payload field the gate does not know fails closed (issue 25): refused, nothing claimed.
+    let unknown = json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "resolved",
+        "payload": {"approved": true, "note": "fine"}}]});
+    let (status, body) = app.anonymous().post(&path, unknown).await;
+    assert_code(
+        status,
+        &body,
+        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_DECISION"),
+    );
+    // metadata is accepted and ignored.
     let ok = json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "resolved",
-        "payload": {"approved": true, "note": "fine"}, "metadata": {"client": "x"}}]});
+        "payload": {"approved": true}, "metadata": {"client": "x"}}]});
     let (status, _) = app.anonymous().post(&path, ok).await;
     assert_eq!(status, StatusCode::OK);
 }

@@ -86,6 +86,7 @@ async fn wildcards_stored_before_the_suffix_rule_tightened_allow_nothing() {
         egressgate_store::UserId::parse("u").unwrap(),
         egressgate_store::ChatId::parse("c").unwrap(),
     );
+    let turn = egressgate_store::TurnId::from_db(t.clone());
     for h in [
         "attacker-bucket.s3.amazonaws.com",
         "x.blob.core.windows.net",
@@ -93,7 +94,15 @@ async fn wildcards_stored_before_the_suffix_rule_tightened_allow_nothing() {
         let host = egressgate_store::Host::parse(h).unwrap();
         let allowed = app
             .store
-            .site_allowed(&user, &chat, &host, egressgate_store::Timestamp::now())
+            .site_allowed(
+                egressgate_store::db::policy::ApprovalsOf {
+                    user: &user,
+                    chat: &chat,
+                    turn: &turn,
+                },
+                &host,
+                egressgate_store::Timestamp::now(),
+            )
             .await
             .unwrap();
         assert!(allowed.is_none(), "{h}");

@@ -1,5 +1,6 @@
-//! The access level check, the one place the forwarding path asks whether a request is within
-//! what its grant opens. `read` means downloads: `GET`, `HEAD` and `OPTIONS` without a body,
+//! The per-request grant check, the one place the forwarding path asks whether a request is
+//! within what its grant opens: its path prefixes (compared in the store's one normal form,
+//! `egressgate_store::path_prefix`), then its access level. `read` means downloads: `GET`, `HEAD` and `OPTIONS` without a body,
 //! and git's fetch and clone; nothing that can upload. Its parts, each in its room: the
 //! comparison forms of paths and queries (`path`), what makes a server act on another method
 //! (`method`), and git's smart HTTP (`git`).
@@ -8,7 +9,7 @@ pub mod git;
 pub mod method;
 pub mod path;
 
-use egressgate_store::Access;
+use egressgate_store::{Access, Grant, RefusalReason, path_prefix};
 use http::{HeaderMap, Method, Request, Uri};
 use hyper::body::Body;
 
@@ -55,6 +56,18 @@ pub fn method_uploads(method: &str) -> bool {
     ["POST", "PUT", "PATCH"]
         .iter()
         .any(|m| m.eq_ignore_ascii_case(method))
+}
+
+/// Why `grant` does not cover the request, if it does not: its path lies under none of the
+/// grant's path prefixes (`path_not_allowed`), or its access level does not cover it
+/// (`method_not_allowed`).
+pub fn refuses(grant: &Grant, asked: &Asked<'_>) -> Option<RefusalReason> {
+    if let Some(prefixes) = &grant.paths
+        && !path_prefix::admits_any(prefixes, asked.uri.path())
+    {
+        return Some(RefusalReason::PathNotAllowed);
+    }
+    (!permits(grant.access, asked)).then_some(RefusalReason::MethodNotAllowed)
 }
 
 /// Whether `access` allows the request.

@@ -109,10 +109,10 @@ impl Via {
     }
 }
 
-/// The per-request rules the proxy can only apply where it sees the request: the grant's
-/// access level. `Err(answer)`: refused (recorded first) or unrecordable; `Ok(())`: go ahead
-/// (a shadowed refusal was recorded and logged).
-async fn per_request_rules(
+/// The per-request rules the proxy can only apply where it sees the request: the grant's path
+/// prefixes, then its access level. `Err(answer)`: refused (recorded first) or unrecordable;
+/// `Ok(())`: go ahead (a shadowed refusal was recorded and logged).
+pub(crate) async fn per_request_rules(
     shared: &Shared,
     turn: &TurnEntry,
     target: &Target,
@@ -121,17 +121,16 @@ async fn per_request_rules(
     via: Via,
 ) -> Result<(), Response<ProxyBody>> {
     let asked = access::Asked::of(req);
-    if access::permits(allowed.grant.access, &asked) {
+    let Some(reason) = access::refuses(&allowed.grant, &asked) else {
         return Ok(());
-    }
+    };
     // The grant may be an allow remembered from before a person widened it: a refusal is
-    // rare, so it asks the database first, and a fresh `full` approval works at once.
+    // rare, so it asks the database first, and a fresh wider approval works at once.
     if let Some(fresh) = shared.fresh_grant(turn, &target.host).await
-        && access::permits(fresh.access, &asked)
+        && access::refuses(&fresh, &asked).is_none()
     {
         return Ok(());
     }
-    let reason = RefusalReason::MethodNotAllowed;
     let url = SanitizedUrl::from_parts(via.scheme(), &target.host, target.port, req.uri().path());
     let r = Refusal {
         turn,

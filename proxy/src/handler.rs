@@ -9,22 +9,49 @@ use egressgate_store::db::refusals::Subject;
 use egressgate_store::{GrantKind, Mode, RefusalReason, SanitizedUrl};
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 
 use crate::decide::{self, Decision};
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::forward::{self, Via};
 use crate::identify::{ActiveGuard, AuthError};
+use crate::present;
 use crate::respond::{self, ProxyBody};
 use crate::shared::{ClientConn, Refusal, Shared};
 use crate::target;
 use crate::tunnel;
 
-/// Serves one request.
+/// Serves one request. A `CONNECT` carries its upgrade apart from the request, so a captured
+/// connection's refusal can still be shown inside its stream (see [`present`]).
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     conn: Arc<ClientConn>,
+    mut req: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let connect = req.method() == Method::CONNECT;
+    let captured = (connect && present::asked(req.headers()))
+        .then(|| {
+            req.uri()
+                .authority()
+                .map(|a| target::parse_authority(a.as_str()))
+        })
+        .flatten()
+        .and_then(Result::ok);
+    let mut upgrade = connect.then(|| hyper::upgrade::on(&mut req));
+    let answer = serve(Arc::clone(&shared), conn, req, &mut upgrade).await;
+    match (captured, upgrade) {
+        (Some(target), Some(upgrade)) => present::present(&shared, target, upgrade, answer),
+        _ => answer,
+    }
+}
+
+/// Serves one request; `upgrade` is a `CONNECT`'s, taken by the tunnel it opens.
+async fn serve(
+    shared: Arc<Shared>,
+    conn: Arc<ClientConn>,
     req: Request<Incoming>,
+    upgrade: &mut Option<OnUpgrade>,
 ) -> Response<ProxyBody> {
     let begun = Instant::now();
     let connect = req.method() == Method::CONNECT;
@@ -186,8 +213,23 @@ pub(crate) async fn handle(
         grant: grant.clone(),
         started: begun,
     };
-    if connect {
-        tunnel::start(shared, turn, guard, allowed, epoch, target, addrs, req)
+    // A counted grant spends one use per admitted connection: a tunnel here, a forwarded
+    // request once its own rules (access level, paths) let it, so a refused one spends none.
+    if grant.counted.is_some() {
+        if !connect
+            && let Err(answer) =
+                forward::per_request_rules(&shared, &turn, &target, &req, &allowed, Via::Plain)
+                    .await
+        {
+            return answer;
+        }
+        let r = refusal(RefusalReason::NotApproved);
+        if let Err(answer) = shared.spend_use(&grant, r).await {
+            return answer;
+        }
+    }
+    if let Some(upgrade) = upgrade.take() {
+        tunnel::start(shared, turn, guard, allowed, epoch, target, addrs, upgrade)
     } else {
         // Once per (turn, host, grant) on this connection: a revocation closes it.
         conn.watch.watch(

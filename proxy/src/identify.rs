@@ -139,9 +139,13 @@ impl TurnEntry {
 
     /// Remembers an allow decision read from the database under `epoch` (read *before* the
     /// database query, so a revocation racing the query invalidates the entry), with the grant
-    /// that made it.
+    /// that made it. A counted grant is never remembered: each connection it admits spends a
+    /// use in the database, so each one asks.
     pub fn remember_allowed(&self, subject: &Subject, epoch: Option<i64>, grant: Grant) {
         let Some(epoch) = epoch else { return };
+        if grant.counted.is_some() {
+            return;
+        }
         if let Ok(mut cache) = self.allowed.write() {
             let at = Instant::now();
             cache.insert(subject, CachedAllow { epoch, at, grant });

@@ -11,6 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use egressgate_store::ca::{CaError, DeploymentCa};
 use egressgate_store::{Grant, GrantKind, Host, SitePattern};
+use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -105,13 +106,32 @@ impl Inspection {
     where
         C: AsyncRead + AsyncWrite + Unpin,
     {
+        let config = self.server_config(host).await?;
+        TlsAcceptor::from(config).accept(client).await
+    }
+
+    /// Ends the client's TLS with `host`'s leaf (the same cached one) offering HTTP/1.1 only:
+    /// for a refusal shown inside TLS, whose reason phrase only HTTP/1.1 carries.
+    pub(crate) async fn accept_http1<C>(
+        &self,
+        host: &Host,
+        client: C,
+    ) -> std::io::Result<TlsStream<C>>
+    where
+        C: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut config = ServerConfig::clone(&*self.server_config(host).await?);
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        TlsAcceptor::from(Arc::new(config)).accept(client).await
+    }
+
+    async fn server_config(&self, host: &Host) -> std::io::Result<Arc<ServerConfig>> {
         let authority = self
             .current()
             .ok_or_else(|| std::io::Error::other("no deployment CA"))?;
-        let config = authority
+        authority
             .server_config(host)
             .await
-            .map_err(std::io::Error::other)?;
-        TlsAcceptor::from(config).accept(client).await
+            .map_err(std::io::Error::other)
     }
 }

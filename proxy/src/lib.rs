@@ -8,7 +8,8 @@
 //! registry by the package `registry` maps it to) → `access` (the per-request access level
 //! check) → `recorder` (refusals before the 403, egress summaries). `inspect` ends TLS for
 //! inspected hosts so their requests take the forwarding path too. `relay` and `relay_tcp`
-//! move tunnel bytes; `respond` writes what the proxy says itself; `metrics` counts it all.
+//! move tunnel bytes; `respond` writes what the proxy says itself (and `present` shows
+//! a captured connection its refusal inside the stream); `metrics` counts it all.
 
 pub mod access;
 pub mod addr;
@@ -34,6 +35,7 @@ pub mod target;
 mod forward;
 mod handler;
 mod packages;
+mod present;
 mod server;
 mod shared;
 mod tunnel;

@@ -1,6 +1,7 @@
 //! Prometheus metrics for the data plane. Label sets are closed (request kind, refusal reason,
 //! direction), so recording is an atomic add on a pre-created series.
 
+use egressgate_store::label_sets;
 use egressgate_store::metric_registry::{Prefixed, series};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,18 +10,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// `kind` label: what the client asked for.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    /// `connect` or `forward`.
-    pub kind: &'static str,
-}
-
-/// `reason` label: why a request was refused.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
-    /// A refusal reason.
-    pub reason: &'static str,
+label_sets! {
+    KindLabel(kind): "What the client asked for: `connect` or `forward`.";
+    ReasonLabel(reason): "Why a request was refused: a refusal reason.";
+    DirectionLabel(direction): "Of relayed bytes: `up` (client → origin) or `down`.";
 }
 
 /// `status` label: an answer the proxy gave itself (not an origin's).
@@ -28,13 +21,6 @@ pub struct ReasonLabel {
 pub struct StatusLabel {
     /// The HTTP status code.
     pub status: u16,
-}
-
-/// `direction` label for relayed bytes.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DirectionLabel {
-    /// `up` (client → origin) or `down`.
-    pub direction: &'static str,
 }
 
 /// The proxy's metrics. The hot-path series are resolved once here and kept as handles, so

@@ -38,11 +38,23 @@ pub async fn relay_tcp(
     let start = Instant::now();
     let up = Activity::default();
     let down = Activity::default();
+    let up_way = Way {
+        src: &client,
+        dst: &origin,
+        act: &up,
+        start,
+    };
+    let down_way = Way {
+        src: &origin,
+        dst: &client,
+        act: &down,
+        start,
+    };
     let mut up_pump = Pump::default();
     let mut down_pump = Pump::default();
     let both = poll_fn(|cx| {
-        let a = up_pump.poll(cx, &client, &origin, &up, start);
-        let b = down_pump.poll(cx, &origin, &client, &down, start);
+        let a = up_pump.poll(cx, &up_way);
+        let b = down_pump.poll(cx, &down_way);
         match (a, b) {
             (Poll::Ready(Err(_)), _) | (_, Poll::Ready(Err(_))) => Poll::Ready(End::Error),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(End::Closed),
@@ -52,7 +64,16 @@ pub async fn relay_tcp(
     bounded(both, start, &up, &down, idle, turn_deadline, stop).await
 }
 
-/// One direction, `src` → `dst`.
+/// One direction's sockets, `src` → `dst`, and the activity its moved bytes count on since
+/// `start`: what each way of moving them (user space, splice) is polled with.
+pub(crate) struct Way<'a> {
+    src: &'a TcpStream,
+    dst: &'a TcpStream,
+    act: &'a Activity,
+    start: Instant,
+}
+
+/// One direction's state, `src` → `dst`.
 #[derive(Default)]
 struct Pump {
     /// Bytes read but not yet written (the destination was not ready for all of them);
@@ -89,14 +110,8 @@ enum Step {
 }
 
 impl Pump {
-    fn poll(
-        &mut self,
-        cx: &mut Context<'_>,
-        src: &TcpStream,
-        dst: &TcpStream,
-        act: &Activity,
-        start: Instant,
-    ) -> Poll<io::Result<()>> {
+    fn poll(&mut self, cx: &mut Context<'_>, way: &Way<'_>) -> Poll<io::Result<()>> {
+        let dst = way.dst;
         if self.done {
             return Poll::Ready(Ok(()));
         }
@@ -119,7 +134,7 @@ impl Pump {
             }
             #[cfg(target_os = "linux")]
             if let Some(pipe) = &mut self.splice {
-                match ready!(pipe.poll(cx, src, dst, act, start)) {
+                match ready!(pipe.poll(cx, way)) {
                     Ok(splice::Flow::Eof) => return Poll::Ready(self.finish(dst)),
                     Ok(splice::Flow::Refused) => {
                         self.splice = None;
@@ -129,8 +144,8 @@ impl Pump {
                     Err(e) => return Poll::Ready(Err(e)),
                 }
             }
-            ready!(src.poll_read_ready(cx))?;
-            match SCRATCH.with_borrow_mut(|buf| self.move_once(buf, src, dst, act, start)) {
+            ready!(way.src.poll_read_ready(cx))?;
+            match SCRATCH.with_borrow_mut(|buf| self.move_once(buf, way)) {
                 Ok(Step::Moved | Step::Again) => {}
                 Ok(Step::Eof) => return Poll::Ready(self.finish(dst)),
                 Err(e) => return Poll::Ready(Err(e)),
@@ -139,25 +154,18 @@ impl Pump {
     }
 
     /// Reads once into `buf` and writes as much as `dst` takes now; keeps the rest.
-    fn move_once(
-        &mut self,
-        buf: &mut Vec<u8>,
-        src: &TcpStream,
-        dst: &TcpStream,
-        act: &Activity,
-        start: Instant,
-    ) -> io::Result<Step> {
+    fn move_once(&mut self, buf: &mut Vec<u8>, way: &Way<'_>) -> io::Result<Step> {
         buf.clear();
         buf.reserve(BUFFER);
-        let n = match read_drained(src, buf) {
+        let n = match read_drained(way.src, buf) {
             Ok(0) => return Ok(Step::Eof),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Again),
             Err(e) => return Err(e),
         };
-        act.note(n, start);
+        way.act.note(n, way.start);
         self.bulk |= n >= BUFFER;
-        let written = match dst.try_write(buf) {
+        let written = match way.dst.try_write(buf) {
             Ok(w) => w,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(e) => return Err(e),
@@ -212,9 +220,8 @@ pub(crate) mod splice {
     use nix::fcntl::{OFlag, SpliceFFlags, splice};
     use tokio::io::Interest;
     use tokio::net::TcpStream;
-    use tokio::time::Instant;
 
-    use crate::relay::Activity;
+    use super::Way;
 
     /// Largest chunk moved per system call.
     const CHUNK: usize = 256 * 1024;
@@ -306,11 +313,9 @@ pub(crate) mod splice {
         pub(super) fn poll(
             &mut self,
             cx: &mut Context<'_>,
-            src: &TcpStream,
-            dst: &TcpStream,
-            act: &Activity,
-            start: Instant,
+            way: &Way<'_>,
         ) -> Poll<io::Result<Flow>> {
+            let (src, dst) = (way.src, way.dst);
             loop {
                 if self.queued > 0 {
                     ready!(dst.poll_write_ready(cx))?;
@@ -326,7 +331,7 @@ pub(crate) mod splice {
                 match self.fill(src, CHUNK) {
                     Ok(0) => return Poll::Ready(Ok(Flow::Eof)),
                     Ok(n) => {
-                        act.note(n, start);
+                        way.act.note(n, way.start);
                         self.queued = n;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

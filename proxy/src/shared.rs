@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use egressgate_store::db::policy::ApprovalsOf;
 use egressgate_store::db::refusals::{RefusalCandidate, RefusalEvent, Subject};
 use egressgate_store::{Grant, Host, Package, RefusalReason, Store, Timestamp};
 use http::{Response, StatusCode};
@@ -178,12 +179,12 @@ impl Shared {
     /// approval works at once. `None` when nothing allows it or the database did not answer.
     pub(crate) async fn fresh_grant(&self, turn: &TurnEntry, host: &Host) -> Option<Grant> {
         let now = Timestamp::now();
-        let user = &turn.turn.user;
-        let grant = match self
-            .store
-            .site_allowed(user, &turn.turn.chat, host, now)
-            .await
-        {
+        let at = ApprovalsOf {
+            user: &turn.turn.user,
+            chat: &turn.turn.chat,
+            turn: &turn.turn.id,
+        };
+        let grant = match self.store.site_allowed(at, host, now).await {
             Ok(g) => g?,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot re-check a grant; keeping the refusal");
@@ -196,6 +197,28 @@ impl Shared {
             grant.clone(),
         );
         Some(grant)
+    }
+
+    /// Spends one use of a counted `grant` for a connection about to be admitted; `Err`
+    /// (the answer to send) when none is left: the refusal is `not_approved` again, recorded
+    /// and approvable. An unlimited grant spends nothing and costs no database trip.
+    pub(crate) async fn spend_use(
+        &self,
+        grant: &Grant,
+        r: Refusal<'_>,
+    ) -> Result<(), Response<ProxyBody>> {
+        let Some(row) = &grant.counted else {
+            return Ok(());
+        };
+        match self.store.spend_use(row, Timestamp::now()).await {
+            Ok(true) => Ok(()),
+            Ok(false) if r.shadow => self.shadow_pass(r).await.map(|_| ()),
+            Ok(false) => Err(self.refuse(r, StatusCode::FORBIDDEN).await),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot spend a counted grant's use; refusing");
+                Err(unrecorded())
+            }
+        }
     }
 
     /// A host or package nothing in memory allows: the database decides, in the transaction

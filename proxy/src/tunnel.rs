@@ -15,9 +15,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use egressgate_store::{Access, GrantKind, RefusalReason, Timestamp};
-use http::{Request, Response};
-use hyper::body::Incoming;
+use egressgate_store::{Access, Grant, GrantKind, RefusalReason, Timestamp};
+use http::Response;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -51,7 +51,7 @@ pub(crate) fn start(
     decided: Option<i64>,
     target: Target,
     addrs: Vec<SocketAddr>,
-    req: Request<Incoming>,
+    upgrade: OnUpgrade,
 ) -> Response<ProxyBody> {
     let grant = &allowed.grant;
     let ends_at = grant
@@ -69,9 +69,8 @@ pub(crate) fn start(
         decided,
         &shared.epoch,
     );
-    // Only the upgrade handle moves into the task (a captured request would sit in the task's
-    // memory for the tunnel's whole life).
-    let upgrade = hyper::upgrade::on(req);
+    // Only the upgrade handle moves into the task (the request would sit in the task's memory
+    // for the tunnel's whole life).
     tokio::spawn(async move {
         let _guards = (guard, conn_guard, registration);
         let upgraded = match upgrade.await {
@@ -270,13 +269,14 @@ impl Tunnel<'_> {
                 if grant.kind == GrantKind::Registry {
                     return self.refuse(RefusalReason::PackageNotApproved).await;
                 }
-                // Bytes the proxy cannot see: a grant short of `full` cannot be enforced on
-                // them (unless a fresh approval has widened it since it was remembered).
-                if self.allowed.grant.access != Access::Full {
+                // Bytes the proxy cannot see: a grant short of `full` or narrowed to paths
+                // cannot be enforced on them (unless a fresh approval has widened it since it
+                // was remembered).
+                if let Some(reason) = opaque_refusal(grant) {
                     let fresh = self.shared.fresh_grant(self.turn, &self.target.host);
                     let fresh = Box::pin(fresh).await;
-                    if fresh.is_none_or(|g| g.access != Access::Full) {
-                        return self.refuse(RefusalReason::MethodNotAllowed).await;
+                    if fresh.is_none_or(|g| opaque_refusal(&g).is_some()) {
+                        return self.refuse(reason).await;
                     }
                 }
             }
@@ -355,6 +355,16 @@ impl HttpClient for TcpStream {
 impl HttpClient for TokioIo<hyper::upgrade::Upgraded> {
     async fn serve_http<'a>(self, tunnel: &'a Tunnel<'a>, first: Vec<u8>, via: Via) -> Served {
         Served::PerRequest(Box::pin(plain_http::serve(tunnel, self, first, via)).await)
+    }
+}
+
+/// Why `grant` cannot admit bytes the proxy cannot read, if it cannot: it is narrowed to path
+/// prefixes (`path_not_allowed`) or to an access level short of `full` (`method_not_allowed`).
+fn opaque_refusal(grant: &Grant) -> Option<RefusalReason> {
+    if grant.paths.is_some() {
+        Some(RefusalReason::PathNotAllowed)
+    } else {
+        (grant.access != Access::Full).then_some(RefusalReason::MethodNotAllowed)
     }
 }
 

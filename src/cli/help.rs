@@ -30,6 +30,8 @@ const CONTROL_ONLY: &[&str] = &[
     "resume_deadline",
     "claim_cap",
     "approval_ttl",
+    "allow_user_scope",
+    "user_grant_ttl",
     "resume_slots_per_user",
     "default_can_approve",
     "card_max_sites",

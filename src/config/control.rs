@@ -40,6 +40,8 @@ pub(super) fn settings(
         resume_deadline: setting!(duration, raw.resume_deadline, c),
         claim_cap: raw.claim_cap.unwrap_or(c.claim_cap),
         approval_ttl: setting!(duration, raw.approval_ttl, c),
+        allow_user_scope: raw.allow_user_scope.unwrap_or(c.allow_user_scope),
+        user_grant_ttl: setting!(duration, raw.user_grant_ttl, c),
         resume_slots_per_user: raw.resume_slots_per_user.unwrap_or(c.resume_slots_per_user),
         default_can_approve: raw.default_can_approve.unwrap_or(c.default_can_approve),
         card_max_sites: raw.card_max_sites.unwrap_or(c.card_max_sites),

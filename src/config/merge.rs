@@ -19,6 +19,7 @@ const TEXT_KEYS: &[&str] = &[
     "lease",
     "resume-deadline",
     "approval-ttl",
+    "user-grant-ttl",
     "header-read-timeout",
     "connect-timeout",
     "idle-timeout",

@@ -137,6 +137,14 @@ pub struct RawConfig {
     /// Approval lifetime. [default: 24h]
     #[arg(long, env = "EGRESSGATE_APPROVAL_TTL")]
     pub approval_ttl: Option<String>,
+    /// Let a person grant a site or package to every chat of theirs (`"scope": "user"`); bare
+    /// `--allow-user-scope` turns it on. [default: false]
+    #[arg(long, env = "EGRESSGATE_ALLOW_USER_SCOPE", action = ArgAction::Set, num_args = 0..=1,
+        default_missing_value = "true")]
+    pub allow_user_scope: Option<bool>,
+    /// Lifetime cap of a user-scope approval (below `approval-ttl` when shorter). [default: 8h]
+    #[arg(long, env = "EGRESSGATE_USER_GRANT_TTL")]
+    pub user_grant_ttl: Option<String>,
     /// Concurrent resumes per user. [default: 2]
     #[arg(long, env = "EGRESSGATE_RESUME_SLOTS_PER_USER")]
     pub resume_slots_per_user: Option<u32>,

@@ -163,6 +163,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0015_refusal_evidence.sql"),
     ),
     (
+        16,
+        "narrow grants",
+        include_str!("../../migrations/sqlite/0016_narrow_grants.sql"),
+        include_str!("../../migrations/postgres/0016_narrow_grants.sql"),
+    ),
+    (
         17,
         "inbox links",
         include_str!("../../migrations/sqlite/0017_inbox_links.sql"),

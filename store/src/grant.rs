@@ -2,9 +2,69 @@
 //! a decision remembered in memory ends when the grant behind it ends (and so a later record
 //! can say which grant let a connection through).
 
+use std::sync::Arc;
+
 use crate::access::Access;
+use crate::path_prefix::PathPrefix;
 use crate::reason::RefusalReason;
 use crate::time::Timestamp;
+
+/// How far a person's approval reaches: this turn (and its resumed continuation, which runs
+/// on the same turn), the rest of the chat (the default), or every chat of the user (only
+/// where the administrator allows it).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The card's turn only.
+    Turn,
+    /// Every turn of the chat.
+    #[default]
+    Chat,
+    /// Every chat of the user.
+    User,
+}
+
+impl Scope {
+    /// Every scope, for schemas.
+    pub const ALL: [Self; 3] = [Self::Turn, Self::Chat, Self::User];
+
+    /// The wire and database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+            Self::Chat => "chat",
+            Self::User => "user",
+        }
+    }
+
+    /// Parses the wire and database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Whether this is [`Scope::Chat`] (for `skip_serializing_if`).
+    pub fn is_chat(&self) -> bool {
+        *self == Self::Chat
+    }
+}
+
+/// The approval row a counted grant spends its uses from (its primary key), and how many
+/// uses it had when it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CountedRow {
+    /// The row's user.
+    pub user_id: String,
+    /// Its chat (`''` for a user-scope row).
+    pub chat_id: String,
+    /// Its turn (`''` unless turn-scope).
+    pub turn_id: String,
+    /// The stored site pattern.
+    pub value: String,
+    /// Uses left when it was read.
+    pub uses_left: i64,
+}
 
 /// Where an allow came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +101,11 @@ pub struct Grant {
     /// Whether an administrators' site entry marks the host inspected (`--inspect` patterns
     /// are the proxy's own and are not carried here).
     pub inspect: bool,
+    /// The path prefixes it is narrowed to (`None`: the whole host).
+    pub paths: Option<Arc<[PathPrefix]>>,
+    /// The row whose uses it spends, one per admitted connection (`None`: unlimited). A
+    /// counted grant is never remembered: each connection asks the database.
+    pub counted: Option<Arc<CountedRow>>,
 }
 
 impl Grant {
@@ -52,6 +117,8 @@ impl Grant {
             expires_at,
             access: Access::Full,
             inspect: false,
+            paths: None,
+            counted: None,
         }
     }
 
@@ -91,13 +158,20 @@ impl Grant {
         self
     }
 
-    /// The grant of two that both allow a host which opens more of it (`full` over `read`),
-    /// else the one that lasts longer (the host stays allowed as long as either does); on a
-    /// tie the first. The host counts as inspected when either says so.
+    /// How much of the host it opens, widest last: the access level, then the whole host
+    /// over path prefixes, then unlimited over counted uses.
+    fn breadth(&self) -> (Access, bool, bool) {
+        (self.access, self.paths.is_none(), self.counted.is_none())
+    }
+
+    /// The grant of two that both allow a host which opens more of it (`full` over `read`,
+    /// the whole host over path prefixes, unlimited over counted), else the one that lasts
+    /// longer (the host stays allowed as long as either does); on a tie the first. The host
+    /// counts as inspected when either says so.
     pub fn outlasting(self, other: Self) -> Self {
         let inspect = self.inspect || other.inspect;
-        let mut best = if self.access != other.access {
-            if self.access > other.access {
+        let mut best = if self.breadth() != other.breadth() {
+            if self.breadth() > other.breadth() {
                 self
             } else {
                 other

@@ -201,16 +201,21 @@ fn percent_decode(input: &str) -> Result<Cow<'_, str>, HostError> {
         .map_err(|_| HostError::BadEscape)
 }
 
+/// A host that a test table spells validly; a malformed one fails the test with its error.
+/// Every test module of the crate that needs hosts builds them with it.
+#[cfg(test)]
+pub(crate) fn test_host(s: &str) -> Host {
+    match Host::parse(s) {
+        Ok(h) => h,
+        Err(e) => unreachable!("{s}: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn h(s: &str) -> Host {
-        match Host::parse(s) {
-            Ok(h) => h,
-            Err(e) => unreachable!("{s}: {e}"),
-        }
-    }
+    use super::test_host as h;
 
     #[test]
     fn normalises_case_trailing_dot_and_idn() {

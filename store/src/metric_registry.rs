@@ -6,9 +6,25 @@
 
 use std::hash::Hash;
 
-use prometheus_client::encoding::EncodeLabelSet;
+pub use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Metric, Registry};
+
+/// Declares label sets of one closed text label each (a request kind, a refusal reason, a card
+/// state): a struct whose one field names the label. Each plane states its labels in one
+/// place, a line each with what the values are, and every one of them encodes alike:
+/// `label_sets! { KindLabel(kind): "What the client asked for."; }`.
+#[macro_export]
+macro_rules! label_sets {
+    ($($name:ident($label:ident): $doc:literal;)+) => {$(
+        #[doc = concat!("`", stringify!($label), "` label. ", $doc)]
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, $crate::metric_registry::EncodeLabelSet)]
+        pub struct $name {
+            #[doc = $doc]
+            pub $label: &'static str,
+        }
+    )+};
+}
 
 /// One plane's part of the registry: every metric added here is named under its prefix.
 pub struct Prefixed<'a> {

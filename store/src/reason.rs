@@ -2,8 +2,8 @@
 //! approval tool's input, so all three agree.
 
 /// Why the proxy refused a request. Only [`RefusalReason::NotApproved`],
-/// [`RefusalReason::MethodNotAllowed`] and [`RefusalReason::PackageNotApproved`] can be fixed
-/// by a person.
+/// [`RefusalReason::MethodNotAllowed`], [`RefusalReason::PathNotAllowed`] and
+/// [`RefusalReason::PackageNotApproved`] can be fixed by a person.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefusalReason {
@@ -26,6 +26,9 @@ pub enum RefusalReason {
     /// The host is allowed only at an access level (`read`) that does not cover this request's
     /// method (an upload, a `git push`); a person may grant `full`.
     MethodNotAllowed,
+    /// The host is allowed only under some path prefixes, and this request's path (in its
+    /// normal form) lies under none of them, or has no normal form; a person may grant more.
+    PathNotAllowed,
     /// A package registry request for a package nobody approved (or a version outside its
     /// pin), or one that names no package the proxy can tell (then not approvable).
     PackageNotApproved,
@@ -33,7 +36,7 @@ pub enum RefusalReason {
 
 impl RefusalReason {
     /// Every reason, for metrics label sets and tests.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::NotApproved,
         Self::IpLiteral,
         Self::InternalName,
@@ -43,6 +46,7 @@ impl RefusalReason {
         Self::HostMismatch,
         Self::LimitExceeded,
         Self::MethodNotAllowed,
+        Self::PathNotAllowed,
         Self::PackageNotApproved,
     ];
 
@@ -58,6 +62,7 @@ impl RefusalReason {
             Self::HostMismatch => "host_mismatch",
             Self::LimitExceeded => "limit_exceeded",
             Self::MethodNotAllowed => "method_not_allowed",
+            Self::PathNotAllowed => "path_not_allowed",
             Self::PackageNotApproved => "package_not_approved",
         }
     }
@@ -78,6 +83,7 @@ impl RefusalReason {
             Self::NotApproved
                 | Self::PortNotAllowed
                 | Self::MethodNotAllowed
+                | Self::PathNotAllowed
                 | Self::PackageNotApproved
         )
     }
@@ -87,7 +93,10 @@ impl RefusalReason {
     pub fn approvable(self) -> bool {
         matches!(
             self,
-            Self::NotApproved | Self::MethodNotAllowed | Self::PackageNotApproved
+            Self::NotApproved
+                | Self::MethodNotAllowed
+                | Self::PathNotAllowed
+                | Self::PackageNotApproved
         )
     }
 

@@ -237,6 +237,13 @@ impl Api {
             .await
     }
 
+    /// `POST /v1/admin/tokens` as the administrator: a named token with `scopes`; the answer
+    /// (its `token` is the secret, shown once).
+    pub async fn add_token(&self, name: &str, scopes: &[&str]) -> Resp {
+        let body = serde_json::json!({"name": name, "scopes": scopes});
+        self.post("/v1/admin/tokens", ADMIN, body).await
+    }
+
     /// The user hides a chat: `DELETE /v1/chats/{chat}`.
     pub async fn hide_chat(&self, user: &str, chat: &str) -> Resp {
         let path = format!("/v1/chats/{chat}");

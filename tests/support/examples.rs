@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use super::{FILES, Gate, Origin, RUNTIME, gate, origin};
+use super::{ADMIN, FILES, Gate, Origin, RUNTIME, gate, origin};
 
 /// A gate where `files.example.com` resolves to loopback and `port` may be reached.
 pub fn gate_for_origin(port: u16) -> Gate {
@@ -44,10 +44,17 @@ pub fn available(cmd: &mut Command, what: &str) -> bool {
 /// runtime token, the binary (for stdio MCP) and the file the script downloads from the
 /// origin on `port`; no proxy variables of the test's own environment.
 pub fn run_example(g: &Gate, port: u16, script: &str, args: &[&str]) -> Output {
-    Command::new("python3")
-        .arg(format!("{}/examples/{script}", env!("CARGO_MANIFEST_DIR")))
-        .args(args)
-        .env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
+    let mut cmd = Command::new("python3");
+    cmd.arg(format!("{}/examples/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args);
+    as_runtime(&mut cmd, g, port).output().unwrap()
+}
+
+/// `cmd` with a runtime's settings for `g` (its control API, the runtime token, the binary)
+/// and the file it downloads from the origin on `port`; no proxy variables of the test's own
+/// environment.
+pub fn as_runtime<'c>(cmd: &'c mut Command, g: &Gate, port: u16) -> &'c mut Command {
+    cmd.env("EGRESSGATE_CONTROL", format!("http://{}", g.api().addr))
         .env("EGRESSGATE_RUNTIME_TOKEN", RUNTIME)
         .env("EGRESSGATE_BIN", env!("CARGO_BIN_EXE_egressgate"))
         .env(
@@ -56,8 +63,6 @@ pub fn run_example(g: &Gate, port: u16, script: &str, args: &[&str]) -> Output {
         )
         .env_remove("http_proxy")
         .env_remove("HTTP_PROXY")
-        .output()
-        .unwrap()
 }
 
 /// [`run_example`], which must succeed; its stdout.
@@ -71,4 +76,19 @@ pub fn run_example_ok(g: &Gate, port: u16, script: &str, args: &[&str]) -> Strin
     );
     eprintln!("{script} {args:?}:\n{stdout}");
     stdout
+}
+
+/// Asserts that `g` audited exactly `cards` approval resolutions: one claim per card answered,
+/// however many processes tried to resume it.
+pub async fn assert_one_claim_per_card(g: &Gate, cards: usize) {
+    let audit = g
+        .api()
+        .get("/v1/admin/audit?kind=approval_resolved", ADMIN)
+        .await
+        .json();
+    assert_eq!(
+        audit["audit"].as_array().unwrap().len(),
+        cards,
+        "one claim per card: {audit}"
+    );
 }

@@ -14,6 +14,7 @@
 pub mod battery;
 pub mod bench;
 pub mod ca;
+pub mod capture;
 pub mod client;
 pub mod decisions;
 pub mod examples;

@@ -289,6 +289,14 @@ pub async fn refused_packages(api: &Api, turn: &Turn) -> Vec<String> {
     out
 }
 
+/// Whether `package` (its canonical spelling) is among the packages refused this turn.
+pub async fn was_refused(api: &Api, turn: &Turn, package: &str) -> bool {
+    refused_packages(api, turn)
+        .await
+        .iter()
+        .any(|p| p == package)
+}
+
 /// Where `.ci/run` installs verdaccio (`EGRESSGATE_TEST_VERDACCIO` overrides).
 pub fn verdaccio_bin() -> PathBuf {
     std::env::var_os("EGRESSGATE_TEST_VERDACCIO").map_or_else(

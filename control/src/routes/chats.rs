@@ -43,7 +43,7 @@ pub(crate) async fn list_approvals(
 }
 
 /// The stored spelling of a value as a person may type it (`Files.Example.com.`, `Requests`).
-fn canonical(kind: ApprovalKind, value: &str) -> String {
+pub(super) fn canonical(kind: ApprovalKind, value: &str) -> String {
     match kind {
         ApprovalKind::Site => Host::parse(value).map(|h| h.as_str().to_owned()).ok(),
         ApprovalKind::Package => PackageSpec::parse(value)

@@ -10,8 +10,7 @@ use serde_json::Value;
 
 use super::openapi::schemas;
 use super::openapi::shared::{ClaimLost, InterruptNotFound, InterruptParams};
-use super::pointer::{self, claim_lost, interrupt_not_found};
-use crate::body::StrictJson;
+use super::pointer::{self, CardCall, claim_lost, interrupt_not_found};
 use crate::bulk;
 use crate::error::ApiError;
 use crate::holder::SecretHolder;
@@ -31,20 +30,18 @@ pub(crate) struct CompleteBody {
     answer: Option<Value>,
 }
 
-/// The pointer and whether `claim_id` is its current claim.
-async fn read(
-    state: &AppState,
-    id: &str,
-    holder: &SecretHolder,
-    claim: &Secret,
-    now: Timestamp,
-) -> Result<(Pointer, bool), ApiError> {
-    let p = pointer::find(state, id, now).await?;
-    if !holder.may_act_for(&p.user) {
+/// The pointer, the claim the holder presents, and whether that claim is its current one.
+async fn read<B>(
+    call: &CardCall<SecretHolder, B>,
+    claim_id: &str,
+) -> Result<(Pointer, Secret, bool), ApiError> {
+    let p = pointer::find(&call.state, &call.id, call.now).await?;
+    if !call.caller.may_act_for(&p.user) {
         return Err(interrupt_not_found());
     }
-    let ours = p.claim_hash.as_ref().is_some_and(|h| h.matches(claim));
-    Ok((p, ours))
+    let claim = Secret::from_presented(claim_id);
+    let ours = p.claim_hash.as_ref().is_some_and(|h| h.matches(&claim));
+    Ok((p, claim, ours))
 }
 
 /// `POST /v1/interrupts/{id}/heartbeat`.
@@ -56,14 +53,10 @@ async fn read(
         (status = 410, description = "`DEADLINE_PASSED`: the resume ran past its deadline.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn heartbeat(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    holder: SecretHolder,
-    StrictJson(body): StrictJson<HeartbeatBody>,
+    call: CardCall<SecretHolder, HeartbeatBody>,
 ) -> Result<Json<schemas::Heartbeat>, ApiError> {
-    let now = Timestamp::now();
-    let claim = Secret::from_presented(&body.claim_id);
-    let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
+    let (p, claim, ours) = read(&call, &call.body.claim_id).await?;
+    let (state, now) = (&call.state, call.now);
     if !ours || p.state != InterruptState::Claimed {
         return Err(claim_lost());
     }
@@ -96,27 +89,23 @@ pub(crate) async fn heartbeat(
         (status = 507, description = "`SNAPSHOT_FAILED`: the answer could not be stored.", body = schemas::ErrorBody),
     ))]
 pub(crate) async fn complete(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    holder: SecretHolder,
-    StrictJson(body): StrictJson<CompleteBody>,
+    call: CardCall<SecretHolder, CompleteBody>,
 ) -> Result<Json<schemas::Completed>, ApiError> {
-    let now = Timestamp::now();
-    let claim = Secret::from_presented(&body.claim_id);
-    let (p, ours) = read(&state, &id, &holder, &claim, now).await?;
+    let (p, claim, ours) = read(&call, &call.body.claim_id).await?;
+    let state = &call.state;
     if ours && p.state == InterruptState::Done {
         return Ok(Json(schemas::Completed::DONE));
     }
     if !ours || p.state != InterruptState::Claimed {
         return Err(claim_lost());
     }
-    let (answer, blob) = bulk::place_answer(&state, &p, body.answer.as_ref()).await?;
+    let (answer, blob) = bulk::place_answer(state, &p, call.body.answer.as_ref()).await?;
     if !state
         .store
         .complete_claim(&p, &claim.hash(), &answer)
         .await?
     {
-        bulk::discard(&state, blob).await;
+        bulk::discard(state, blob).await;
         return Err(claim_lost());
     }
     Ok(Json(schemas::Completed::DONE))
@@ -150,7 +139,7 @@ pub(crate) struct ClaimOut {
 /// runtime's own claim, or one already taken over — is `409 CLAIM_LOST`.
 #[utoipa::path(post, path = "/v1/interrupts/{id}/takeover", tag = "approval", security(("runtime" = [])),
     params(("id" = String, Path, description = "The interrupt (card) id."), ("X-Egressgate-User" = String, Header, description = "The card's user.")),
-    responses((status = 200, description = "The runtime's own claim of a card the page answered: `state`, `claim`, `decision`, `snapshot`.", body = Object),
+    responses((status = 200, description = "The runtime's own claim of a card the page answered: `state`, `claim`, `decision`, `snapshot`.", body = schemas::TakeoverAnswer),
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: no such card (or another user's).", body = schemas::ErrorBody),
         (status = 409, description = "`CLAIM_LOST`: nothing to take over (no claim, a runtime's own claim, or one already taken over).", body = schemas::ErrorBody),
         (status = 410, description = "`DEADLINE_PASSED`: the claim's deadline passed.", body = schemas::ErrorBody)))]

@@ -75,7 +75,7 @@ fn bad_query(e: impl std::fmt::Display) -> ApiError {
     params(("pattern" = Option<String>, Query, description = "A site pattern to try (exactly one of pattern and package)."),
         ("package" = Option<String>, Query, description = "A package to try."),
         ("days" = Option<u32>, Query, description = "Look-back in days (1 to 90, default 7).")),
-    responses((status = 200, description = "What the entry would have allowed in the look-back: `would_allow` refusals and their `hosts` (patterns), `cards` that asked (packages), `truncated`. Nothing is saved.", body = Object),
+    responses((status = 200, description = "What the entry would have allowed in the look-back: `would_allow` refusals and their `hosts` (patterns), `cards` that asked (packages), `truncated`. Nothing is saved.", body = schemas::DryRun),
         (status = 422, description = "`INVALID_INPUT`: neither or both of pattern and package, a pattern or package that could not be stored, or days out of range.", body = schemas::ErrorBody)))]
 pub(crate) async fn dry_run(
     _: AdminAuth,

@@ -53,7 +53,8 @@ fn pending() -> ApiError {
     )
 }
 
-/// The JSON Schema of the resume payload.
+/// The JSON Schema of the resume payload: every field narrows what the card asks, and a field
+/// it does not list is refused (`additionalProperties: false`, as `crate::decision` reads it).
 fn response_schema() -> Value {
     json!({
         "type": "object",
@@ -64,9 +65,29 @@ fn response_schema() -> Value {
                 "type": "string",
                 "enum": ["full", "read"],
                 "description": "full (the card's level: downloads and uploads) or read (downloads only, for inspected hosts)"
+            },
+            "scope": {
+                "type": "string",
+                "enum": ["turn", "chat", "user"],
+                "default": "chat",
+                "description": "turn (this turn and its resumed run), chat (the rest of the chat) or user (every chat of the person, only where the administrator allows it)"
+            },
+            "max_uses": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": crate::decision::MAX_USES,
+                "description": "connections each approved site admits (a tunnel or a forwarded request each), then it is spent; leave out for unlimited"
+            },
+            "paths": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": egressgate_store::path_prefix::MAX_PREFIXES,
+                "items": {"type": "string", "pattern": "^/"},
+                "description": "path prefixes (\"/org/\") the approved sites are narrowed to, for inspected hosts; leave out for the whole host"
             }
         },
-        "required": ["approved"]
+        "required": ["approved"],
+        "additionalProperties": false
     })
 }
 

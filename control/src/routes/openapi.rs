@@ -4,7 +4,7 @@
 //!
 //! To document a new handler: annotate it with `#[utoipa::path(...)]` (its success and
 //! endpoint-specific error statuses, each error description naming its codes in backticks)
-//! and add it to `paths(...)` below. The statuses every endpoint shares (401/403/429/503 on
+//! and add it to `paths(...)` below and its operationId to [`operation_ids`]. The statuses every endpoint shares (401/403/429/503 on
 //! authenticated ones, 400 `INVALID_BODY` on those with a body) are added by [`Shared`]. The
 //! coverage test fails for any route in `routes.rs` that is missing here.
 
@@ -19,12 +19,13 @@ use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+pub(crate) mod operation_ids;
 pub(crate) mod schemas;
 pub(crate) mod shared;
 
 use super::{
     admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, inbox, interrupts,
-    pending, resume, tokens, turns, view,
+    pending, resume, tokens, turns, user_approvals, view,
 };
 use schemas::ErrorBody;
 use shared::error_response;
@@ -45,6 +46,7 @@ use shared::error_response;
         interrupts::register, interrupts::outcome, interrupts::reissue,
         resume::resume, claims::heartbeat, claims::complete,
         chats::hide, chats::list_approvals, chats::revoke,
+        user_approvals::list, user_approvals::revoke,
         admin::list_sites, admin::add_site, admin::remove_site,
         admin::list_packages, admin::add_package, admin::remove_package,
         admin::set_user, audit::list,
@@ -64,20 +66,37 @@ use shared::error_response;
 )]
 struct ApiDoc;
 
-/// Adds the security schemes and the statuses every endpoint of a kind shares, then lists
-/// each error response's codes (the backticked UPPER_SNAKE words of its description) in
-/// `x-error-codes`, so a client can switch on them without parsing prose.
+/// Declares the security schemes, names each operation, adds the statuses every endpoint of
+/// a kind shares, then lists each error response's codes (the backticked UPPER_SNAKE words
+/// of its description) in `x-error-codes`, so a client can switch on them without parsing
+/// prose.
 struct Shared;
 
 impl Modify for Shared {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
-        for name in ["runtime", "admin"] {
-            components.add_security_scheme(
-                name,
-                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-            );
+        for (name, scheme, about) in [
+            (
+                "runtime",
+                HttpAuthScheme::Bearer,
+                "The runtime token, or a named token with the endpoint's scope.",
+            ),
+            (
+                "admin",
+                HttpAuthScheme::Bearer,
+                "The admin token, or a named token with the `admin` scope.",
+            ),
+            (
+                "turn_credential",
+                HttpAuthScheme::Basic,
+                "The turn's proxy credential (`turn_id:secret` of its `proxy_url`), for a package installer in the sandbox.",
+            ),
+        ] {
+            let mut http = Http::new(scheme);
+            http.description = Some(about.to_owned());
+            components.add_security_scheme(name, SecurityScheme::Http(http));
         }
+        operation_ids::apply(doc);
         for item in doc.paths.paths.values_mut() {
             for (op, state_changing) in [
                 (&mut item.get, false),
@@ -203,7 +222,7 @@ fn json_response(v: &Value) -> Response {
 
 /// `GET /openapi.json`: this document.
 #[utoipa::path(get, path = "/openapi.json", tag = "meta",
-    responses((status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json", body = Object)))]
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API.", content_type = "application/json", body = schemas::OpenApiDocument)))]
 pub(crate) async fn document_json() -> Response {
     json_response(document())
 }
@@ -211,7 +230,7 @@ pub(crate) async fn document_json() -> Response {
 /// `GET /v1/tools/approval.json`: the approval tool's input schema, for a model as is.
 #[utoipa::path(get, path = "/v1/tools/approval.json", tag = "approval",
     responses((status = 200, description = "A JSON Schema (2020-12) object with root `type: object`: \
-        `reason`, `urls`, `packages`.", content_type = "application/json", body = Object)))]
+        `reason`, `urls`, `packages`.", content_type = "application/json", body = schemas::ToolInputSchema)))]
 pub(crate) async fn approval_tool_json() -> Response {
     static SCHEMA: LazyLock<Value> = LazyLock::new(crate::approval::schema::approval_tool_schema);
     json_response(&SCHEMA)

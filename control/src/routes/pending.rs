@@ -51,7 +51,7 @@ pub(crate) struct PendingList {
 #[utoipa::path(get, path = "/v1/users/{user_id}/interrupts", tag = "approval", security(("runtime" = [])),
     params(("user_id" = String, Path, description = "The person."), ("state" = Option<String>, Query, description = "Only `pending` (the default)."),
         ("X-Egressgate-User" = Option<String>, Header, description = "The person the runtime speaks for, if it says: naming another user than the path lists nothing, as for a user without cards.")),
-    responses((status = 200, description = "The user's open cards across chats, without secrets: `{\"user_id\", \"interrupts\": [{\"interrupt_id\", \"chat_id\", \"turn_id\", \"message\", \"card\", \"created_at\", \"expires_at\", \"interrupt\"}]}`.", body = Object),
+    responses((status = 200, description = "The user's open cards across chats, without secrets: `{\"user_id\", \"interrupts\": [{\"interrupt_id\", \"chat_id\", \"turn_id\", \"message\", \"card\", \"created_at\", \"expires_at\", \"interrupt\"}]}`.", body = schemas::PendingCards),
         (status = 422, description = "`INVALID_INPUT`: a malformed user id or a state other than pending.", body = schemas::ErrorBody)))]
 /// `GET /v1/users/{user_id}/interrupts`.
 pub(crate) async fn list(

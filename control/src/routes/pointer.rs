@@ -1,13 +1,65 @@
 //! One interrupt pointer as the interrupt endpoints read it: by id for a caller, the errors
-//! they all answer with, and the claim labels that tell a runtime's claim from a handoff.
-//! Registering, resuming and the claim holder's calls all build on it, so none of them has
-//! to import another for these.
+//! they all answer with, the call on one card that the secret and claim holders' endpoints
+//! take, and the claim labels that tell a runtime's claim from a handoff. Registering,
+//! resuming and the claim holder's calls all build on it, so none of them has to import
+//! another for these.
 
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::response::{IntoResponse, Response};
 use egressgate_store::db::interrupts::{InterruptState, Pointer};
 use egressgate_store::{InterruptId, SecretHash, Timestamp};
+use serde::de::DeserializeOwned;
 
+use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::state::AppState;
+
+/// A call on the card `{id}` names: who calls (`C`, a resume secret's attempt or a claim
+/// holder), the strict JSON body `B`, and the time the call is judged at. The view, resume,
+/// heartbeat and complete endpoints take it, so they extract their parts in one order: the
+/// path, the caller, then the body.
+pub(crate) struct CardCall<C, B> {
+    /// The process's state.
+    pub(crate) state: AppState,
+    /// The card id as the path gave it (parsed by the lookup, so a malformed one is the same
+    /// 404 as an unknown one).
+    pub(crate) id: String,
+    /// Who calls.
+    pub(crate) caller: C,
+    /// The request body.
+    pub(crate) body: B,
+    /// When the call is judged.
+    pub(crate) now: Timestamp,
+}
+
+impl<C, B> FromRequest<AppState> for CardCall<C, B>
+where
+    C: FromRequestParts<AppState> + Send,
+    C::Rejection: IntoResponse,
+    B: DeserializeOwned + Send,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let Path(id) = Path::<String>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let caller = C::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let StrictJson(body) = StrictJson::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Self {
+            state: state.clone(),
+            id,
+            caller,
+            body,
+            now: Timestamp::now(),
+        })
+    }
+}
 
 /// `404 INTERRUPT_NOT_FOUND`, identical for unknown ids, wrong secrets and other users.
 pub(crate) fn interrupt_not_found() -> ApiError {

@@ -4,22 +4,21 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use egressgate_store::db::interrupts::{InterruptState, Outcome, Pointer};
 use egressgate_store::db::resume::{ClaimAttempt, Decider};
-use egressgate_store::{Access, InterruptId, Secret, SecretHash, Timestamp};
+use egressgate_store::{Access, InterruptId, Scope, Secret, SecretHash, Timestamp};
 use serde_json::{Value, json};
 
 use super::openapi::schemas;
 use super::openapi::shared::InterruptParams;
-use super::pointer::{HANDOFF, interrupt_not_found, worker_label};
-use crate::body::StrictJson;
+use super::pointer::{CardCall, HANDOFF, interrupt_not_found, worker_label};
 use crate::bulk;
-use crate::decision::{ResumeStatus, decide};
+use crate::decision::{Allowances, ResumeStatus, decide};
 use crate::error::ApiError;
 use crate::holder::{ClientAddr, SecretHolder};
 use crate::resume_guard::{ClientKey, Failure, ResumeGuard};
@@ -157,13 +156,14 @@ impl Attempt {
         (status = 422, description = "`INCOMPLETE_RESUME`: not exactly one entry for this id. `INVALID_DECISION`: a package not on the card, an access level other than `full`/`read`, or `read` for a host the proxy does not inspect.", body = schemas::ErrorBody),
         (status = 429, description = "`BUSY`: no resume slot free for this user. `TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody),
     ))]
-pub(crate) async fn resume(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    who: Attempt,
-    StrictJson(body): StrictJson<ResumeBody>,
-) -> Result<Json<Value>, ApiError> {
-    let now = Timestamp::now();
+pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<Value>, ApiError> {
+    let CardCall {
+        state,
+        id,
+        caller: who,
+        body,
+        now,
+    } = call;
     // 1. Exactly one entry, for this interrupt.
     let entry = match body.resume.as_slice() {
         [only] if only.interrupt_id.as_deref() == Some(id.as_str()) => only,
@@ -190,7 +190,10 @@ pub(crate) async fn resume(
         return Err(expired("it is no longer answerable"));
     }
     let status = ResumeStatus::of(entry.status.as_ref());
-    let decision = match decide(&p.card, status, entry.payload.as_ref()) {
+    let allow = Allowances {
+        user_scope: state.settings.allow_user_scope,
+    };
+    let decision = match decide(&p.card, status, entry.payload.as_ref(), allow) {
         Ok(d) => d,
         Err(e) => {
             who.guard.tally(&state.store, &p.id, "invalid decision");
@@ -201,8 +204,14 @@ pub(crate) async fn resume(
             ));
         }
     };
+    // `read` and path prefixes are kept only where the proxy sees each request.
+    let per_request = match (decision.access == Access::Read, decision.paths.is_some()) {
+        (_, true) => Some("paths"),
+        (true, false) => Some("access \"read\""),
+        (false, false) => None,
+    };
     if decision.outcome == Outcome::Approved
-        && decision.access == Access::Read
+        && let Some(what) = per_request
         && let Some(host) = crate::grants::first_not_inspected(&state, &decision.sites).await?
     {
         who.guard.tally(&state.store, &p.id, "invalid decision");
@@ -210,8 +219,8 @@ pub(crate) async fn resume(
             StatusCode::UNPROCESSABLE_ENTITY,
             "INVALID_DECISION",
             format!(
-                "access \"read\" cannot be enforced for {host}: the proxy does not inspect it; \
-                 answer with \"full\" or decline"
+                "{what} cannot be enforced for {host}: the proxy does not inspect it; answer \
+                 with the whole host at \"full\" or decline"
             ),
         ));
     }
@@ -283,7 +292,10 @@ pub(crate) async fn resume(
         lease_expires_at: lease,
         deadline,
         decision: &decision,
-        approval_expires_at: now.plus(s.approval_ttl),
+        approval_expires_at: now.plus(match decision.scope {
+            Scope::User => s.approval_ttl.min(s.user_grant_ttl),
+            Scope::Turn | Scope::Chat => s.approval_ttl,
+        }),
         decider,
     };
     if !state.store.claim_interrupt(&attempt, now).await? {

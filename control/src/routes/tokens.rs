@@ -65,7 +65,7 @@ fn scopes(names: &[String]) -> Result<Scopes, ApiError> {
 
 /// `GET /v1/admin/tokens` → `{"tokens": [{"name", "scopes", "created_at", "expires_at"}]}`.
 #[utoipa::path(get, path = "/v1/admin/tokens", tag = "admin", security(("admin" = [])),
-    responses((status = 200, description = "The named API tokens (never their secrets): `{\"tokens\": [{\"name\", \"scopes\", \"created_at\", \"expires_at\"}]}`.", body = Object)))]
+    responses((status = 200, description = "The named API tokens (never their secrets): `{\"tokens\": [{\"name\", \"scopes\", \"created_at\", \"expires_at\"}]}`.", body = schemas::AdminTokens)))]
 pub(crate) async fn list(
     _auth: AdminAuth,
     State(state): State<AppState>,
@@ -83,7 +83,7 @@ pub(crate) async fn list(
 /// `POST /v1/admin/tokens` → `201` with the token's fields and `"token"` (the secret, shown
 /// this once); `409 TOKEN_EXISTS` when the name is taken.
 #[utoipa::path(post, path = "/v1/admin/tokens", tag = "admin", security(("admin" = [])), request_body = TokenBody,
-    responses((status = 201, description = "The token, with its secret in `token` (shown this once).", body = Object),
+    responses((status = 201, description = "The token, with its secret in `token` (shown this once).", body = schemas::AdminTokenCreated),
         (status = 409, description = "`TOKEN_EXISTS`: a token of that name exists.", body = schemas::ErrorBody),
         (status = 422, description = "`INVALID_INPUT`: a bad name, an unknown or missing scope, or a ttl out of range.", body = schemas::ErrorBody)))]
 pub(crate) async fn add(

@@ -48,7 +48,6 @@ pub(crate) struct OpenTurnBody {
     /// Patterns (`full`), or `{"pattern", "access"}` objects (`access` `full` or `read`; `read`
     /// only for inspected hosts).
     #[serde(default)]
-    #[schema(value_type = Option<Vec<Object>>)]
     sites: Option<Vec<LaunchSite>>,
     #[serde(default)]
     packages: Option<Vec<String>>,
@@ -59,7 +58,7 @@ pub(crate) struct OpenTurnBody {
 }
 
 /// One launch-time site: a bare pattern, or a pattern with its access level.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub(crate) enum LaunchSite {
     /// `"files.example.com"`: `full`.
@@ -69,7 +68,7 @@ pub(crate) enum LaunchSite {
 }
 
 /// The object form of [`LaunchSite`].
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LaunchRule {
     pattern: String,

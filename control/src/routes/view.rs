@@ -5,7 +5,6 @@
 //! in a body and never in a URL or an access log.
 
 use axum::Json;
-use axum::extract::{Path, State};
 use egressgate_store::Timestamp;
 use egressgate_store::card::Card;
 use egressgate_store::db::interrupts::{Decision, InterruptState};
@@ -13,10 +12,9 @@ use serde_json::Value;
 
 use super::interrupts::interrupt_json;
 use super::openapi::schemas;
+use super::pointer::CardCall;
 use super::resume::{Attempt, expired};
-use crate::body::StrictJson;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The page's request: only the secret from the link's fragment.
 #[derive(serde::Deserialize, utoipa::ToSchema)]
@@ -46,19 +44,16 @@ pub(crate) struct CardView {
 
 #[utoipa::path(post, path = "/v1/interrupts/{id}/view", tag = "approval", request_body = ViewBody,
     params(("id" = String, Path, description = "The interrupt (card) id.")),
-    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`.", body = Object),
+    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`.", body = schemas::CardView),
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user (identical in all cases).", body = schemas::ErrorBody),
         (status = 410, description = "`INTERRUPT_EXPIRED`: the card can no longer be answered.", body = schemas::ErrorBody),
         (status = 429, description = "`TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody)))]
 /// `POST /v1/interrupts/{id}/view`.
-pub(crate) async fn view(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-    who: Attempt,
-    StrictJson(body): StrictJson<ViewBody>,
-) -> Result<Json<CardView>, ApiError> {
-    let now = Timestamp::now();
-    let p = who.authenticate(&state, &id, &body.secret, now).await?;
+pub(crate) async fn view(call: CardCall<Attempt, ViewBody>) -> Result<Json<CardView>, ApiError> {
+    let now = call.now;
+    let p = (call.caller)
+        .authenticate(&call.state, &call.id, &call.body.secret, now)
+        .await?;
     let shown = p.effective_state(now);
     if shown == InterruptState::Expired {
         return Err(expired("it is no longer answerable"));

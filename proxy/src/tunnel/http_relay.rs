@@ -40,10 +40,12 @@ use io::{give_buf, read_once, shutdown_write, take_buf, wire, write_all};
 use requests::Requests;
 use responses::Responses;
 
-/// Whether a tunnel's plain HTTP can take this path: only its host can refuse a request.
+/// Whether a tunnel's plain HTTP can take this path: only its host can refuse a request (no
+/// access level short of `full`, no path prefixes).
 pub(super) fn eligible(tunnel: &Tunnel<'_>) -> bool {
     let grant = &tunnel.allowed.grant;
     grant.access == Access::Full
+        && grant.paths.is_none()
         && grant.kind != GrantKind::Registry
         && tunnel
             .shared

@@ -2,9 +2,14 @@
 //! `CONNECT name:port` (or the IP literal, for an address outside the pool) to the proxy,
 //! through the same Unix socket the forwarder uses, with the turn's credential.
 //!
-//! When the proxy answers 200 the two connections are spliced; any other answer (a refusal,
-//! which the proxy records before it answers, or a failure) resets the client's connection,
-//! so the client sees "connection reset" only once the refusal is on the turn's record.
+//! When the proxy answers 200 the two connections are spliced. The `CONNECT` is marked
+//! (`Egress-Capture: 1`), so a refusal (which the proxy records before it answers) comes back
+//! as a `200` carrying `X-Egress-Refused`, and the proxy then answers the client's own request
+//! with its `403` inside the stream: over plain HTTP, or inside TLS where it can mint a leaf
+//! for the name (the sandbox trusts the deployment CA). Where the proxy cannot show it (TLS
+//! with no CA or no usable name, an opaque protocol, silence) it closes without a byte, and
+//! the client's connection is reset; so is it on any other answer (a limit, a failure). Either
+//! way the client sees its refusal only once it is on the turn's record.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -23,6 +28,11 @@ use super::pool::Pool;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest proxy answer head read before giving up on it.
 const MAX_HEAD: usize = 16 * 1024;
+/// How long the client's last bytes are taken after a refusal shown inside the stream.
+const LINGER: Duration = Duration::from_secs(2);
+/// The header that marks the `CONNECT` as a captured connection's, whose refusal the proxy
+/// then shows inside the stream. It changes how a refusal is shown, never what is allowed.
+const CAPTURE_MARK: &str = "Egress-Capture";
 
 /// What every captured connection needs.
 pub(crate) struct Redirect {
@@ -64,7 +74,14 @@ async fn carry(mut client: TcpStream, family: Family, redirect: &Redirect) {
         Ok(dest) => {
             let target = target(dest, &redirect.pool);
             match open_tunnel(&target, redirect).await {
-                Ok((mut proxy, early)) => {
+                Ok(Opened {
+                    proxy,
+                    early,
+                    refused: true,
+                }) => refusal(&mut client, proxy, &early).await,
+                Ok(Opened {
+                    mut proxy, early, ..
+                }) => {
                     if client.write_all(&early).await.is_ok() {
                         let _ = copy_bidirectional(&mut client, &mut proxy).await;
                     }
@@ -120,34 +137,83 @@ pub(crate) fn target(dest: SocketAddr, pool: &Mutex<Pool>) -> String {
     }
 }
 
-/// Asks the proxy for a tunnel to `target`; on 200 returns the connection and whatever the
-/// proxy sent after its answer's head. Any other answer is an error.
-async fn open_tunnel(target: &str, redirect: &Redirect) -> io::Result<(UnixStream, Vec<u8>)> {
+/// Carries a refused connection whose refusal the proxy shows inside the stream (`early`:
+/// its first bytes, read with the answer's head): the client's bytes go up, the proxy's answer
+/// comes down, and the proxy ends it. `false` when the proxy sent nothing (it could not show
+/// the refusal): the client is then reset, not told the server closed.
+async fn refusal(client: &mut TcpStream, mut proxy: UnixStream, early: &[u8]) -> bool {
+    let (mut from_client, mut to_client) = client.split();
+    let (mut from_proxy, mut to_proxy) = proxy.split();
+    let up = tokio::io::copy(&mut from_client, &mut to_proxy);
+    tokio::pin!(up);
+    let mut up_done = false;
+    let sent = {
+        let down = async {
+            to_client.write_all(early).await?;
+            let n = tokio::io::copy(&mut from_proxy, &mut to_client).await?;
+            io::Result::Ok(early.len() as u64 + n)
+        };
+        tokio::pin!(down);
+        loop {
+            tokio::select! {
+                sent = &mut down => break sent.unwrap_or(0),
+                _ = &mut up, if !up_done => up_done = true,
+            }
+        }
+    };
+    if sent == 0 {
+        return false;
+    }
+    // The answer is out: end it cleanly, and take what the client still sends for a moment so
+    // its unread bytes do not turn the close into a reset that could swallow the answer.
+    let _ = to_client.shutdown().await;
+    if !up_done {
+        let _ = tokio::time::timeout(LINGER, up).await;
+    }
+    true
+}
+
+/// What `open_tunnel` got: the connection, what the proxy sent after its answer's head, and
+/// whether the answer was a refusal the proxy goes on to show inside the stream.
+struct Opened {
+    proxy: UnixStream,
+    early: Vec<u8>,
+    refused: bool,
+}
+
+/// Asks the proxy for a tunnel to `target`; on 200 returns the connection. Any other answer
+/// is an error.
+async fn open_tunnel(target: &str, redirect: &Redirect) -> io::Result<Opened> {
     let mut proxy = UnixStream::connect(&redirect.socket).await?;
-    let mut request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
+    let mut request =
+        format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{CAPTURE_MARK}: 1\r\n");
     if let Some(auth) = &redirect.authorization {
         request.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
     }
     request.push_str("\r\n");
     proxy.write_all(request.as_bytes()).await?;
-    let (status, rest) = tokio::time::timeout(ANSWER_TIMEOUT, read_head(&mut proxy))
+    let (head, early) = tokio::time::timeout(ANSWER_TIMEOUT, read_head(&mut proxy))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
-    if status == 200 {
-        Ok((proxy, rest))
-    } else {
-        Err(io::Error::other(format!("the proxy answered {status}")))
+    match status_code(&head) {
+        Some(200) => Ok(Opened {
+            proxy,
+            early,
+            refused: names_refusal(&head),
+        }),
+        status => Err(io::Error::other(format!("the proxy answered {status:?}"))),
     }
 }
 
-/// Reads an HTTP answer head; returns its status code and the bytes after the head.
-async fn read_head(proxy: &mut UnixStream) -> io::Result<(u16, Vec<u8>)> {
+/// Reads an HTTP answer head; returns the head and the bytes after it.
+async fn read_head(proxy: &mut UnixStream) -> io::Result<(Vec<u8>, Vec<u8>)> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     loop {
         if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            let status = status_code(&head[..end]).ok_or(io::ErrorKind::InvalidData)?;
-            return Ok((status, head.split_off(end + 4)));
+            let rest = head.split_off(end + 4);
+            head.truncate(end);
+            return Ok((head, rest));
         }
         if head.len() > MAX_HEAD {
             return Err(io::ErrorKind::InvalidData.into());
@@ -158,6 +224,15 @@ async fn read_head(proxy: &mut UnixStream) -> io::Result<(u16, Vec<u8>)> {
         }
         head.extend_from_slice(&buf[..n]);
     }
+}
+
+/// Whether an answer head carries `X-Egress-Refused` (a field name, case-insensitive).
+fn names_refusal(head: &[u8]) -> bool {
+    head.split(|b| *b == b'\n').skip(1).any(|line| {
+        line.split(|b| *b == b':')
+            .next()
+            .is_some_and(|name| name.trim_ascii().eq_ignore_ascii_case(b"x-egress-refused"))
+    })
 }
 
 /// The status code of `HTTP/1.x NNN ...`.
@@ -205,5 +280,19 @@ mod tests {
         assert_eq!(status_code(b"HTTP/1.0 403 Forbidden\r\nX: y"), Some(403));
         assert_eq!(status_code(b"SSH-2.0 hello"), None);
         assert_eq!(status_code(b""), None);
+    }
+
+    #[test]
+    fn tells_a_refusal_shown_inside_the_stream_by_its_header() {
+        let refused =
+            b"HTTP/1.1 200 OK\r\nX-Egress-Refused: not_approved\r\nx-egress-approvable: true";
+        assert!(names_refusal(refused));
+        assert!(names_refusal(
+            b"HTTP/1.1 200 OK\r\nx-egress-refused : ip_literal"
+        ));
+        assert!(!names_refusal(b"HTTP/1.1 200 Connection established"));
+        assert!(!names_refusal(
+            b"HTTP/1.1 200 x-egress-refused: no\r\nvia: x"
+        ));
     }
 }

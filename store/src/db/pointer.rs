@@ -10,7 +10,9 @@ use super::{StoreError, json_column};
 use crate::access::Access;
 use crate::blob::BlobRef;
 use crate::card::Card;
+use crate::grant::Scope;
 use crate::ids::{ChatId, InterruptId, SecretHash, TurnId, UserId};
+use crate::path_prefix::PathPrefix;
 use crate::time::Timestamp;
 
 /// Where a request is in its life.
@@ -72,6 +74,16 @@ pub struct Decision {
     /// narrowed it to `read` (only then present in JSON, so a full decision reads as before).
     #[serde(default, skip_serializing_if = "Access::is_full")]
     pub access: Access,
+    /// How far the approval rows reach: `chat` (the card's) unless the person chose `turn`
+    /// or (where allowed) `user` (only then present in JSON).
+    #[serde(default, skip_serializing_if = "Scope::is_chat")]
+    pub scope: Scope,
+    /// How many connections each site row admits (`None`: unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_uses: Option<i64>,
+    /// The path prefixes the site rows are narrowed to (`None`: the whole host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<PathPrefix>>,
 }
 
 impl Decision {
@@ -82,6 +94,9 @@ impl Decision {
             sites: Vec::new(),
             packages: Vec::new(),
             access: Access::Full,
+            scope: Scope::Chat,
+            max_uses: None,
+            paths: None,
         }
     }
 }

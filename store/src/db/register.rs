@@ -9,7 +9,8 @@ use sqlx::Row as _;
 use super::audit::{AuditEntry, AuditKind};
 use super::drafts::Draft;
 use super::pointer::{InterruptState, Pointer};
-use super::{Store, StoreError, slots};
+use super::slots::{self, SlotMove};
+use super::{Store, StoreError};
 use crate::blob::BlobRef;
 use crate::ids::{InterruptId, SecretHash};
 use crate::time::Timestamp;
@@ -214,7 +215,7 @@ impl Store {
         }
         if let Some(old) = &chained_from {
             let old = InterruptId::from_db(old.clone());
-            slots::free(&mut tx, &pointer.user, &old).await?;
+            slots::apply(&mut tx, &pointer.user, &old, SlotMove::Free).await?;
         }
         let detail = serde_json::json!({
             "draft_id": draft.id.as_str(),

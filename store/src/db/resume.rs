@@ -6,7 +6,8 @@ use sqlx::{Any, Row as _, Transaction};
 
 use super::audit::{self, AuditEntry, AuditKind};
 use super::pointer::{Decision, Outcome, Pointer};
-use super::{Store, StoreError, approvals, slots};
+use super::slots::{self, SlotMove};
+use super::{Store, StoreError, approvals};
 use crate::ids::{ChatId, InterruptId, SecretHash, UserId};
 use crate::time::Timestamp;
 
@@ -61,16 +62,6 @@ impl Decider<'_> {
         detail["decided_by"] = by;
         detail["proof"] = proof.into();
     }
-}
-
-/// What a step of a claim does to its user's resume slot.
-enum SlotMove {
-    /// Take (or keep) the slot until then: a new holder.
-    Hold(Timestamp),
-    /// Move an existing slot's end (a heartbeat); a slot that is gone stays gone.
-    Renew(Timestamp),
-    /// Give it back (the claim is done).
-    Free,
 }
 
 /// The answer kept by `complete`: inline JSON text, or a blob locator when it did not fit.
@@ -136,7 +127,13 @@ impl Store {
             .bind(p.turn_id.as_str())
             .execute(&mut *tx)
             .await?;
-        slots::hold(&mut tx, &p.user, &p.id, attempt.lease_expires_at).await?;
+        slots::apply(
+            &mut tx,
+            &p.user,
+            &p.id,
+            SlotMove::Hold(attempt.lease_expires_at),
+        )
+        .await?;
         let detail = serde_json::json!({
             "decision": attempt.decision,
             "claim": p.claim_count + 1,
@@ -272,11 +269,7 @@ impl Store {
         let Some(mut tx) = self.begin_guarded(write).await? else {
             return Ok(false);
         };
-        match slot {
-            SlotMove::Hold(until) => slots::hold(&mut tx, &read.user, &read.id, until).await?,
-            SlotMove::Renew(until) => slots::renew(&mut tx, &read.user, &read.id, until).await?,
-            SlotMove::Free => slots::free(&mut tx, &read.user, &read.id).await?,
-        }
+        slots::apply(&mut tx, &read.user, &read.id, slot).await?;
         tx.commit().await?;
         Ok(true)
     }

@@ -1,7 +1,7 @@
 //! Re-checking open connections after a revocation: one read of everything that could still
-//! allow the hosts of the open connections (the administrators' list, the chats' unexpired
-//! site approvals, the turns' current expiry), so a proxy judges every open tunnel and
-//! keep-alive connection in memory instead of asking once per connection.
+//! allow the hosts of the open connections (the administrators' list, the chats', turns' and
+//! users' unexpired site approvals, the turns' current expiry), so a proxy judges every open
+//! tunnel and keep-alive connection in memory instead of asking once per connection.
 
 use std::collections::{HashMap, HashSet};
 
@@ -21,7 +21,9 @@ const CHUNK: usize = 400;
 #[derive(Debug, Default)]
 pub struct StillAllowed {
     admin: Vec<SitePattern>,
-    approvals: HashMap<(UserId, ChatId), Vec<SitePattern>>,
+    /// Site approvals per (user, chat column: `''` for user-scope rows), each with its turn
+    /// column (`''` unless turn-scope). A spent counted row still keeps what it admitted.
+    approvals: HashMap<(UserId, String), Vec<(SitePattern, String)>>,
     turns: HashMap<TurnId, Timestamp>,
 }
 
@@ -60,11 +62,18 @@ impl StillAllowed {
         ) {
             return true;
         }
+        let applies = |chat: &str| {
+            self.approvals
+                .get(&(open.user.clone(), chat.to_owned()))
+                .is_some_and(|ps| {
+                    ps.iter().any(|(p, turn)| {
+                        (turn.is_empty() || turn == open.turn.as_str()) && p.matches(open.host)
+                    })
+                })
+        };
         self.admin.iter().any(|p| p.matches(open.host))
-            || self
-                .approvals
-                .get(&(open.user.clone(), open.chat.clone()))
-                .is_some_and(|ps| ps.iter().any(|p| p.matches(open.host)))
+            || applies(open.chat.as_str())
+            || applies("")
     }
 }
 
@@ -88,37 +97,51 @@ impl Store {
             out.admin
                 .push(SitePattern::from_db(&p).ok_or(StoreError::Corrupt("admin_sites.pattern"))?);
         }
-        let wanted: HashSet<(UserId, ChatId)> = turns
+        let wanted: HashSet<(UserId, String)> = turns
             .iter()
-            .map(|(_, u, c)| (u.clone(), c.clone()))
+            .flat_map(|(_, u, c)| {
+                [
+                    (u.clone(), c.as_str().to_owned()),
+                    (u.clone(), String::new()),
+                ]
+            })
             .collect();
-        let chats: Vec<&str> = wanted
-            .iter()
-            .map(|(_, c)| c.as_str())
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        for chunk in chats.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT user_id, chat_id, value FROM approvals WHERE kind = 'site' \
-                 AND expires_at > $1 AND chat_id IN ({})",
-                placeholders(2, chunk.len())
-            );
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.millis());
-            for c in chunk {
-                q = q.bind(*c);
-            }
-            for r in q.fetch_all(&mut *conn).await? {
-                let key = (
-                    UserId::from_db(r.try_get(0)?),
-                    ChatId::from_db(r.try_get(1)?),
+        let distinct = |of: fn(&(TurnId, UserId, ChatId)) -> &str| -> Vec<&str> {
+            let set: HashSet<&str> = turns.iter().map(of).collect();
+            set.into_iter().collect()
+        };
+        // The chats' own and turn rows, then the users' user-scope rows (chat `''`).
+        let lookups = [
+            ("chat_id IN", distinct(|(_, _, c)| c.as_str())),
+            (
+                "chat_id = '' AND user_id IN",
+                distinct(|(_, u, _)| u.as_str()),
+            ),
+        ];
+        for (column, values) in &lookups {
+            for chunk in values.chunks(CHUNK) {
+                let sql = format!(
+                    "SELECT user_id, chat_id, value, turn_id FROM approvals WHERE kind = 'site' \
+                     AND expires_at > $1 AND {column} ({})",
+                    placeholders(2, chunk.len())
                 );
-                if !wanted.contains(&key) {
-                    continue;
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now.millis());
+                for c in chunk {
+                    q = q.bind(*c);
                 }
-                let v: String = r.try_get(2)?;
-                let p = SitePattern::from_db(&v).ok_or(StoreError::Corrupt("approvals.value"))?;
-                out.approvals.entry(key).or_default().push(p);
+                for r in q.fetch_all(&mut *conn).await? {
+                    let key = (UserId::from_db(r.try_get(0)?), r.try_get::<String, _>(1)?);
+                    if !wanted.contains(&key) {
+                        continue;
+                    }
+                    let v: String = r.try_get(2)?;
+                    let p =
+                        SitePattern::from_db(&v).ok_or(StoreError::Corrupt("approvals.value"))?;
+                    out.approvals
+                        .entry(key)
+                        .or_default()
+                        .push((p, r.try_get(3)?));
+                }
             }
         }
         let ids: Vec<&str> = turns
@@ -166,8 +189,10 @@ mod tests {
         let mut s = StillAllowed::default();
         s.turns.insert(t1.clone(), Timestamp::from_millis(20_000));
         s.turns.insert(t2.clone(), Timestamp::from_millis(10_000));
-        s.approvals
-            .insert((user.clone(), c2.clone()), vec![pattern.clone()]);
+        s.approvals.insert(
+            (user.clone(), c2.as_str().to_owned()),
+            vec![(pattern.clone(), String::new())],
+        );
         let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
         let open = |turn, chat, grant| OpenGrant {
             turn,
@@ -195,5 +220,51 @@ mod tests {
         assert!(!s.keeps(open(&t1, &c1, &admin), now));
         s.admin.push(pattern);
         assert!(s.keeps(open(&t1, &c1, &admin), now));
+    }
+
+    #[test]
+    fn a_user_row_keeps_every_chat_and_a_turn_row_only_its_turn() {
+        let now = Timestamp::from_millis(10_000);
+        let (t1, t2) = (
+            TurnId::from_db("t_one".into()),
+            TurnId::from_db("t_two".into()),
+        );
+        let (alice, bob) = (
+            UserId::from_db("alice".into()),
+            UserId::from_db("bob".into()),
+        );
+        let (c1, c2) = (ChatId::from_db("c1".into()), ChatId::from_db("c2".into()));
+        let host = Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}"));
+        let pattern = SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!());
+        let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
+        let mut s = StillAllowed::default();
+        for t in [&t1, &t2] {
+            s.turns.insert(t.clone(), Timestamp::from_millis(20_000));
+        }
+        let open = |turn, user, chat| OpenGrant {
+            turn,
+            user,
+            chat,
+            host: &host,
+            grant: &approval,
+        };
+        s.approvals.insert(
+            (alice.clone(), c1.as_str().to_owned()),
+            vec![(pattern.clone(), t1.as_str().to_owned())],
+        );
+        assert!(s.keeps(open(&t1, &alice, &c1), now));
+        assert!(
+            !s.keeps(open(&t2, &alice, &c1), now),
+            "another turn of the chat"
+        );
+        s.approvals.insert(
+            (alice.clone(), String::new()),
+            vec![(pattern, String::new())],
+        );
+        assert!(
+            s.keeps(open(&t2, &alice, &c2), now),
+            "a user row: every chat"
+        );
+        assert!(!s.keeps(open(&t2, &bob, &c2), now), "not another user's");
     }
 }

@@ -9,53 +9,44 @@ use super::{Backend, Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
 use crate::time::Timestamp;
 
-/// Holds `user`'s resume slot on card `id` until `until` (made if missing).
-pub(crate) async fn hold(
-    tx: &mut Transaction<'static, Any>,
-    user: &UserId,
-    id: &InterruptId,
-    until: Timestamp,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
-    )
-    .bind(user.as_str())
-    .bind(id.as_str())
-    .bind(until.millis())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+/// What a step of a claim does to its user's resume slot.
+pub(crate) enum SlotMove {
+    /// Take (or keep) the slot until then: a new holder.
+    Hold(Timestamp),
+    /// Move an existing slot's end (a heartbeat); a slot that is gone stays gone.
+    Renew(Timestamp),
+    /// Give it back (the claim is done, or a chained card replaced it).
+    Free,
 }
 
-/// Moves the end of `user`'s existing slot on card `id` to `until` (a heartbeat): a slot
-/// that is gone stays gone.
-pub(crate) async fn renew(
+/// Moves `user`'s resume slot on card `id` as `step` says. Every statement names the slot
+/// by `$1` user and `$2` card, and a new end by `$3`.
+pub(crate) async fn apply(
     tx: &mut Transaction<'static, Any>,
     user: &UserId,
     id: &InterruptId,
-    until: Timestamp,
+    step: SlotMove,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE resume_slots SET expires_at = $1 WHERE user_id = $2 AND interrupt_id = $3")
-        .bind(until.millis())
-        .bind(user.as_str())
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
-/// Frees `user`'s resume slot on card `id` (complete, or a chained card replacing it).
-pub(crate) async fn free(
-    tx: &mut Transaction<'static, Any>,
-    user: &UserId,
-    id: &InterruptId,
-) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2")
-        .bind(user.as_str())
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await?;
+    let (sql, until) = match step {
+        SlotMove::Hold(until) => (
+            "INSERT INTO resume_slots (user_id, interrupt_id, expires_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (user_id, interrupt_id) DO UPDATE SET expires_at = excluded.expires_at",
+            Some(until),
+        ),
+        SlotMove::Renew(until) => (
+            "UPDATE resume_slots SET expires_at = $3 WHERE user_id = $1 AND interrupt_id = $2",
+            Some(until),
+        ),
+        SlotMove::Free => (
+            "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id = $2",
+            None,
+        ),
+    };
+    let mut query = sqlx::query(sql).bind(user.as_str()).bind(id.as_str());
+    if let Some(until) = until {
+        query = query.bind(until.millis());
+    }
+    query.execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -121,7 +112,7 @@ impl Store {
         if held >= i64::from(cap) {
             return Ok(false);
         }
-        hold(&mut tx, user, id, until).await?;
+        apply(&mut tx, user, id, SlotMove::Hold(until)).await?;
         tx.commit().await?;
         Ok(true)
     }

@@ -7,12 +7,7 @@ fn p(s: &str) -> Result<SitePattern, PatternError> {
     SitePattern::parse(s, &[])
 }
 
-fn host(s: &str) -> Host {
-    match Host::parse(s) {
-        Ok(h) => h,
-        Err(e) => unreachable!("{e}"),
-    }
-}
+use crate::host::test_host as host;
 
 #[test]
 fn rejects_dangerous_patterns() {

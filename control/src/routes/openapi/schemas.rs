@@ -13,13 +13,13 @@ mod turns;
 use utoipa::ToSchema;
 
 pub use admin::{
-    AdminPackage, AdminPackages, AdminSite, AdminSites, Approvals, Audit, Hidden, Revoked,
-    UserPermission,
+    AdminPackage, AdminPackages, AdminSite, AdminSites, AdminTokenCreated, AdminTokens, Approvals,
+    Audit, DryRun, Hidden, Revoked, UserPermission,
 };
 pub(crate) use approval::DenyCode;
 pub use approval::{
-    BatchAnswer, Completed, Heartbeat, InboxLink, InterruptIssued, OutcomeAnswer, PendingCode,
-    ResumeAnswer, ToolAnswer,
+    BatchAnswer, CardView, Completed, Heartbeat, InboxLink, InterruptIssued, OutcomeAnswer,
+    PendingCards, PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
 };
 pub use turns::{Egress, Policy, Refusals, TurnOpened};
 
@@ -120,3 +120,13 @@ pub struct ErrorDetail {
 #[derive(ToSchema)]
 #[schema(value_type = String, format = DateTime)]
 pub struct Time(String);
+
+/// `GET /openapi.json`: this document, an OpenAPI 3.1 object.
+#[derive(ToSchema)]
+#[schema(value_type = Object)]
+pub struct OpenApiDocument(serde_json::Value);
+
+/// `GET /v1/tools/approval.json`: a JSON Schema (2020-12) for a model's tool input.
+#[derive(ToSchema)]
+#[schema(value_type = Object)]
+pub struct ToolInputSchema(serde_json::Value);

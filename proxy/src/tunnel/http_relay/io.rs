@@ -113,7 +113,12 @@ pub(super) async fn wire(resp: http::Response<ProxyBody>) -> Vec<u8> {
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    // A refusal's own phrase (the next step), as hyper writes it for every other answer.
+    let phrase = parts.extensions.get::<hyper::ext::ReasonPhrase>();
+    out.extend_from_slice(phrase.map_or(
+        status.canonical_reason().unwrap_or("").as_bytes(),
+        hyper::ext::ReasonPhrase::as_bytes,
+    ));
     out.extend_from_slice(b"\r\n");
     for (name, value) in &parts.headers {
         out.extend_from_slice(name.as_str().as_bytes());

@@ -11,7 +11,7 @@ use sqlx::{Any, Transaction};
 use super::evidence::insert_evidence;
 use super::{RefusalCandidate, RefusalEvent, Subject};
 use crate::db::events::append_for_turn;
-use crate::db::policy::{package_allowed_on, site_allowed_on};
+use crate::db::policy::{ApprovalsOf, package_allowed_on, site_allowed_on};
 use crate::db::{Store, StoreError, flag};
 use crate::grant::Grant;
 use crate::ids::{ChatId, TurnId, UserId};
@@ -86,27 +86,25 @@ impl Store {
     ) -> Result<Vec<Option<Grant>>, StoreError> {
         let mut tx = self.begin().await?;
         let mut verdicts = Vec::with_capacity(candidates.len());
-        let mut known: std::collections::HashMap<(&UserId, &ChatId, &Subject), Option<Grant>> =
+        // Turn-scope approvals make the answer the turn's, not only the chat's.
+        type Key<'k> = (&'k TurnId, &'k UserId, &'k ChatId, &'k Subject);
+        let mut known: std::collections::HashMap<Key<'_>, Option<Grant>> =
             std::collections::HashMap::new();
         for c in candidates {
-            let key = (&c.user, &c.chat, &c.subject);
+            let key = (&c.event.turn, &c.user, &c.chat, &c.subject);
+            let at = ApprovalsOf {
+                user: &c.user,
+                chat: &c.chat,
+                turn: &c.event.turn,
+            };
             let allowed = match known.get(&key) {
                 Some(a) => a.clone(),
                 None => {
                     let a = match &c.subject {
-                        Subject::Site(host) => {
-                            site_allowed_on(&mut tx, &c.user, &c.chat, host, now).await?
-                        }
+                        Subject::Site(host) => site_allowed_on(&mut tx, at, host, now).await?,
                         Subject::Package { package, version } => {
-                            package_allowed_on(
-                                &mut tx,
-                                &c.user,
-                                &c.chat,
-                                package,
-                                version.as_deref(),
-                                now,
-                            )
-                            .await?
+                            package_allowed_on(&mut tx, at, package, version.as_deref(), now)
+                                .await?
                         }
                     };
                     known.insert(key, a.clone());

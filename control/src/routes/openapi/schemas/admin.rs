@@ -21,9 +21,19 @@ pub struct Approval {
     /// How much of the host a site approval opens: `full` (a card grants it) or `read`.
     #[schema(value_type = String, pattern = "^(full|read)$")]
     access: String,
+    /// How far it reaches: `turn` (the card's turn and its resumed run), `chat` or `user`
+    /// (every chat of the user; listed by `GET /v1/users/{user_id}/approvals`).
+    #[schema(value_type = String, pattern = "^(turn|chat|user)$")]
+    scope: String,
+    /// Connections it still admits: `null` is unlimited, `0` spent (listed until it expires).
+    uses_left: Option<i64>,
+    /// The path prefixes a site approval is narrowed to: `null` is the whole host.
+    paths: Option<Vec<String>>,
+    /// The turn of a `turn`-scope approval (absent otherwise).
+    turn_id: Option<String>,
 }
 
-/// `GET /v1/chats/{chat_id}/approvals`.
+/// `GET /v1/chats/{chat_id}/approvals`, `GET /v1/users/{user_id}/approvals`.
 #[derive(ToSchema)]
 pub struct Approvals {
     approvals: Vec<Approval>,
@@ -112,4 +122,70 @@ pub struct AuditRow {
 #[derive(ToSchema)]
 pub struct Audit {
     audit: Vec<AuditRow>,
+}
+
+/// One named API token, never its secret.
+#[derive(ToSchema)]
+pub struct AdminToken {
+    name: String,
+    /// `turns`, `approvals`, `cards:read`, `chats` or `admin`.
+    scopes: Vec<String>,
+    created_at: Time,
+    /// `null` when the token does not expire.
+    expires_at: Option<Time>,
+}
+
+/// `GET /v1/admin/tokens`.
+#[derive(ToSchema)]
+pub struct AdminTokens {
+    tokens: Vec<AdminToken>,
+}
+
+/// `201` of `POST /v1/admin/tokens`: the token and, this once, its secret.
+#[derive(ToSchema)]
+pub struct AdminTokenCreated {
+    name: String,
+    scopes: Vec<String>,
+    created_at: Time,
+    expires_at: Option<Time>,
+    /// The bearer secret; only its SHA-256 is stored.
+    token: String,
+}
+
+/// A refusal the dry run's entry would have let through, with the turn it was recorded on.
+#[derive(ToSchema)]
+pub struct DryRunRefusal {
+    turn_id: String,
+    user_id: String,
+    chat_id: String,
+    #[serde(flatten)]
+    refusal: super::turns::Refusal,
+}
+
+/// A card that asked for the dry run's package.
+#[derive(ToSchema)]
+pub struct AskedCard {
+    interrupt_id: Option<String>,
+    user_id: Option<String>,
+    chat_id: Option<String>,
+    at: Time,
+}
+
+/// `GET /v1/admin/dry-run`: what a pre-approved entry would have allowed; nothing is saved.
+#[derive(ToSchema)]
+pub struct DryRun {
+    /// The pattern as it would be stored (pattern runs only).
+    pattern: Option<String>,
+    /// The package as it would be stored (package runs only).
+    package: Option<String>,
+    /// The look-back used.
+    days: u32,
+    /// Approvable refusals the pattern matches, or the package's refusals (any version).
+    would_allow: Vec<DryRunRefusal>,
+    /// Distinct hosts among them.
+    hosts: Vec<String>,
+    /// Cards that asked for the package.
+    cards: Vec<AskedCard>,
+    /// Whether the scan hit its row limit (older matches may exist).
+    truncated: bool,
 }

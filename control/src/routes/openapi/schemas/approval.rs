@@ -171,6 +171,15 @@ pub struct Decision {
     /// `payload.access`; absent means `full`.
     #[schema(value_type = Option<String>, pattern = "^read$")]
     access: Option<String>,
+    /// Present (`turn` or `user`) only when the person chose it with `payload.scope`;
+    /// absent means `chat`.
+    #[schema(value_type = Option<String>, pattern = "^(turn|user)$")]
+    scope: Option<String>,
+    /// Present when the person counted the uses (`payload.max_uses`): connections each
+    /// approved site admits.
+    max_uses: Option<i64>,
+    /// Present when the person narrowed the sites to path prefixes (`payload.paths`).
+    paths: Option<Vec<String>>,
 }
 
 /// `GET /v1/interrupts/{id}/outcome`.
@@ -230,4 +239,56 @@ impl Completed {
 #[derive(ToSchema)]
 pub struct BatchAnswer {
     cancel: std::collections::BTreeMap<String, String>,
+}
+
+/// `POST /v1/interrupts/{id}/view`: what the holder of a card's secret sees (the card page).
+#[derive(ToSchema)]
+pub struct CardView {
+    interrupt_id: String,
+    /// `pending`, `claimed` or `done` (an expired card answers `410` instead).
+    state: InterruptState,
+    /// The consequence sentence.
+    message: String,
+    card: Card,
+    /// When the card stops being answerable.
+    expires_at: Time,
+    /// The decision, once a resume claimed the card.
+    decision: Option<Decision>,
+    /// The AG-UI interrupt, as the runtime got it.
+    interrupt: Interrupt,
+}
+
+/// One open card of a user (no secret: reissue it to render it).
+#[derive(ToSchema)]
+pub struct PendingCard {
+    interrupt_id: String,
+    chat_id: String,
+    turn_id: String,
+    message: String,
+    card: Card,
+    created_at: Time,
+    expires_at: Time,
+    /// The AG-UI interrupt, for a runtime that re-renders it.
+    interrupt: Interrupt,
+}
+
+/// `GET /v1/users/{user_id}/interrupts`.
+#[derive(ToSchema)]
+pub struct PendingCards {
+    user_id: String,
+    interrupts: Vec<PendingCard>,
+}
+
+/// `POST /v1/interrupts/{id}/takeover`: the runtime's own claim, in the resume answer's
+/// shape.
+#[derive(ToSchema)]
+pub struct TakeoverAnswer {
+    #[schema(value_type = String, pattern = "^claimed$")]
+    state: String,
+    /// Heartbeat and complete with this claim.
+    claim: Claim,
+    /// The decision the card page's click fixed.
+    decision: Option<Decision>,
+    /// The paused run's snapshot, base64 (null when none was stored).
+    snapshot: Option<String>,
 }

@@ -1,0 +1,16 @@
+"""egressgate's approval loop inside agent frameworks: each adapter turns the card into the
+framework's own pause and the framework's resume into egressgate's exactly-once claim.
+
+- `egressgate.adapters.strands` (`pip install 'egressgate[strands]'`): the approval tool that
+  raises `tool_context.interrupt`, its resume branch, and the hook that runs it alone in its
+  batch.
+- `egressgate.adapters.langgraph` (`pip install 'egressgate[langgraph]'`): the approval node
+  that calls `interrupt()` with LangChain's human-in-the-loop shape and resumes with
+  `Command(resume={"decisions": [...]})`.
+
+Both share `egressgate.adapters.claim`: registering the card with the framework's serialised
+state as its snapshot, taking over the person's click, heartbeating while the resumed run
+works, completing it, and chaining a new card when the resumed run is refused again.
+Importing this package needs nothing beyond the core client; each adapter imports its
+framework.
+"""
