@@ -10,6 +10,7 @@ mod mcp;
 mod migrate;
 mod serve;
 mod shutdown;
+mod webhook_egress;
 
 use anyhow::{Result, bail};
 

@@ -9,6 +9,7 @@ pub mod body;
 pub mod error;
 pub mod mcp;
 pub mod metrics;
+pub mod notify;
 pub mod settings;
 
 mod access_log;

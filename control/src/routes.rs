@@ -30,6 +30,7 @@ mod tokens;
 mod turns;
 mod user_approvals;
 mod view;
+mod webhooks;
 
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
@@ -61,6 +62,19 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/admin/tokens", get(tokens::list).post(tokens::add))
         .route("/v1/admin/tokens/{name}", delete(tokens::remove))
         .route("/v1/admin/audit", get(audit::list))
+        .route(
+            "/v1/admin/webhooks",
+            get(webhooks::list).post(webhooks::add),
+        )
+        .route("/v1/admin/webhooks/{id}", delete(webhooks::remove))
+        .route(
+            "/v1/admin/webhooks/{id}/deliveries",
+            get(webhooks::deliveries),
+        )
+        .route(
+            "/v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry",
+            post(webhooks::retry),
+        )
         .route("/v1/admin/dry-run", get(dry_run::dry_run))
         .route("/v1/users/{user_id}/interrupts", get(pending::list))
         .route("/v1/users/{user_id}/inbox-link", post(inbox::inbox_link))

@@ -89,6 +89,8 @@ pub struct Settings {
     /// The key that seals MCP `requestState` (`--mcp-state-key`, else generated once and kept
     /// in the database). `None` in tests: the MCP server then makes one for the process.
     pub mcp_state_key: Option<StateKey>,
+    /// Webhook delivery: timeouts, retries, the seal for secrets and the way out.
+    pub webhooks: crate::notify::WebhookSettings,
 }
 
 /// A symmetric key: never printed, not even by `Debug`.
@@ -139,6 +141,7 @@ impl Default for Settings {
             link_base: None,
             inbox_link_ttl: Duration::from_secs(15 * 60),
             mcp_state_key: None,
+            webhooks: crate::notify::WebhookSettings::default(),
         }
     }
 }

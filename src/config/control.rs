@@ -72,8 +72,15 @@ pub(super) fn settings(
         control_public_url: public
             .clone()
             .unwrap_or_else(|| format!("http://{control_listen}")),
-        link_base: public,
+        link_base: public.clone(),
         inbox_link_ttl: setting!(duration, raw.inbox_link_ttl, c),
+        webhooks: egressgate_control::notify::WebhookSettings {
+            timeout: setting!(duration, raw.webhook_timeout, default = c.webhooks.timeout),
+            backoff: setting!(duration, raw.webhook_backoff, default = c.webhooks.backoff),
+            max_attempts: raw.webhook_max_attempts.unwrap_or(c.webhooks.max_attempts),
+            public_url: public,
+            ..Default::default()
+        },
         mcp_state_key: raw
             .mcp_state_key
             .as_deref()

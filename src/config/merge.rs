@@ -12,6 +12,8 @@ use super::sources::Sources;
 const TEXT_KEYS: &[&str] = &[
     "turn-ttl",
     "interrupt-ttl",
+    "webhook-timeout",
+    "webhook-backoff",
     "interrupt-retention",
     "snapshot-retention",
     "snapshot-max-bytes",

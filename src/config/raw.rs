@@ -113,6 +113,16 @@ pub struct RawConfig {
     /// Interrupt lifetime. [default: 1h]
     #[arg(long, env = "EGRESSGATE_INTERRUPT_TTL")]
     pub interrupt_ttl: Option<String>,
+    /// One webhook attempt's limit: connect, send, the answer's head. [default: 10s]
+    #[arg(long, env = "EGRESSGATE_WEBHOOK_TIMEOUT")]
+    pub webhook_timeout: Option<String>,
+    /// Wait before a webhook's second attempt, doubled for each further one (at most 1h),
+    /// with jitter. [default: 10s]
+    #[arg(long, env = "EGRESSGATE_WEBHOOK_BACKOFF")]
+    pub webhook_backoff: Option<String>,
+    /// Attempts before a webhook delivery is given up (`failed`). [default: 10]
+    #[arg(long, env = "EGRESSGATE_WEBHOOK_MAX_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub webhook_max_attempts: Option<u32>,
     /// How long expired interrupts are kept. [default: 7d]
     #[arg(long, env = "EGRESSGATE_INTERRUPT_RETENTION")]
     pub interrupt_retention: Option<String>,

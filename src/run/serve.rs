@@ -84,6 +84,7 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
     let control_metrics = control_listener
         .is_some()
         .then(|| egressgate_control::metrics::ControlMetrics::new(&mut registry));
+    let webhook_metrics = egressgate_control::notify::outbox::OutboxMetrics::new(&mut registry);
     let registry = Arc::new(registry);
     let blobs: Arc<dyn BlobStore> = match store.backend() {
         Backend::Sqlite => Arc::new(
@@ -98,6 +99,12 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
         if settings.mcp_state_key.is_none() {
             settings.mcp_state_key = Some(mcp_state_key(&store).await?);
         }
+        settings.webhooks.seal = Some(webhook_seal(&store, cfg.ca.seal.clone()).await?);
+        settings.webhooks.egress = Some(Arc::new(
+            super::webhook_egress::WebhookEgress::new(&cfg.proxy)
+                .context("cannot set up TLS for webhook deliveries")?,
+        ));
+        let webhooks = settings.webhooks.clone();
         let state = AppState {
             store: store.clone(),
             settings: Arc::new(settings),
@@ -119,6 +126,16 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
                 .with_graceful_shutdown(stop)
                 .await
                 .context("control plane")
+        });
+        let outbox = egressgate_control::notify::outbox::run(
+            store.clone(),
+            webhooks,
+            webhook_metrics,
+            stopped(stop_rx.clone()),
+        );
+        tasks.spawn(async move {
+            outbox.await;
+            Ok(())
         });
         tasks.spawn(janitor::run(
             store.clone(),
@@ -161,6 +178,29 @@ async fn mcp_state_key(store: &Store) -> Result<egressgate_control::settings::St
         .await
         .context("cannot read or store the MCP state key")?;
     Ok(egressgate_control::settings::StateKey(key))
+}
+
+/// The key webhook signing secrets (and kept resume links) are sealed with: the operator's
+/// seal key when given (then whoever reads the database alone cannot sign), else one
+/// generated on first start and kept in the database, like the MCP state key.
+async fn webhook_seal(
+    store: &Store,
+    operator: Option<egressgate_store::ca::SealKey>,
+) -> Result<egressgate_store::ca::SealKey> {
+    if let Some(key) = operator {
+        return Ok(key);
+    }
+    let fresh = || {
+        let mut key = vec![0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
+        key
+    };
+    let key = store
+        .deployment_key("webhook-seal", fresh, Timestamp::now())
+        .await
+        .context("cannot read or store the webhook seal key")?;
+    egressgate_store::ca::SealKey::from_bytes(&key)
+        .ok_or_else(|| anyhow!("the stored webhook seal key is not 32 bytes"))
 }
 
 fn random_key() -> Vec<u8> {

@@ -11,6 +11,7 @@ pub mod events;
 pub mod inbox_links;
 pub mod interrupts;
 pub mod janitor;
+pub mod outbox;
 mod pointer;
 pub mod policy;
 pub mod refusals;
@@ -24,6 +25,7 @@ mod slots;
 pub mod tokens;
 pub mod turns;
 pub mod ui_sessions;
+pub mod webhooks;
 
 use std::path::Path;
 use std::str::FromStr as _;
@@ -173,6 +175,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "inbox links",
         include_str!("../../migrations/sqlite/0017_inbox_links.sql"),
         include_str!("../../migrations/postgres/0017_inbox_links.sql"),
+    ),
+    (
+        18,
+        "webhooks",
+        include_str!("../../migrations/sqlite/0018_webhooks.sql"),
+        include_str!("../../migrations/postgres/0018_webhooks.sql"),
     ),
 ];
 

@@ -82,6 +82,13 @@ minted_id!(
     /// A person's inbox link (`POST /v1/users/{user_id}/inbox-link`): the public half of its
     /// secret, so the row is found by id and the secret compared in constant time.
     InboxLinkId, "inb_");
+minted_id!(
+    /// A webhook endpoint the administrator added.
+    WebhookId, "wh_");
+minted_id!(
+    /// One webhook message (the Standard Webhooks `webhook-id`): the same on every attempt,
+    /// so a receiver can de-duplicate.
+    MessageId, "msg_");
 
 /// Caller-named ids (users and chats) are opaque strings the runtime owns; we only bound them.
 macro_rules! external_id {

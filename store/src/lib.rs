@@ -26,7 +26,10 @@ pub use card::Card;
 pub use db::{Backend, PoolOptions, Store, StoreError};
 pub use grant::{CountedRow, Grant, GrantKind, Scope};
 pub use host::{Host, HostError};
-pub use ids::{ChatId, DraftId, InboxLinkId, InterruptId, Secret, SecretHash, TurnId, UserId};
+pub use ids::{
+    ChatId, DraftId, InboxLinkId, InterruptId, MessageId, Secret, SecretHash, TurnId, UserId,
+    WebhookId,
+};
 pub use mode::Mode;
 pub use package::{Package, PackageError, PackageSpec};
 pub use path_prefix::PathPrefix;

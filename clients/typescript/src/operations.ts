@@ -45,6 +45,11 @@ import type {
   UserBody,
   UserPermission,
   ViewBody,
+  WebhookBody,
+  WebhookCreated,
+  WebhookDeliveries,
+  WebhookRetry,
+  Webhooks,
 } from "./schemas.js";
 
 /** Every operation of the document: operationId -> method, path, answer kind. */
@@ -64,6 +69,11 @@ export const OPERATIONS = {
   addAdminToken: { method: "POST", path: "/v1/admin/tokens", answer: "json" },
   removeAdminToken: { method: "DELETE", path: "/v1/admin/tokens/{name}", answer: "none" },
   setUserPermission: { method: "PUT", path: "/v1/admin/users/{user_id}", answer: "json" },
+  listWebhooks: { method: "GET", path: "/v1/admin/webhooks", answer: "json" },
+  addWebhook: { method: "POST", path: "/v1/admin/webhooks", answer: "json" },
+  removeWebhook: { method: "DELETE", path: "/v1/admin/webhooks/{id}", answer: "none" },
+  listWebhookDeliveries: { method: "GET", path: "/v1/admin/webhooks/{id}/deliveries", answer: "json" },
+  retryWebhookDelivery: { method: "POST", path: "/v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry", answer: "json" },
   decideBatch: { method: "POST", path: "/v1/batches/decide", answer: "json" },
   getCaCertificate: { method: "GET", path: "/v1/ca.pem", answer: "text" },
   hideChat: { method: "DELETE", path: "/v1/chats/{chat_id}", answer: "json" },
@@ -167,6 +177,31 @@ export class Client extends Core {
   /** `PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve and/or mode. */
   setUserPermission(userId: string, body: UserBody): Promise<UserPermission> {
     return this.call<UserPermission>(OPERATIONS.setUserPermission, { "user_id": userId }, {}, {}, body);
+  }
+
+  /** `GET /v1/admin/webhooks`: The webhook endpoints (never their secrets). */
+  listWebhooks(): Promise<Webhooks> {
+    return this.call<Webhooks>(OPERATIONS.listWebhooks, {}, {}, {}, undefined);
+  }
+
+  /** `POST /v1/admin/webhooks`: Added: its id and signing secret (shown this once). */
+  addWebhook(body: WebhookBody): Promise<WebhookCreated> {
+    return this.call<WebhookCreated>(OPERATIONS.addWebhook, {}, {}, {}, body);
+  }
+
+  /** `DELETE /v1/admin/webhooks/{id}`: Removed, with its deliveries. */
+  removeWebhook(id: string): Promise<void> {
+    return this.call<void>(OPERATIONS.removeWebhook, { "id": id }, {}, {}, undefined);
+  }
+
+  /** `GET /v1/admin/webhooks/{id}/deliveries`: The endpoint's latest deliveries, newest first. */
+  listWebhookDeliveries(id: string): Promise<WebhookDeliveries> {
+    return this.call<WebhookDeliveries>(OPERATIONS.listWebhookDeliveries, { "id": id }, {}, {}, undefined);
+  }
+
+  /** `POST /v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry`: Due now. */
+  retryWebhookDelivery(id: string, deliveryId: string): Promise<WebhookRetry> {
+    return this.call<WebhookRetry>(OPERATIONS.retryWebhookDelivery, { "id": id, "delivery_id": deliveryId }, {}, {}, undefined);
   }
 
   /** `POST /v1/batches/decide`: The tool uses to cancel (all approval-tool calls but the first), with their result text. */

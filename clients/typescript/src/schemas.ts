@@ -236,7 +236,7 @@ export interface ErrorBody {
 }
 
 /** Stable machine-readable code (UPPER_SNAKE). */
-export type ErrorCode = "ANSWER_NOT_STORED" | "APPROVAL_NOT_FOUND" | "AUDIT_FAILED" | "BLOB_UNAVAILABLE" | "BUSY" | "CA_NOT_FOUND" | "CHAT_HIDDEN" | "CHAT_NOT_FOUND" | "CLAIM_LOST" | "CONFLICT" | "CROSS_ORIGIN" | "CSRF" | "DEADLINE_PASSED" | "DECISION_CONFLICT" | "DRAFT_NOT_FOUND" | "DRAFT_USED" | "FORBIDDEN" | "INBOX_LINK_EXPIRED" | "INCOMPLETE_RESUME" | "INTERRUPT_EXPIRED" | "INTERRUPT_NOT_FOUND" | "INTERRUPT_PENDING" | "INVALID_BODY" | "INVALID_DECISION" | "INVALID_HEADER" | "INVALID_INPUT" | "METHOD_NOT_ALLOWED" | "MISSING_TURN" | "MISSING_USER" | "NOTHING_TO_APPROVE" | "NOT_FOUND" | "RESUME_IN_PROGRESS" | "SNAPSHOT_FAILED" | "STORE_UNAVAILABLE" | "TOKEN_EXISTS" | "TOKEN_NOT_FOUND" | "TOO_MANY_ATTEMPTS" | "TURN_EXPIRED" | "TURN_NOT_FOUND" | "TURN_SUPERSEDED" | "UNAUTHORIZED" | "USER_NOT_FOUND";
+export type ErrorCode = "ANSWER_NOT_STORED" | "APPROVAL_NOT_FOUND" | "AUDIT_FAILED" | "BLOB_UNAVAILABLE" | "BUSY" | "CA_NOT_FOUND" | "CHAT_HIDDEN" | "CHAT_NOT_FOUND" | "CLAIM_LOST" | "CONFLICT" | "CROSS_ORIGIN" | "CSRF" | "DEADLINE_PASSED" | "DELIVERY_NOT_FOUND" | "DECISION_CONFLICT" | "DRAFT_NOT_FOUND" | "DRAFT_USED" | "FORBIDDEN" | "INBOX_LINK_EXPIRED" | "INCOMPLETE_RESUME" | "INTERRUPT_EXPIRED" | "INTERRUPT_NOT_FOUND" | "INTERRUPT_PENDING" | "INVALID_BODY" | "INVALID_DECISION" | "INVALID_HEADER" | "INVALID_INPUT" | "METHOD_NOT_ALLOWED" | "MISSING_TURN" | "MISSING_USER" | "NOTHING_TO_APPROVE" | "NOT_FOUND" | "RESUME_IN_PROGRESS" | "SNAPSHOT_FAILED" | "STORE_UNAVAILABLE" | "TOKEN_EXISTS" | "TOKEN_NOT_FOUND" | "TOO_MANY_ATTEMPTS" | "TURN_EXPIRED" | "TURN_NOT_FOUND" | "TURN_SUPERSEDED" | "UNAUTHORIZED" | "USER_NOT_FOUND" | "WEBHOOK_NOT_FOUND";
 
 /** The inside of an error body. */
 export interface ErrorDetail {
@@ -574,4 +574,74 @@ export interface UserPermission {
 /** The page's request: only the secret from the link's fragment. */
 export interface ViewBody {
   secret: string;
+}
+
+/** One webhook endpoint, never its secret. */
+export interface Webhook {
+  created_at: Time;
+  description?: string | null;
+  /** The event types it receives; empty: all of them. */
+  events: string[];
+  /** `wh_…`. */
+  id: string;
+  /** Whether `approval.requested` carries the resume secret in `card_url`'s fragment. */
+  include_link: boolean;
+  url: string;
+}
+
+/** `POST /v1/admin/webhooks` body. */
+export interface WebhookBody {
+  description?: string | null;
+  /** Event types to receive (default: all four). */
+  events?: string[] | null;
+  /** Put the card's resume secret into `card_url`'s fragment (default `false`). */
+  include_link?: boolean;
+  /** `http` or `https`, a host name, no credentials. */
+  url: string;
+}
+
+/** `201` of `POST /v1/admin/webhooks`: the new endpoint's id and, this once, its signing secret. */
+export interface WebhookCreated {
+  /** `wh_…`. */
+  id: string;
+  /** `whsec_` + base64 of 32 random bytes: the Standard Webhooks signing secret. */
+  secret: string;
+}
+
+/** `GET /v1/admin/webhooks/{id}/deliveries`: newest first. */
+export interface WebhookDeliveries {
+  deliveries: WebhookDelivery[];
+}
+
+/** One delivery of one event to one endpoint. */
+export interface WebhookDelivery {
+  /** Attempts made so far. */
+  attempts: number;
+  created_at: Time;
+  delivered_at?: Time | null;
+  /** The event log id it reports. */
+  event_id: number;
+  /** The `webhook-id` header: the same on every attempt. */
+  id: string;
+  /** Why the last attempt failed, if it did. */
+  last_error?: string | null;
+  /** The last attempt's HTTP status, if it got an answer. */
+  last_status?: number | null;
+  next_try_at?: Time | null;
+  /** `pending`, `delivered` or `failed`. */
+  status: string;
+  /** `approval.requested`, `approval.resolved`, `approval.expired` or `approval.revoked`. */
+  type: string;
+}
+
+/** `POST /v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry`. */
+export interface WebhookRetry {
+  id: string;
+  /** `pending`: due now. */
+  status: string;
+}
+
+/** `GET /v1/admin/webhooks`. */
+export interface Webhooks {
+  webhooks: Webhook[];
 }

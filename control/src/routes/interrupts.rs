@@ -233,14 +233,25 @@ pub(crate) async fn register(
         .cloned()
         .collect();
     let secret = Secret::generate();
+    let id = InterruptId::generate();
+    let ttl = clamped_ttl(&state);
+    let purge_at = now.plus(ttl + state.settings.interrupt_retention);
+    crate::notify::keep_link(
+        &state.store,
+        &state.settings.webhooks,
+        &id,
+        &secret,
+        purge_at,
+    )
+    .await;
     let new = NewPointer {
         draft: &draft,
-        id: InterruptId::generate(),
+        id,
         secret_hash: secret.hash(),
         snapshot,
         first_answer,
         first_answer_key: first_answer_blob.as_ref().map(|b| b.locator()),
-        ttl: clamped_ttl(&state),
+        ttl,
         retention: state.settings.interrupt_retention,
         chain_claim: chain,
     };

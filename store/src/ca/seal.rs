@@ -56,13 +56,36 @@ impl SealKey {
 
     /// `key_pem` sealed for the row `id`.
     pub(super) fn seal(&self, id: i64, key_pem: &str) -> Result<String, CaError> {
+        self.seal_for(&ca_context(id), key_pem)
+    }
+
+    /// The key PEM sealed in row `id`; [`CaError::WrongSealKey`] when this key (or this row)
+    /// is not the one it was sealed for.
+    pub fn open(&self, id: i64, sealed: &str) -> Result<String, CaError> {
+        self.open_for(&ca_context(id), sealed)
+    }
+
+    /// A key from 32 raw bytes (a deployment key kept in the database, for secrets that need
+    /// a seal when the operator gave none); `None` for any other length.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        bytes.try_into().ok().map(Self)
+    }
+
+    /// `plain` sealed for `context` (the associated data: the sealed text opens only for the
+    /// same context, so a sealed value copied into another row or table does not open). Other
+    /// secrets than the CA's key (webhook signing secrets) are sealed with this.
+    pub fn seal_for(&self, context: &str, plain: &str) -> Result<String, CaError> {
         let mut nonce = [0u8; NONCE_LEN];
         SystemRandom::new()
             .fill(&mut nonce)
             .map_err(|_| CaError::Corrupt("no randomness"))?;
-        let mut data = key_pem.as_bytes().to_vec();
+        let mut data = plain.as_bytes().to_vec();
         self.aead()?
-            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), aad(id), &mut data)
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(context.as_bytes().to_vec()),
+                &mut data,
+            )
             .map_err(|_| CaError::Corrupt("sealing"))?;
         let mut out = nonce.to_vec();
         out.append(&mut data);
@@ -72,9 +95,9 @@ impl SealKey {
         ))
     }
 
-    /// The key PEM sealed in row `id`; [`CaError::WrongSealKey`] when this key (or this row)
-    /// is not the one it was sealed for.
-    pub fn open(&self, id: i64, sealed: &str) -> Result<String, CaError> {
+    /// What [`Self::seal_for`] sealed for `context`; [`CaError::WrongSealKey`] when this key
+    /// (or this context) is not the one it was sealed for.
+    pub fn open_for(&self, context: &str, sealed: &str) -> Result<String, CaError> {
         let body = sealed
             .strip_prefix(SEALED)
             .ok_or(CaError::Corrupt("sealed key"))?;
@@ -90,15 +113,15 @@ impl SealKey {
         let mut data = data.to_vec();
         let plain = self
             .aead()?
-            .open_in_place(nonce, aad(id), &mut data)
+            .open_in_place(nonce, Aad::from(context.as_bytes().to_vec()), &mut data)
             .map_err(|_| CaError::WrongSealKey)?;
         String::from_utf8(plain.to_vec()).map_err(|_| CaError::Corrupt("sealed key"))
     }
 }
 
-/// The associated data binding a sealed key to its row.
-fn aad(id: i64) -> Aad<Vec<u8>> {
-    Aad::from(format!("egressgate deployment_ca {id}").into_bytes())
+/// The associated data binding a sealed CA key to its row.
+fn ca_context(id: i64) -> String {
+    format!("egressgate deployment_ca {id}")
 }
 
 /// Whether a stored key is sealed (else it is a PEM key an older release kept in clear).

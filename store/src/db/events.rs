@@ -38,6 +38,9 @@ pub enum EventKind {
     ApprovalResolved,
     /// Approvals were taken back (one revoked, or all with the chat hidden).
     ApprovalRevoked,
+    /// A card expired unanswered (announced by the outbox, for webhooks; not part of a chat's
+    /// stream, whose kinds are the four above).
+    ApprovalExpired,
 }
 
 impl EventKind {
@@ -48,6 +51,7 @@ impl EventKind {
             Self::ApprovalRequested => "approval.requested",
             Self::ApprovalResolved => "approval.resolved",
             Self::ApprovalRevoked => "approval.revoked",
+            Self::ApprovalExpired => "approval.expired",
         }
     }
 }
@@ -149,7 +153,8 @@ impl Store {
         self.signal.subscribe()
     }
 
-    /// The chat's events after `after`, oldest first, at most `limit`.
+    /// The chat's events after `after`, oldest first, at most `limit` (`approval.expired`,
+    /// written for webhooks, is not one of a chat stream's kinds).
     pub async fn events_after(
         &self,
         user: &UserId,
@@ -159,7 +164,7 @@ impl Store {
     ) -> Result<Vec<ChatEvent>, StoreError> {
         let query = sqlx::query(
             "SELECT id, at, kind, data FROM events WHERE user_id = $1 AND chat_id = $2 \
-             AND id > $3 ORDER BY id LIMIT $4",
+             AND id > $3 AND kind <> 'approval.expired' ORDER BY id LIMIT $4",
         )
         .bind(user.as_str())
         .bind(chat.as_str())

@@ -40,6 +40,10 @@ from ._schemas import (
     ToolUse,
     TurnOpened,
     UserPermission,
+    WebhookCreated,
+    WebhookDeliveries,
+    WebhookRetry,
+    Webhooks,
 )
 
 #: Every operation of the document: operationId -> (method, path, answer kind).
@@ -59,6 +63,11 @@ OPERATIONS: dict[str, _Op] = {
     "addAdminToken": _Op("POST", "/v1/admin/tokens", "json"),
     "removeAdminToken": _Op("DELETE", "/v1/admin/tokens/{name}", "none"),
     "setUserPermission": _Op("PUT", "/v1/admin/users/{user_id}", "json"),
+    "listWebhooks": _Op("GET", "/v1/admin/webhooks", "json"),
+    "addWebhook": _Op("POST", "/v1/admin/webhooks", "json"),
+    "removeWebhook": _Op("DELETE", "/v1/admin/webhooks/{id}", "none"),
+    "listWebhookDeliveries": _Op("GET", "/v1/admin/webhooks/{id}/deliveries", "json"),
+    "retryWebhookDelivery": _Op("POST", "/v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry", "json"),
     "decideBatch": _Op("POST", "/v1/batches/decide", "json"),
     "getCaCertificate": _Op("GET", "/v1/ca.pem", "text"),
     "hideChat": _Op("DELETE", "/v1/chats/{chat_id}", "json"),
@@ -153,6 +162,26 @@ class _SyncOperations:
     def set_user_permission(self, user_id: str, *, can_approve: bool | None = None, mode: str | None = None) -> UserPermission:
         """`PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve and/or mode."""
         return self._call(OPERATIONS["setUserPermission"], {"user_id": user_id}, {}, {}, {"can_approve": can_approve, "mode": mode})
+
+    def list_webhooks(self) -> Webhooks:
+        """`GET /v1/admin/webhooks`: The webhook endpoints (never their secrets)."""
+        return self._call(OPERATIONS["listWebhooks"], {}, {}, {}, None)
+
+    def add_webhook(self, *, url: str, description: str | None = None, events: list[str] | None = None, include_link: bool | None = None) -> WebhookCreated:
+        """`POST /v1/admin/webhooks`: Added: its id and signing secret (shown this once)."""
+        return self._call(OPERATIONS["addWebhook"], {}, {}, {}, {"url": url, "description": description, "events": events, "include_link": include_link})
+
+    def remove_webhook(self, id: str) -> None:
+        """`DELETE /v1/admin/webhooks/{id}`: Removed, with its deliveries."""
+        return self._call(OPERATIONS["removeWebhook"], {"id": id}, {}, {}, None)
+
+    def list_webhook_deliveries(self, id: str) -> WebhookDeliveries:
+        """`GET /v1/admin/webhooks/{id}/deliveries`: The endpoint's latest deliveries, newest first."""
+        return self._call(OPERATIONS["listWebhookDeliveries"], {"id": id}, {}, {}, None)
+
+    def retry_webhook_delivery(self, id: str, delivery_id: str) -> WebhookRetry:
+        """`POST /v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry`: Due now."""
+        return self._call(OPERATIONS["retryWebhookDelivery"], {"id": id, "delivery_id": delivery_id}, {}, {}, None)
 
     def decide_batch(self, *, approval_tool: str, tool_uses: list[ToolUse]) -> BatchAnswer:
         """`POST /v1/batches/decide`: The tool uses to cancel (all approval-tool calls but the first), with their result text."""
@@ -324,6 +353,26 @@ class _AsyncOperations:
     async def set_user_permission(self, user_id: str, *, can_approve: bool | None = None, mode: str | None = None) -> UserPermission:
         """`PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve and/or mode."""
         return await self._call(OPERATIONS["setUserPermission"], {"user_id": user_id}, {}, {}, {"can_approve": can_approve, "mode": mode})
+
+    async def list_webhooks(self) -> Webhooks:
+        """`GET /v1/admin/webhooks`: The webhook endpoints (never their secrets)."""
+        return await self._call(OPERATIONS["listWebhooks"], {}, {}, {}, None)
+
+    async def add_webhook(self, *, url: str, description: str | None = None, events: list[str] | None = None, include_link: bool | None = None) -> WebhookCreated:
+        """`POST /v1/admin/webhooks`: Added: its id and signing secret (shown this once)."""
+        return await self._call(OPERATIONS["addWebhook"], {}, {}, {}, {"url": url, "description": description, "events": events, "include_link": include_link})
+
+    async def remove_webhook(self, id: str) -> None:
+        """`DELETE /v1/admin/webhooks/{id}`: Removed, with its deliveries."""
+        return await self._call(OPERATIONS["removeWebhook"], {"id": id}, {}, {}, None)
+
+    async def list_webhook_deliveries(self, id: str) -> WebhookDeliveries:
+        """`GET /v1/admin/webhooks/{id}/deliveries`: The endpoint's latest deliveries, newest first."""
+        return await self._call(OPERATIONS["listWebhookDeliveries"], {"id": id}, {}, {}, None)
+
+    async def retry_webhook_delivery(self, id: str, delivery_id: str) -> WebhookRetry:
+        """`POST /v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry`: Due now."""
+        return await self._call(OPERATIONS["retryWebhookDelivery"], {"id": id, "delivery_id": delivery_id}, {}, {}, None)
 
     async def decide_batch(self, *, approval_tool: str, tool_uses: list[ToolUse]) -> BatchAnswer:
         """`POST /v1/batches/decide`: The tool uses to cancel (all approval-tool calls but the first), with their result text."""

@@ -530,6 +530,67 @@ class ViewBody(TypedDict):
     secret: str
 
 
+class Webhook(TypedDict):
+    """One webhook endpoint, never its secret."""
+
+    created_at: Time
+    description: NotRequired[str | None]
+    events: list[str]
+    id: str
+    include_link: bool
+    url: str
+
+
+class WebhookBody(TypedDict):
+    """`POST /v1/admin/webhooks` body."""
+
+    description: NotRequired[str | None]
+    events: NotRequired[list[str] | None]
+    include_link: NotRequired[bool]
+    url: str
+
+
+class WebhookCreated(TypedDict):
+    """`201` of `POST /v1/admin/webhooks`: the new endpoint's id and, this once, its signing secret."""
+
+    id: str
+    secret: str
+
+
+class WebhookDeliveries(TypedDict):
+    """`GET /v1/admin/webhooks/{id}/deliveries`: newest first."""
+
+    deliveries: list[WebhookDelivery]
+
+
+class WebhookDelivery(TypedDict):
+    """One delivery of one event to one endpoint."""
+
+    attempts: int
+    created_at: Time
+    delivered_at: NotRequired[Time | None]
+    event_id: int
+    id: str
+    last_error: NotRequired[str | None]
+    last_status: NotRequired[int | None]
+    next_try_at: NotRequired[Time | None]
+    status: str
+    type: str
+
+
+class WebhookRetry(TypedDict):
+    """`POST /v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry`."""
+
+    id: str
+    status: str
+
+
+class Webhooks(TypedDict):
+    """`GET /v1/admin/webhooks`."""
+
+    webhooks: list[Webhook]
+
+
 class DryRunRefusal(Refusal):
     """A refusal the dry run's entry would have let through, with the turn it was recorded on."""
 
@@ -547,7 +608,7 @@ DecisionOutcome: TypeAlias = Literal["approved", "declined", "cancelled"]
 DenyCode: TypeAlias = Literal["NOT_APPROVABLE", "DECLINED_THIS_TURN", "NO_HUMAN", "NOT_PERMITTED"]
 """Why the approval tool denied, each a fixed template."""
 
-ErrorCode: TypeAlias = Literal["ANSWER_NOT_STORED", "APPROVAL_NOT_FOUND", "AUDIT_FAILED", "BLOB_UNAVAILABLE", "BUSY", "CA_NOT_FOUND", "CHAT_HIDDEN", "CHAT_NOT_FOUND", "CLAIM_LOST", "CONFLICT", "CROSS_ORIGIN", "CSRF", "DEADLINE_PASSED", "DECISION_CONFLICT", "DRAFT_NOT_FOUND", "DRAFT_USED", "FORBIDDEN", "INBOX_LINK_EXPIRED", "INCOMPLETE_RESUME", "INTERRUPT_EXPIRED", "INTERRUPT_NOT_FOUND", "INTERRUPT_PENDING", "INVALID_BODY", "INVALID_DECISION", "INVALID_HEADER", "INVALID_INPUT", "METHOD_NOT_ALLOWED", "MISSING_TURN", "MISSING_USER", "NOTHING_TO_APPROVE", "NOT_FOUND", "RESUME_IN_PROGRESS", "SNAPSHOT_FAILED", "STORE_UNAVAILABLE", "TOKEN_EXISTS", "TOKEN_NOT_FOUND", "TOO_MANY_ATTEMPTS", "TURN_EXPIRED", "TURN_NOT_FOUND", "TURN_SUPERSEDED", "UNAUTHORIZED", "USER_NOT_FOUND"]
+ErrorCode: TypeAlias = Literal["ANSWER_NOT_STORED", "APPROVAL_NOT_FOUND", "AUDIT_FAILED", "BLOB_UNAVAILABLE", "BUSY", "CA_NOT_FOUND", "CHAT_HIDDEN", "CHAT_NOT_FOUND", "CLAIM_LOST", "CONFLICT", "CROSS_ORIGIN", "CSRF", "DEADLINE_PASSED", "DELIVERY_NOT_FOUND", "DECISION_CONFLICT", "DRAFT_NOT_FOUND", "DRAFT_USED", "FORBIDDEN", "INBOX_LINK_EXPIRED", "INCOMPLETE_RESUME", "INTERRUPT_EXPIRED", "INTERRUPT_NOT_FOUND", "INTERRUPT_PENDING", "INVALID_BODY", "INVALID_DECISION", "INVALID_HEADER", "INVALID_INPUT", "METHOD_NOT_ALLOWED", "MISSING_TURN", "MISSING_USER", "NOTHING_TO_APPROVE", "NOT_FOUND", "RESUME_IN_PROGRESS", "SNAPSHOT_FAILED", "STORE_UNAVAILABLE", "TOKEN_EXISTS", "TOKEN_NOT_FOUND", "TOO_MANY_ATTEMPTS", "TURN_EXPIRED", "TURN_NOT_FOUND", "TURN_SUPERSEDED", "UNAUTHORIZED", "USER_NOT_FOUND", "WEBHOOK_NOT_FOUND"]
 """Stable machine-readable code (UPPER_SNAKE)."""
 
 InterruptState: TypeAlias = Literal["pending", "claimed", "done", "expired"]

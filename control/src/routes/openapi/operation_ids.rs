@@ -37,6 +37,19 @@ pub(crate) const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("post", "/v1/admin/tokens", "addAdminToken"),
     ("delete", "/v1/admin/tokens/{name}", "removeAdminToken"),
     ("get", "/v1/admin/audit", "listAuditLog"),
+    ("get", "/v1/admin/webhooks", "listWebhooks"),
+    ("post", "/v1/admin/webhooks", "addWebhook"),
+    ("delete", "/v1/admin/webhooks/{id}", "removeWebhook"),
+    (
+        "get",
+        "/v1/admin/webhooks/{id}/deliveries",
+        "listWebhookDeliveries",
+    ),
+    (
+        "post",
+        "/v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry",
+        "retryWebhookDelivery",
+    ),
     ("get", "/v1/admin/dry-run", "dryRunAdminEntry"),
     (
         "get",

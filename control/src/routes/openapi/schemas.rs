@@ -9,6 +9,7 @@
 mod admin;
 mod approval;
 mod turns;
+mod webhooks;
 
 use utoipa::ToSchema;
 
@@ -22,6 +23,7 @@ pub use approval::{
     PendingCards, PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
 };
 pub use turns::{Egress, Policy, Refusals, TurnOpened};
+pub use webhooks::{WebhookCreated, WebhookDeliveries, WebhookRetry, Webhooks};
 
 /// Every error code the API answers with. A test keeps this list and the handlers' codes in
 /// step, so the document's enum is the whole set.
@@ -39,6 +41,7 @@ pub const ERROR_CODES: &[&str] = &[
     "CROSS_ORIGIN",
     "CSRF",
     "DEADLINE_PASSED",
+    "DELIVERY_NOT_FOUND",
     "DECISION_CONFLICT",
     "DRAFT_NOT_FOUND",
     "DRAFT_USED",
@@ -68,6 +71,7 @@ pub const ERROR_CODES: &[&str] = &[
     "TURN_SUPERSEDED",
     "UNAUTHORIZED",
     "USER_NOT_FOUND",
+    "WEBHOOK_NOT_FOUND",
 ];
 
 /// Declares a schema-only type for a closed set of strings listed elsewhere: the values come

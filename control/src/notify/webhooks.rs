@@ -1,0 +1,259 @@
+//! Signed webhooks per the Standard Webhooks specification: the target URL checked, the body
+//! built from an event (never a resume secret unless the endpoint asked for the link), the
+//! `webhook-id` / `webhook-timestamp` / `webhook-signature` headers, and one POST with a
+//! timeout over the vetted way out.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use egressgate_store::Host;
+use egressgate_store::db::outbox::OutboxEvent;
+use hmac::{KeyInit as _, Mac as _};
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use super::{Conn, Egress};
+
+type HmacSha256 = hmac::Hmac<sha2_hmac::Sha256>;
+
+/// The event types an endpoint may ask for.
+pub const EVENT_TYPES: [&str; 4] = [
+    "approval.requested",
+    "approval.resolved",
+    "approval.expired",
+    "approval.revoked",
+];
+
+/// What starts a signing secret's text (then base64 of its random bytes).
+pub const SECRET_PREFIX: &str = "whsec_";
+
+/// A fresh signing secret: `whsec_` + base64 of 32 random bytes.
+pub fn new_secret() -> String {
+    let mut key = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
+    format!("{SECRET_PREFIX}{}", STANDARD.encode(key))
+}
+
+/// `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, keyed with the base64-decoded part
+/// of `secret` after `whsec_`; `None` for a secret that is not so.
+pub fn signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Option<String> {
+    let key = STANDARD.decode(secret.strip_prefix(SECRET_PREFIX)?).ok()?;
+    let mut mac = HmacSha256::new_from_slice(&key).ok()?;
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    Some(format!(
+        "v1,{}",
+        STANDARD.encode(mac.finalize().into_bytes())
+    ))
+}
+
+/// A webhook target, checked: `http` or `https`, a host name (not an address: like the
+/// proxy, a literal address is refused), no credentials, no fragment, not internal-looking.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The host to resolve and vet.
+    pub host: Host,
+    /// Port (the scheme's default when absent).
+    pub port: u16,
+    /// `https`.
+    pub tls: bool,
+    /// Path and query of the request.
+    pub path: String,
+}
+
+impl Target {
+    /// Parses and checks `url`; the error is the message for a `422`.
+    pub fn parse(url: &str, internal_suffixes: &[Host]) -> Result<Self, String> {
+        let u = url::Url::parse(url).map_err(|e| format!("url: not a URL ({e})"))?;
+        let tls = match u.scheme() {
+            "https" => true,
+            "http" => false,
+            s => return Err(format!("url: the scheme must be http or https, not {s}")),
+        };
+        if !u.username().is_empty() || u.password().is_some() {
+            return Err("url: credentials in the URL are not accepted".into());
+        }
+        if u.fragment().is_some() {
+            return Err("url: a fragment is never sent; remove it".into());
+        }
+        let host = match u.host() {
+            Some(url::Host::Domain(d)) => Host::parse(d).map_err(|e| format!("url: {e}"))?,
+            Some(_) => {
+                return Err(
+                    "url: use a host name, not an address (an internal receiver: a name \
+                            through --resolve, its range through --allow-cidr)"
+                        .into(),
+                );
+            }
+            None => return Err("url: no host".into()),
+        };
+        if host.is_internal(internal_suffixes) {
+            return Err(format!("url: {host} is an internal name"));
+        }
+        let port = u
+            .port_or_known_default()
+            .unwrap_or(if tls { 443 } else { 80 });
+        let path = match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_owned(),
+        };
+        Ok(Self {
+            host,
+            port,
+            tls,
+            path,
+        })
+    }
+}
+
+/// The body of an event's webhook (`{"type", "timestamp", "data"}`), or `None` for events
+/// that are not webhooks (`refusal.recorded`). `data` names the user and chat and, for a
+/// request, the card, its expiry and `card_url` (without the secret) when `public_url` is set.
+pub fn payload(event: &OutboxEvent, public_url: Option<&str>) -> Option<Value> {
+    if !EVENT_TYPES.contains(&event.kind.as_str()) {
+        return None;
+    }
+    let mut data = event.data.clone();
+    let obj = data.as_object_mut()?;
+    obj.remove("audit_kind");
+    obj.remove("draft_id");
+    obj.insert("user_id".into(), event.user.clone().into());
+    obj.insert("chat_id".into(), event.chat.clone().into());
+    if event.kind == "approval.requested" {
+        if let Some(card) = &event.card {
+            obj.insert("card".into(), card.clone());
+        }
+        if let (Some(base), Some(id)) =
+            (public_url, obj.get("interrupt_id").and_then(Value::as_str))
+        {
+            let url = format!("{base}/ui/cards/{id}");
+            obj.insert("card_url".into(), url.into());
+        }
+    }
+    Some(json!({"type": event.kind, "timestamp": event.at, "data": data}))
+}
+
+/// The body with the card's resume secret in `card_url`'s fragment (the card page reads it
+/// there; a fragment is never sent to a server), for endpoints created with `include_link`.
+pub fn with_link(payload: &str, secret: &str) -> Option<String> {
+    let mut v: Value = serde_json::from_str(payload).ok()?;
+    let url = v["data"]["card_url"].as_str()?.to_owned();
+    v["data"]["card_url"] = format!("{url}#secret={secret}").into();
+    Some(v.to_string())
+}
+
+/// How one POST ended.
+#[derive(Debug)]
+pub enum Sent {
+    /// An answer with this status.
+    Status(u16),
+    /// No answer: the reason (timeout, refused address, connection error).
+    Error(String),
+}
+
+/// POSTs `body` to `target`, signed, within `timeout`.
+pub async fn post(
+    egress: &dyn Egress,
+    target: &Target,
+    signing_secret: &str,
+    id: &str,
+    body: String,
+    timeout: Duration,
+) -> Sent {
+    let timestamp = egressgate_store::Timestamp::now().millis() / 1000;
+    let Some(sig) = signature(signing_secret, id, timestamp, body.as_bytes()) else {
+        return Sent::Error("the stored signing secret is malformed".into());
+    };
+    let attempt = async {
+        let conn = egress
+            .connect(&target.host, target.port, target.tls)
+            .await?;
+        send(conn, target, id, timestamp, &sig, body).await
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Err(_) => Sent::Error(format!("timed out after {timeout:?}")),
+        Ok(Err(e)) => Sent::Error(e),
+        Ok(Ok(status)) => Sent::Status(status),
+    }
+}
+
+async fn send(
+    conn: Box<dyn Conn>,
+    target: &Target,
+    id: &str,
+    timestamp: i64,
+    sig: &str,
+    body: String,
+) -> Result<u16, String> {
+    let io = hyper_util::rt::TokioIo::new(conn);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| format!("HTTP handshake: {e}"))?;
+    let driver = tokio::spawn(connection);
+    let default_port = if target.tls { 443 } else { 80 };
+    let host = if target.port == default_port {
+        target.host.to_string()
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    let req = hyper::Request::post(target.path.as_str())
+        .header(hyper::header::HOST, host)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(hyper::header::USER_AGENT, "egressgate-webhooks")
+        .header("webhook-id", id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", sig)
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| format!("request: {e}"))?;
+    let answer = sender.send_request(req).await;
+    driver.abort();
+    answer
+        .map(|r| r.status().as_u16())
+        .map_err(|e| format!("sending: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_the_specs_own_example() {
+        // The Standard Webhooks specification's test vector.
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body).as_deref(),
+            Some("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+        );
+        assert!(signature("MfKQ9r8", "m", 1, body).is_none());
+    }
+
+    #[test]
+    fn targets_are_checked() {
+        let ok = Target::parse("https://hooks.example.com/in?x=1", &[]).map(|t| t.path);
+        assert_eq!(ok.as_deref(), Ok("/in?x=1"));
+        for bad in [
+            "ftp://hooks.example.com/",
+            "https://user:pw@hooks.example.com/",
+            "https://10.0.0.1/",
+            "http://[::1]/",
+            "http://localhost/",
+            "http://db.internal/",
+            "https://hooks.example.com/#f",
+            "not a url",
+        ] {
+            assert!(Target::parse(bad, &[]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_link_goes_only_into_the_fragment() {
+        let body =
+            r#"{"type":"approval.requested","data":{"card_url":"https://g/ui/cards/int_1"}}"#;
+        let linked = with_link(body, "s3cret").unwrap_or_default();
+        assert!(linked.contains(r#""card_url":"https://g/ui/cards/int_1#secret=s3cret""#));
+        assert!(with_link(r#"{"data":{}}"#, "s3cret").is_none());
+    }
+}
