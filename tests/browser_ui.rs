@@ -3,9 +3,12 @@
 //! axe-core for accessibility. Covers the card page (Approve and Deny with the proxy's very
 //! next request, the secret gone from the address bar and the tab's history yet a reload still
 //! working, unticking a package, the proxy's evidence with an upload said in words, every
-//! resume state, keyboard only, phone and 200 % zoom), the admin console (sign in, add with a
-//! note, dry run, remove, users, audit, sign out), CSP honoured (no console errors), and that
-//! no secret the browser or runtime saw ever reached a server log line. Screenshots go to
+//! resume state, keyboard only, phone and 200 % zoom), the person's inbox (the link's secret
+//! gone from the address bar, the pending card listed, a new one appearing live, one approved
+//! on its card page leaving, keyboard only, invalid and expired links), the admin console
+//! (sign in, add with a note, dry run, remove, users, audit, sign out), CSP honoured (no
+//! console errors), and that no secret the browser or runtime saw ever reached a server log
+//! line. Screenshots go to
 //! `$EGRESSGATE_SCREENSHOT_DIR` (default `target/screenshots`), kept as CI artifacts.
 //!
 //! The tools are installed by `.ci/run`. Without them the test fails when `CI=true` and
@@ -97,8 +100,18 @@ async fn the_card_page_and_the_console_work_in_chromium() {
     };
     let o = origin().await;
     let g1 = start(&o, &[]);
-    // Short lease and card lifetime, for the conflict and expiry states.
-    let g2 = start(&o, &["--lease", "1s", "--interrupt-ttl", "10s"]);
+    // Short lease, card and inbox link lifetimes, for the conflict and expiry states.
+    let g2 = start(
+        &o,
+        &[
+            "--lease",
+            "1s",
+            "--interrupt-ttl",
+            "10s",
+            "--inbox-link-ttl",
+            "2s",
+        ],
+    );
     let work = tempfile::tempdir().unwrap();
     let secrets_out = work.path().join("secrets.json");
     let shots = screenshot_dir();
@@ -132,7 +145,7 @@ async fn the_card_page_and_the_console_work_in_chromium() {
         "browser script failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     eprintln!("{stdout}");
-    for name in ["card.png", "card-phone.png", "admin.png"] {
+    for name in ["card.png", "card-phone.png", "admin.png", "inbox.png"] {
         let meta = std::fs::metadata(shots.join(name)).unwrap();
         assert!(meta.len() > 1000, "{name} is a real screenshot");
     }

@@ -216,7 +216,18 @@ async fn pages_carry_strict_security_headers_and_immutable_assets() {
     assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
     let html = page.text();
     assert!(!html.contains("<script>"), "no inline script");
-    let js = quoted_after(&html, "src=\"");
+    // The page's own script (after the shared fragment.js).
+    let scripts: Vec<&str> = html
+        .split("<script src=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    assert_eq!(scripts.len(), 2, "{scripts:?}");
+    assert!(
+        scripts[0].starts_with("/ui/assets/fragment."),
+        "{scripts:?}"
+    );
+    let js = scripts[1].to_owned();
     assert!(
         js.starts_with("/ui/assets/card.") && js.ends_with(".js"),
         "{js}"

@@ -21,6 +21,8 @@ mod credentials;
 mod decision;
 mod grants;
 mod holder;
+mod inbox;
+mod links;
 mod resume_guard;
 mod routes;
 mod state;

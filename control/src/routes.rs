@@ -20,6 +20,7 @@ mod claims;
 mod dry_run;
 mod events;
 mod health;
+mod inbox;
 mod interrupts;
 pub(crate) mod openapi;
 mod pending;
@@ -76,6 +77,9 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         .route("/v1/admin/dry-run", get(dry_run::dry_run))
         .route("/v1/users/{user_id}/interrupts", get(pending::list))
+        .route("/v1/users/{user_id}/inbox-link", post(inbox::inbox_link))
+        .route("/v1/inbox/cards", post(inbox::inbox_cards))
+        .route("/v1/inbox/events", post(inbox::inbox_events))
         .route("/v1/interrupts/{id}/view", post(view::view))
         .route("/v1/interrupts/{id}/takeover", post(claims::takeover))
         .route("/v1/chats/{chat_id}/events", get(events::stream))
@@ -214,6 +218,7 @@ mod tests {
         "/ui/admin",
         "/ui/assets/{file}",
         "/ui/cards/{interrupt_id}",
+        "/ui/inbox",
         "/ui/admin/session",
         "/ui/admin/signout",
     ];

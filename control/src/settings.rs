@@ -78,6 +78,14 @@ pub struct Settings {
     /// Where people reach this control plane (`--control-public-url`), for the card page
     /// links the MCP server hands out; default: `http://` + the control listener.
     pub control_public_url: String,
+    /// Where people reach this control plane when the operator said so
+    /// (`--control-public-url`): the base of the `card_url` and inbox links the API hands out.
+    /// `None` when it was not set: the listener's own address is often not where a person can
+    /// reach it, so the API guesses no link (`card_url` is left out; inbox links are
+    /// path-only).
+    pub link_base: Option<String>,
+    /// How long an inbox link opens the person's inbox (`--inbox-link-ttl`).
+    pub inbox_link_ttl: Duration,
     /// The key that seals MCP `requestState` (`--mcp-state-key`, else generated once and kept
     /// in the database). `None` in tests: the MCP server then makes one for the process.
     pub mcp_state_key: Option<StateKey>,
@@ -130,6 +138,8 @@ impl Default for Settings {
             rejection_flush_at: 100,
             cors_origins: Vec::new(),
             control_public_url: "http://127.0.0.1:8080".into(),
+            link_base: None,
+            inbox_link_ttl: Duration::from_secs(15 * 60),
             mcp_state_key: None,
             webhooks: crate::notify::WebhookSettings::default(),
         }

@@ -1,7 +1,7 @@
 //! The person's side, served by the control plane from the binary: the approval card page
-//! (`/ui/cards/{interrupt_id}#secret=…`), the admin console (`/ui/admin`), their embedded
-//! assets under content-hashed names, and the security headers and same-origin check every
-//! response and state-changing request goes through.
+//! (`/ui/cards/{interrupt_id}#secret=…`), the person's inbox (`/ui/inbox#…`), the admin
+//! console (`/ui/admin`), their embedded assets under content-hashed names, and the security
+//! headers and same-origin check every response and state-changing request goes through.
 
 mod assets;
 mod headers;
@@ -19,6 +19,7 @@ pub(crate) use headers::{same_origin, security_headers};
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/ui/cards/{interrupt_id}", get(pages::card))
+        .route("/ui/inbox", get(pages::inbox))
         .route("/ui/admin", get(pages::admin))
         .route("/ui/admin/session", post(session::sign_in))
         .route("/ui/admin/signout", post(session::sign_out))

@@ -47,6 +47,7 @@ const CONTROL_ONLY: &[&str] = &[
     "auth_failure_window",
     "cors_origin",
     "control_public_url",
+    "inbox_link_ttl",
     "mcp_state_key",
 ];
 

@@ -21,6 +21,11 @@ pub(super) fn settings(
 ) -> Result<egressgate_control::Settings> {
     let l = |key: &str| raw.sources.label(key);
     let c = egressgate_control::Settings::default();
+    let public = raw
+        .control_public_url
+        .as_deref()
+        .map(|u| control_public_url(&l("control-public-url"), u))
+        .transpose()?;
     Ok(egressgate_control::Settings {
         inspect,
         ca: None,
@@ -64,19 +69,16 @@ pub(super) fn settings(
             .iter()
             .map(|o| cors_origin(&l("cors-origin"), o))
             .collect::<Result<_>>()?,
-        control_public_url: match &raw.control_public_url {
-            Some(u) => control_public_url(&l("control-public-url"), u)?,
-            None => format!("http://{control_listen}"),
-        },
+        control_public_url: public
+            .clone()
+            .unwrap_or_else(|| format!("http://{control_listen}")),
+        link_base: public.clone(),
+        inbox_link_ttl: setting!(duration, raw.inbox_link_ttl, c),
         webhooks: egressgate_control::notify::WebhookSettings {
             timeout: setting!(duration, raw.webhook_timeout, default = c.webhooks.timeout),
             backoff: setting!(duration, raw.webhook_backoff, default = c.webhooks.backoff),
             max_attempts: raw.webhook_max_attempts.unwrap_or(c.webhooks.max_attempts),
-            public_url: raw
-                .control_public_url
-                .as_deref()
-                .map(|u| control_public_url(&l("control-public-url"), u))
-                .transpose()?,
+            public_url: public,
             ..Default::default()
         },
         mcp_state_key: raw

@@ -237,6 +237,10 @@ pub struct RawConfig {
     /// Where people reach the control plane (card page links). [default: the control listener]
     #[arg(long, env = "EGRESSGATE_CONTROL_PUBLIC_URL")]
     pub control_public_url: Option<String>,
+    /// How long an inbox link (`POST /v1/users/{user_id}/inbox-link`) opens the person's
+    /// inbox. [default: 15m]
+    #[arg(long, env = "EGRESSGATE_INBOX_LINK_TTL")]
+    pub inbox_link_ttl: Option<String>,
     /// The MCP requestState key (at least 32 bytes, hex or text). [default: generated on
     /// first start and kept in the database, so every control process shares it]
     #[arg(long, env = "EGRESSGATE_MCP_STATE_KEY", hide_env_values = true)]

@@ -9,6 +9,7 @@ mod backup;
 pub mod drafts;
 pub mod egress;
 pub mod events;
+pub mod inbox_links;
 pub mod interrupts;
 pub mod janitor;
 pub mod outbox;
@@ -169,6 +170,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "narrow grants",
         include_str!("../../migrations/sqlite/0016_narrow_grants.sql"),
         include_str!("../../migrations/postgres/0016_narrow_grants.sql"),
+    ),
+    (
+        17,
+        "inbox links",
+        include_str!("../../migrations/sqlite/0017_inbox_links.sql"),
+        include_str!("../../migrations/postgres/0017_inbox_links.sql"),
     ),
     (
         18,

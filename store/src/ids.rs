@@ -79,6 +79,10 @@ minted_id!(
     /// A server-computed card not yet registered as an interrupt; single use.
     DraftId, "dr_");
 minted_id!(
+    /// A person's inbox link (`POST /v1/users/{user_id}/inbox-link`): the public half of its
+    /// secret, so the row is found by id and the secret compared in constant time.
+    InboxLinkId, "inb_");
+minted_id!(
     /// A webhook endpoint the administrator added.
     WebhookId, "wh_");
 minted_id!(

@@ -27,7 +27,8 @@ pub use db::{Backend, PoolOptions, Store, StoreError};
 pub use grant::{CountedRow, Grant, GrantKind, Scope};
 pub use host::{Host, HostError};
 pub use ids::{
-    ChatId, DraftId, InterruptId, MessageId, Secret, SecretHash, TurnId, UserId, WebhookId,
+    ChatId, DraftId, InboxLinkId, InterruptId, MessageId, Secret, SecretHash, TurnId, UserId,
+    WebhookId,
 };
 pub use mode::Mode;
 pub use package::{Package, PackageError, PackageSpec};

@@ -1,4 +1,5 @@
-"""The card page and the admin console in headless Chromium, against the real binary.
+"""The card page, the person's inbox and the admin console in headless Chromium, against the
+real binary.
 
 Started by tests/browser_ui.rs, which passes a JSON file naming the running gates, the tokens,
 the browser and axe-core. The script plays both the person (in the browser) and the agent
@@ -147,6 +148,16 @@ class Events(threading.Thread):
                 self.cond.wait(left)
 
 
+def inbox_link(base, user):
+    """The runtime asks for `user`'s inbox link (path-only: the gates have no public URL):
+    (the link to open, its secret)."""
+    s, r = api(base, "POST", f"/v1/users/{user}/inbox-link", user=user)
+    check(s == 201 and r["url"].startswith("/ui/inbox#"), f"inbox link: {s} {r}")
+    secret = r["url"].split("#", 1)[1]
+    SECRETS.append(secret)
+    return base + r["url"], secret
+
+
 CONSOLE = []  # (page label, type, text)
 
 
@@ -194,8 +205,8 @@ def fits(page, what):
 def axe(ctx_axe, url, what):
     page = ctx_axe.new_page()
     page.goto(url)
-    page.wait_for_selector("#card:not([hidden]), #result:not([hidden]), #signin-form, #sites-table",
-                           timeout=10000)
+    page.wait_for_selector("#card:not([hidden]), #result:not([hidden]), #signin-form, #sites-table, "
+                           "#inbox:not([hidden])", timeout=10000)
     page.wait_for_timeout(300)
     page.add_script_tag(path=CFG["axe"])
     res = page.evaluate("async () => (await axe.run(document)).violations"
@@ -466,7 +477,62 @@ def main():
         page.wait_for_selector("#signin-form")
         no_errors("admin")
 
-        # 7. CSP honoured: no violation and no script error anywhere in our pages; and the
+        # 7. The person's inbox: the runtime asks for a link; the page moves its secret out of
+        #    the address bar, lists the pending card, shows a new one live, opens a card by
+        #    keyboard, and drops a card approved on its own page.
+        first = Card(base, "ines", "inbox1", packages=["polars"])
+        link, secret = inbox_link(base, "ines")
+        page = browser_page(ctx, "inbox")
+        page.goto(link)
+        page.wait_for_selector(f"#cards a[href*='{first.id}']", timeout=10000)
+        no_secret_in_address(ctx, page, secret, "inbox after load")
+        item = page.inner_text("#cards li")
+        check(FILES in item and "polars" in item and "Asked" in item and "Answer within" in item,
+              f"the pending card: {item}")
+        second = Card(base, "ines", "inbox2")
+        page.wait_for_selector(f"#cards a[href*='{second.id}']", timeout=10000)
+        check(len(page.query_selector_all("#cards li")) == 2, "the new card appeared live")
+        Card(base, "olga", "inbox-other")  # another person's card is never listed
+        page.screenshot(path=f"{shots}/inbox.png", full_page=True)
+        href = page.get_attribute(f"#cards a[href*='{second.id}']", "href")
+        card_page = browser_page(ctx, "inbox-card")
+        card_page.goto(base + href)
+        card_page.wait_for_selector("#card:not([hidden])", timeout=10000)
+        no_secret_in_address(ctx, card_page, secret, "card opened from the inbox")
+        card_page.click("#approve")
+        check(result_of(card_page)[0] == "Approved", "approved from its card page")
+        page.wait_for_selector(f"#cards a[href*='{second.id}']", state="detached", timeout=10000)
+        check(len(page.query_selector_all("#cards li")) == 1, "the approved card left the inbox")
+        check("olga" not in page.inner_text("body") and "inbox-other" not in page.inner_text("body"),
+              "only this person's cards")
+        axe(ctx_axe, link, "inbox")
+        # Keyboard only: Tab reaches the card's link and Enter opens its card page.
+        page.reload()
+        page.wait_for_selector(f"#cards a[href*='{first.id}']", timeout=10000)
+        for _ in range(5):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.tagName") == "A":
+                break
+        check(first.id in page.evaluate("document.activeElement.href"), "Tab reaches the card's link")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#card:not([hidden])", timeout=10000)
+        check("public data file" in page.inner_text("#reason"), "the card opened from the inbox")
+        no_errors("inbox")
+        no_errors("inbox-card")
+        # A wrong or expired link says so (inbox-link-ttl 2 s on the second gate).
+        page = browser_page(ctx, "inbox-invalid")
+        page.goto(f"{base}/ui/inbox#inb_{'x' * 22}.not-the-secret")
+        check(result_of(page)[0] == "This link is not valid", "invalid inbox link")
+        Card(base2, "carol", "inbox")
+        link, _ = inbox_link(base2, "carol")
+        time.sleep(2.5)  # the link's 2 s run out
+        page = browser_page(ctx, "inbox-expired")
+        page.goto(link)
+        title, detail = result_of(page)
+        check(title == "This link expired" and "new one" in detail, f"expired inbox link: {title}")
+        check(page.is_hidden("#inbox"), "nothing listed")
+
+        # 8. CSP honoured: no violation and no script error anywhere in our pages; and the
         #    browser does enforce it (an injected inline script is refused).
         probe = open_card(ctx, c, "csp-probe")
         try:

@@ -1,5 +1,6 @@
-//! A server-sent-events client for the chat event stream (`GET /v1/chats/{chat_id}/events`):
-//! raw HTTP/1.0, so the stream is the body without chunking, parsed block by block.
+//! A server-sent-events client for the chat event stream (`GET /v1/chats/{chat_id}/events`)
+//! and the person's inbox stream (`POST /v1/inbox/events`): raw HTTP/1.0, so the stream is
+//! the body without chunking, parsed block by block.
 
 use std::time::Duration;
 
@@ -25,6 +26,22 @@ impl Events {
             req.push_str(&format!("last-event-id: {l}\r\n"));
         }
         req.push_str("\r\n");
+        Self::start(api, req).await
+    }
+
+    /// The person's inbox stream (`POST /v1/inbox/events`) for the holder of `secret`.
+    pub async fn inbox(api: &Api, secret: &str) -> Self {
+        let body = serde_json::json!({ "secret": secret }).to_string();
+        let req = format!(
+            "POST /v1/inbox/events HTTP/1.0\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            api.addr,
+            body.len()
+        );
+        Self::start(api, req).await
+    }
+
+    /// Sends `req` and reads the head of a `200 text/event-stream` answer.
+    async fn start(api: &Api, req: String) -> Self {
         let mut s = TcpStream::connect(api.addr).await.unwrap();
         s.write_all(req.as_bytes()).await.unwrap();
         let mut e = Self {
@@ -55,6 +72,21 @@ impl Events {
             .unwrap();
         assert!(n > 0, "stream closed");
         self.buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
+    }
+
+    /// Reads (and drops) whatever comes until the server ends the stream, within `secs`.
+    pub async fn closes_within(&mut self, secs: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = tokio::time::timeout_at(deadline, self.s.read(&mut chunk))
+                .await
+                .expect("the stream did not end in time")
+                .unwrap();
+            if n == 0 {
+                return;
+            }
+        }
     }
 
     /// The next block (event or comment) as its raw lines.

@@ -161,7 +161,7 @@ export class Core {
     path: Record<string, string>,
     query: Values,
     headers: Values,
-    body: undefined,
+    body: unknown,
   ): AsyncIterable<ServerSentEvent> {
     const response = await this.send(op, path, query, headers, body);
     if (!response.ok || response.body === null) {

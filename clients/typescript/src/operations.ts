@@ -22,6 +22,8 @@ import type {
   Heartbeat,
   HeartbeatBody,
   Hidden,
+  InboxBody,
+  InboxLink,
   InterruptIssued,
   OpenApiDocument,
   OpenTurnBody,
@@ -79,6 +81,8 @@ export const OPERATIONS = {
   revokeApproval: { method: "DELETE", path: "/v1/chats/{chat_id}/approvals/{kind}/{value}", answer: "json" },
   streamChatEvents: { method: "GET", path: "/v1/chats/{chat_id}/events", answer: "events" },
   reissueInterrupt: { method: "POST", path: "/v1/chats/{chat_id}/interrupt/reissue", answer: "json" },
+  listInboxCards: { method: "POST", path: "/v1/inbox/cards", answer: "json" },
+  streamInboxEvents: { method: "POST", path: "/v1/inbox/events", answer: "events" },
   registerInterrupt: { method: "POST", path: "/v1/interrupts", answer: "json" },
   completeInterrupt: { method: "POST", path: "/v1/interrupts/{id}/complete", answer: "json" },
   heartbeatClaim: { method: "POST", path: "/v1/interrupts/{id}/heartbeat", answer: "json" },
@@ -94,6 +98,7 @@ export const OPERATIONS = {
   listRefusals: { method: "GET", path: "/v1/turns/{turn_id}/refusals", answer: "json" },
   listUserApprovals: { method: "GET", path: "/v1/users/{user_id}/approvals", answer: "json" },
   revokeUserApproval: { method: "DELETE", path: "/v1/users/{user_id}/approvals/{kind}/{value}", answer: "json" },
+  createInboxLink: { method: "POST", path: "/v1/users/{user_id}/inbox-link", answer: "json" },
   listPendingInterrupts: { method: "GET", path: "/v1/users/{user_id}/interrupts", answer: "json" },
 } as const satisfies Record<string, Op>;
 
@@ -229,12 +234,22 @@ export class Client extends Core {
     return this.events(OPERATIONS.streamChatEvents, { "chat_id": chatId }, {}, { "X-Egressgate-User": options.user, "Last-Event-ID": options.lastEventId }, undefined);
   }
 
-  /** `POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret; the old secret stops working. */
+  /** `POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret (and its `card_url` when `--control-public-url` is set); the old secret stops working. */
   reissueInterrupt(chatId: string, options: { user: string }): Promise<InterruptIssued> {
     return this.call<InterruptIssued>(OPERATIONS.reissueInterrupt, { "chat_id": chatId }, {}, { "X-Egressgate-User": options.user }, undefined);
   }
 
-  /** `POST /v1/interrupts`: The AG-UI interrupt, the card and the resume secret (shown once). */
+  /** `POST /v1/inbox/cards`: The link's user's pending cards across chats: `{"user_id", "expires_at" (the link's), "interrupts": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card. */
+  listInboxCards(body: InboxBody): Promise<unknown> {
+    return this.call<unknown>(OPERATIONS.listInboxCards, {}, {}, {}, body);
+  }
+
+  /** `POST /v1/inbox/events`: Server-sent events of every chat of the link's user, as `GET /v1/chats/{chat_id}/events` sends them (`approval.requested`, `approval.resolved`, ...); the stream ends when the link expires. */
+  streamInboxEvents(body: InboxBody, options: { lastEventId?: string | null } = {}): AsyncIterable<ServerSentEvent> {
+    return this.events(OPERATIONS.streamInboxEvents, {}, {}, { "Last-Event-ID": options.lastEventId }, body);
+  }
+
+  /** `POST /v1/interrupts`: The AG-UI interrupt, the card and the resume secret (shown once); `card_url`, the card page's link with that secret, when `--control-public-url` is set. */
   registerInterrupt(body: RegisterBody): Promise<InterruptIssued> {
     return this.call<InterruptIssued>(OPERATIONS.registerInterrupt, {}, {}, {}, body);
   }
@@ -307,6 +322,11 @@ export class Client extends Core {
   /** `DELETE /v1/users/{user_id}/approvals/{kind}/{value}`: Revoked in every chat of the user; effective from the next request at the latest. */
   revokeUserApproval(userId: string, kind: string, value: string, options: { user: string }): Promise<Revoked> {
     return this.call<Revoked>(OPERATIONS.revokeUserApproval, { "user_id": userId, "kind": kind, "value": value }, {}, { "X-Egressgate-User": options.user }, undefined);
+  }
+
+  /** `POST /v1/users/{user_id}/inbox-link`: `{"url", "expires_at"}`: the person's inbox page with a secret in the fragment, shown once. `url` starts with `--control-public-url`; without it, it is the path alone (`/ui/inbox#…`) for the runtime to put its own origin before. The link opens this user's pending cards (and answering them) until `expires_at` (`--inbox-link-ttl`). */
+  createInboxLink(userId: string, options: { user?: string | null } = {}): Promise<InboxLink> {
+    return this.call<InboxLink>(OPERATIONS.createInboxLink, { "user_id": userId }, {}, { "X-Egressgate-User": options.user }, undefined);
   }
 
   /** `GET /v1/users/{user_id}/interrupts`: The user's open cards across chats, without secrets: `{"user_id", "interrupts": [{"interrupt_id", "chat_id", "turn_id", "message", "card", "created_at", "expires_at", "interrupt"}]}`. */

@@ -236,7 +236,7 @@ export interface ErrorBody {
 }
 
 /** Stable machine-readable code (UPPER_SNAKE). */
-export type ErrorCode = "ANSWER_NOT_STORED" | "APPROVAL_NOT_FOUND" | "AUDIT_FAILED" | "BLOB_UNAVAILABLE" | "BUSY" | "CA_NOT_FOUND" | "CHAT_HIDDEN" | "CHAT_NOT_FOUND" | "CLAIM_LOST" | "CONFLICT" | "CROSS_ORIGIN" | "CSRF" | "DEADLINE_PASSED" | "DELIVERY_NOT_FOUND" | "DECISION_CONFLICT" | "DRAFT_NOT_FOUND" | "DRAFT_USED" | "FORBIDDEN" | "INCOMPLETE_RESUME" | "INTERRUPT_EXPIRED" | "INTERRUPT_NOT_FOUND" | "INTERRUPT_PENDING" | "INVALID_BODY" | "INVALID_DECISION" | "INVALID_HEADER" | "INVALID_INPUT" | "METHOD_NOT_ALLOWED" | "MISSING_TURN" | "MISSING_USER" | "NOTHING_TO_APPROVE" | "NOT_FOUND" | "RESUME_IN_PROGRESS" | "SNAPSHOT_FAILED" | "STORE_UNAVAILABLE" | "TOKEN_EXISTS" | "TOKEN_NOT_FOUND" | "TOO_MANY_ATTEMPTS" | "TURN_EXPIRED" | "TURN_NOT_FOUND" | "TURN_SUPERSEDED" | "UNAUTHORIZED" | "WEBHOOK_NOT_FOUND";
+export type ErrorCode = "ANSWER_NOT_STORED" | "APPROVAL_NOT_FOUND" | "AUDIT_FAILED" | "BLOB_UNAVAILABLE" | "BUSY" | "CA_NOT_FOUND" | "CHAT_HIDDEN" | "CHAT_NOT_FOUND" | "CLAIM_LOST" | "CONFLICT" | "CROSS_ORIGIN" | "CSRF" | "DEADLINE_PASSED" | "DELIVERY_NOT_FOUND" | "DECISION_CONFLICT" | "DRAFT_NOT_FOUND" | "DRAFT_USED" | "FORBIDDEN" | "INBOX_LINK_EXPIRED" | "INCOMPLETE_RESUME" | "INTERRUPT_EXPIRED" | "INTERRUPT_NOT_FOUND" | "INTERRUPT_PENDING" | "INVALID_BODY" | "INVALID_DECISION" | "INVALID_HEADER" | "INVALID_INPUT" | "METHOD_NOT_ALLOWED" | "MISSING_TURN" | "MISSING_USER" | "NOTHING_TO_APPROVE" | "NOT_FOUND" | "RESUME_IN_PROGRESS" | "SNAPSHOT_FAILED" | "STORE_UNAVAILABLE" | "TOKEN_EXISTS" | "TOKEN_NOT_FOUND" | "TOO_MANY_ATTEMPTS" | "TURN_EXPIRED" | "TURN_NOT_FOUND" | "TURN_SUPERSEDED" | "UNAUTHORIZED" | "USER_NOT_FOUND" | "WEBHOOK_NOT_FOUND";
 
 /** The inside of an error body. */
 export interface ErrorDetail {
@@ -282,6 +282,19 @@ export interface Hidden {
   hidden: boolean;
 }
 
+/** The inbox page's request: only the secret from the link's fragment. */
+export interface InboxBody {
+  secret: string;
+}
+
+/** `201` of `POST /v1/users/{user_id}/inbox-link`: the only time the link is shown. */
+export interface InboxLink {
+  /** When the link stops opening the inbox (`--inbox-link-ttl` after it was issued). */
+  expires_at: Time;
+  /** The person's inbox page with the link's secret as its fragment (`…/ui/inbox#<secret>`): absolute when `--control-public-url` is set, else the path alone. */
+  url: string;
+}
+
 /** An AG-UI 1.0 `Interrupt`: goes straight into `RUN_FINISHED.outcome.interrupts`. */
 export interface Interrupt {
   expiresAt: Time;
@@ -296,6 +309,8 @@ export interface Interrupt {
 /** `201` of `POST /v1/interrupts` and `200` of the reissue: the only time the secret is shown. */
 export interface InterruptIssued {
   card: Card;
+  /** The card page's link, with the resume secret in its fragment: only when the operator set `--control-public-url` (the same link the MCP tool hands out). */
+  card_url?: string | null;
   interrupt: Interrupt;
   resume_secret: string;
 }

@@ -136,10 +136,7 @@ impl EgressTools {
     }
 
     fn card_url(&self, card: &Registered) -> String {
-        format!(
-            "{}/ui/cards/{}#secret={}",
-            self.public_url, card.interrupt_id, card.secret
-        )
+        crate::links::card(&self.public_url, &card.interrupt_id, &card.secret)
     }
 }
 

@@ -7,6 +7,7 @@
 //! answer is one identical `404 CHAT_NOT_FOUND`.
 //!
 //! The stream reads the events table (`id > last`), so any control process serves any chat;
+//! the person's inbox follows every chat of its user through the same cursor ([`open`]);
 //! it wakes on the store's signal (in-process writes, PostgreSQL `NOTIFY`) and polls anyway.
 
 use std::collections::VecDeque;
@@ -16,7 +17,8 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use egressgate_store::{ChatId, Store, UserId};
+use egressgate_store::db::events::ChatEvent;
+use egressgate_store::{ChatId, Store, StoreError, Timestamp, UserId};
 use futures_util::Stream;
 use tokio::sync::watch;
 
@@ -32,14 +34,40 @@ const POLL: Duration = Duration::from_secs(1);
 /// Keep-alive comment interval (proxies and browsers drop silent streams).
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
+/// Whose events a stream follows: one chat of a user (the runtime's stream), or every chat
+/// of a user (the person's inbox).
+pub(crate) enum Follow {
+    /// One chat.
+    Chat(UserId, ChatId),
+    /// Every chat of the user.
+    User(UserId),
+}
+
+impl Follow {
+    async fn after(&self, store: &Store, last: i64) -> Result<Vec<ChatEvent>, StoreError> {
+        match self {
+            Self::Chat(user, chat) => store.events_after(user, chat, last, BATCH + 1).await,
+            Self::User(user) => store.user_events_after(user, last, BATCH + 1).await,
+        }
+    }
+
+    async fn latest(&self, store: &Store) -> Result<i64, StoreError> {
+        match self {
+            Self::Chat(user, chat) => store.latest_event_id(user, chat).await,
+            Self::User(user) => store.latest_user_event_id(user).await,
+        }
+    }
+}
+
 /// One subscriber's position.
 struct Cursor {
     store: Store,
-    user: UserId,
-    chat: ChatId,
+    follow: Follow,
     last: i64,
     wake: watch::Receiver<u64>,
     queue: VecDeque<Event>,
+    /// When the stream ends by itself (the inbox link's expiry).
+    until: Option<Timestamp>,
 }
 
 fn resync(id: i64, why: &str) -> Event {
@@ -51,17 +79,16 @@ fn resync(id: i64, why: &str) -> Event {
 
 impl Cursor {
     /// The next event to send; `None` ends the stream (the store failed: the client
-    /// reconnects with `Last-Event-ID` and loses nothing).
+    /// reconnects with `Last-Event-ID` and loses nothing; or the credential's time is up).
     async fn next(&mut self) -> Option<Event> {
         loop {
             if let Some(e) = self.queue.pop_front() {
                 return Some(e);
             }
-            let rows = match self
-                .store
-                .events_after(&self.user, &self.chat, self.last, BATCH + 1)
-                .await
-            {
+            if self.until.is_some_and(|t| t.has_passed(Timestamp::now())) {
+                return None;
+            }
+            let rows = match self.follow.after(&self.store, self.last).await {
                 Ok(rows) => rows,
                 Err(e) => {
                     tracing::warn!(error = %e, "event stream read failed; closing it");
@@ -69,11 +96,7 @@ impl Cursor {
                 }
             };
             if rows.len() > usize::try_from(BATCH).unwrap_or(usize::MAX) {
-                let latest = self
-                    .store
-                    .latest_event_id(&self.user, &self.chat)
-                    .await
-                    .ok()?;
+                let latest = self.follow.latest(&self.store).await.ok()?;
                 self.last = latest;
                 return Some(resync(latest, "lagged"));
             }
@@ -132,16 +155,26 @@ pub(crate) async fn stream(
     if state.store.chat_state(&user, &chat).await?.is_none() {
         return Err(not_found());
     }
-    let store = state.store.clone();
+    open(state.store, Follow::Chat(user, chat), &headers, None).await
+}
+
+/// The event stream of `follow`, from the request's `Last-Event-ID` (else from now), ending
+/// by itself at `until` when given.
+pub(crate) async fn open(
+    store: Store,
+    follow: Follow,
+    headers: &HeaderMap,
+    until: Option<Timestamp>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, ApiError> {
     let wake = store.subscribe_events();
     let mut queue = VecDeque::new();
-    let last = match last_event_id(&headers)? {
-        None => store.latest_event_id(&user, &chat).await?,
+    let last = match last_event_id(headers)? {
+        None => follow.latest(&store).await?,
         Some(after) => {
             let oldest = store.oldest_event_id().await?;
             if oldest > after.saturating_add(1) {
                 // Events after `after` may have been pruned: say so, then go on from now.
-                let latest = store.latest_event_id(&user, &chat).await?;
+                let latest = follow.latest(&store).await?;
                 queue.push_back(resync(latest, "pruned"));
                 latest
             } else {
@@ -151,11 +184,11 @@ pub(crate) async fn stream(
     };
     let cursor = Cursor {
         store,
-        user,
-        chat,
+        follow,
         last,
         wake,
         queue,
+        until,
     };
     let events =
         futures_util::stream::unfold(

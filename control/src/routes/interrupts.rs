@@ -106,8 +106,15 @@ pub(crate) fn interrupt_json(p: &Pointer) -> Value {
     v
 }
 
-fn issued(p: &Pointer, secret: &Secret) -> Value {
-    json!({"interrupt": interrupt_json(p), "card": p.card, "resume_secret": secret.expose()})
+/// The answer that shows a card's secret, the one time it is issued; with the card page's
+/// link when the operator set where people reach this control plane (never a guessed one).
+fn issued(state: &AppState, p: &Pointer, secret: &Secret) -> Value {
+    let mut v =
+        json!({"interrupt": interrupt_json(p), "card": p.card, "resume_secret": secret.expose()});
+    if let Some(base) = &state.settings.link_base {
+        v["card_url"] = json!(crate::links::card(base, p.id.as_str(), secret.expose()));
+    }
+    v
 }
 
 /// Largest body the registration reads: a base64 snapshot at the limit plus a first answer.
@@ -134,7 +141,7 @@ fn clamped_ttl(state: &AppState) -> Duration {
 /// `POST /v1/interrupts`.
 #[utoipa::path(post, path = "/v1/interrupts", tag = "approval", security(("runtime" = [])), request_body = RegisterBody,
     responses(
-        (status = 201, description = "The AG-UI interrupt, the card and the resume secret (shown once).", body = schemas::InterruptIssued),
+        (status = 201, description = "The AG-UI interrupt, the card and the resume secret (shown once); `card_url`, the card page's link with that secret, when `--control-public-url` is set.", body = schemas::InterruptIssued),
         (status = 404, description = "`DRAFT_NOT_FOUND`: unknown or expired draft.", body = schemas::ErrorBody),
         (status = 409, description = "`DRAFT_USED`: the draft was registered already. `INTERRUPT_PENDING`: the chat has an open request. `CLAIM_LOST`: the chained card's claim is no longer held.", body = schemas::ErrorBody),
         (status = 410, description = "`TURN_SUPERSEDED`: a newer turn of the chat was opened since the draft; the card could never be answered. `CHAT_HIDDEN`: the chat was hidden.", body = schemas::ErrorBody),
@@ -249,7 +256,7 @@ pub(crate) async fn register(
         chain_claim: chain,
     };
     match state.store.register_interrupt(new, now).await {
-        Ok(p) => Ok((StatusCode::CREATED, Json(issued(&p, &secret)))),
+        Ok(p) => Ok((StatusCode::CREATED, Json(issued(&state, &p, &secret)))),
         Err(e) => {
             bulk::discard(&state, written).await;
             Err(match e {
@@ -290,7 +297,7 @@ async fn stale_check(
 /// `POST /v1/chats/{chat_id}/interrupt/reissue`: the open request with a fresh secret.
 #[utoipa::path(post, path = "/v1/chats/{chat_id}/interrupt/reissue", tag = "approval", security(("runtime" = [])), params(ChatParams),
     responses(
-        (status = 200, description = "The open request with a fresh secret; the old secret stops working.", body = schemas::InterruptIssued),
+        (status = 200, description = "The open request with a fresh secret (and its `card_url` when `--control-public-url` is set); the old secret stops working.", body = schemas::InterruptIssued),
         MissingUser,
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: the chat has no open request.", body = schemas::ErrorBody),
     ))]
@@ -309,7 +316,7 @@ pub(crate) async fn reissue(
         .ok_or_else(interrupt_not_found)?;
     // The resume limits keep the old secret's hash beside the card's bucket.
     guard.forget_card(&p.id);
-    Ok(Json(issued(&p, &secret)))
+    Ok(Json(issued(&state, &p, &secret)))
 }
 
 /// `GET /v1/interrupts/{id}/outcome`: state, card and decision from stored data only.

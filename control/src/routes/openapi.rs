@@ -24,7 +24,7 @@ pub(crate) mod schemas;
 pub(crate) mod shared;
 
 use super::{
-    admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, interrupts,
+    admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, inbox, interrupts,
     pending, resume, tokens, turns, user_approvals, view, webhooks,
 };
 use schemas::ErrorBody;
@@ -52,6 +52,7 @@ use shared::error_response;
         admin::set_user, audit::list,
         tokens::list, tokens::add, tokens::remove, dry_run::dry_run,
         pending::list, view::view, claims::takeover, events::stream,
+        inbox::inbox_link, inbox::inbox_cards, inbox::inbox_events,
         webhooks::list, webhooks::add, webhooks::remove, webhooks::deliveries, webhooks::retry,
     ),
     components(schemas(ErrorBody, audit::AuditKindParam)),

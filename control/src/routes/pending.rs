@@ -70,15 +70,28 @@ pub(crate) async fn list(
     let user = UserId::parse(&user).ok_or_else(|| ApiError::invalid_input("bad user_id"))?;
     // A runtime that names the person (`X-Egressgate-User`) sees only that person's cards:
     // another user's list is answered as the empty list of a user without cards.
-    let rows = if names_another_user(&headers, &user) {
+    let interrupts = if names_another_user(&headers, &user) {
         Vec::new()
     } else {
-        state
-            .store
-            .pending_interrupts(&user, Timestamp::now(), MAX_LISTED)
-            .await?
+        pending_of(&state, &user).await?
     };
-    let interrupts = rows
+    Ok(Json(PendingList {
+        user_id: user.as_str().to_owned(),
+        interrupts,
+    }))
+}
+
+/// `user`'s open cards across chats, newest last: what the runtime's list and the person's
+/// inbox both show.
+pub(crate) async fn pending_of(
+    state: &AppState,
+    user: &UserId,
+) -> Result<Vec<PendingCard>, ApiError> {
+    let rows = state
+        .store
+        .pending_interrupts(user, Timestamp::now(), MAX_LISTED)
+        .await?;
+    Ok(rows
         .into_iter()
         .map(|p| PendingCard {
             interrupt_id: p.id.as_str().to_owned(),
@@ -90,9 +103,5 @@ pub(crate) async fn list(
             expires_at: p.expires_at,
             card: p.card,
         })
-        .collect();
-    Ok(Json(PendingList {
-        user_id: user.as_str().to_owned(),
-        interrupts,
-    }))
+        .collect())
 }

@@ -103,8 +103,8 @@ impl FromRequestParts<AppState> for Attempt {
 }
 
 impl Attempt {
-    /// Step 2: the pointer, if the id exists, the secret presented matches and the caller may
-    /// act for its user; otherwise the identical 404. A client or card past its failure limit
+    /// Step 2: the pointer, if the id exists, the secret presented matches (the card's own,
+    /// or a live inbox secret of its user) and the caller may act for its user; otherwise the identical 404. A client or card past its failure limit
     /// is refused before the database is asked; a failure is charged and tallied, never
     /// written on its own.
     pub(crate) async fn authenticate(
@@ -127,7 +127,9 @@ impl Attempt {
                 .failed(&state.store, self.client, Failure::Unknown);
             return Err(interrupt_not_found());
         };
-        let reason = if !p.secret_hash.matches(secret) {
+        let opens = p.secret_hash.matches(secret)
+            || crate::inbox::opens_card_of(state, &p.user, presented, now).await?;
+        let reason = if !opens {
             "wrong secret"
         } else if !self.holder.may_act_for(&p.user) {
             "another user"

@@ -1,4 +1,4 @@
-//! The console's and card page's static files, compiled into the binary (`include_str!`: a
+//! The console's, card page's and inbox's static files, compiled into the binary (`include_str!`: a
 //! handful of small text files needs no embedding crate) and served under names carrying a
 //! hash of their content, so they can be cached forever and a new build is never stale.
 
@@ -19,7 +19,7 @@ pub(crate) struct Asset {
     content_type: &'static str,
 }
 
-const FILES: [(&str, &str, &str); 4] = [
+const FILES: [(&str, &str, &str); 6] = [
     ("icon.svg", include_str!("assets/icon.svg"), "image/svg+xml"),
     (
         "ui.css",
@@ -34,6 +34,16 @@ const FILES: [(&str, &str, &str); 4] = [
     (
         "admin.js",
         include_str!("assets/admin.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "fragment.js",
+        include_str!("assets/fragment.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "inbox.js",
+        include_str!("assets/inbox.js"),
         "text/javascript; charset=utf-8",
     ),
 ];

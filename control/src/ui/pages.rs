@@ -1,7 +1,7 @@
 //! The server-rendered page shells (minijinja templates compiled into the binary, HTML
-//! auto-escaped). Pages carry no data a link alone must not reveal: the card page's script
-//! fetches the card with the secret from the URL fragment, and the console shows its lists
-//! only to a signed-in session.
+//! auto-escaped). Pages carry no data a link alone must not reveal: the card page's and the
+//! inbox's scripts fetch what they show with the secret from the URL fragment, and the
+//! console shows its lists only to a signed-in session.
 
 use std::sync::LazyLock;
 
@@ -20,6 +20,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     for (name, text) in [
         ("card.html", include_str!("templates/card.html")),
         ("admin.html", include_str!("templates/admin.html")),
+        ("inbox.html", include_str!("templates/inbox.html")),
     ] {
         if let Err(e) = env.add_template(name, text) {
             tracing::error!(error = %e, template = name, "template does not compile");
@@ -62,7 +63,22 @@ pub(crate) async fn card(Path(id): Path<String>) -> Response {
             interrupt_id => id,
             css => asset("ui.css"),
             icon => asset("icon.svg"),
+            fragment => asset("fragment.js"),
             js => asset("card.js"),
+        },
+    )
+}
+
+/// `GET /ui/inbox`: the person's inbox shell. Like the card page, its secret stays in the
+/// fragment and the page holds no data until its script presents that secret.
+pub(crate) async fn inbox() -> Response {
+    render(
+        "inbox.html",
+        context! {
+            css => asset("ui.css"),
+            icon => asset("icon.svg"),
+            fragment => asset("fragment.js"),
+            js => asset("inbox.js"),
         },
     )
 }

@@ -173,6 +173,33 @@ impl Store {
         super::fetch_all(self.pool(), query).await
     }
 
+    /// Every chat's events of `user` after `after`, oldest first, at most `limit`: what a
+    /// person's inbox follows.
+    pub async fn user_events_after(
+        &self,
+        user: &UserId,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<ChatEvent>, StoreError> {
+        let query = sqlx::query(
+            "SELECT id, at, kind, data FROM events WHERE user_id = $1 AND id > $2 \
+             ORDER BY id LIMIT $3",
+        )
+        .bind(user.as_str())
+        .bind(after)
+        .bind(limit);
+        super::fetch_all(self.pool(), query).await
+    }
+
+    /// The largest event id of any of `user`'s chats (0 when none).
+    pub async fn latest_user_event_id(&self, user: &UserId) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COALESCE(MAX(id), 0) FROM events WHERE user_id = $1")
+            .bind(user.as_str())
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
     /// The largest event id of the chat (0 when none): where a fresh subscriber starts, and
     /// where a lagging one resumes after a resync.
     pub async fn latest_event_id(&self, user: &UserId, chat: &ChatId) -> Result<i64, StoreError> {
@@ -249,6 +276,14 @@ mod tests {
         assert_eq!(s.latest_event_id(&alice, &c1).await.ok(), Some(all[1].id));
         let none = ChatId::from_db("none".into());
         assert_eq!(s.latest_event_id(&alice, &none).await.ok(), Some(0));
+        // The user's stream spans chats and leaves other users out.
+        add(s, "alice", "c2", EventKind::ApprovalRequested, now).await;
+        let mine = s.user_events_after(&alice, 0, 10).await.unwrap_or_default();
+        assert_eq!(mine.len(), 3);
+        let latest = s.latest_user_event_id(&alice).await.ok();
+        assert_eq!(latest, mine.last().map(|e| e.id));
+        let rest = s.user_events_after(&alice, all[1].id, 10).await;
+        assert_eq!(rest.unwrap_or_default().len(), 1);
     }
 
     #[tokio::test]

@@ -1,5 +1,5 @@
 //! The janitor: deletes what nothing may read any more — pointer rows past their purge time,
-//! expired drafts, approvals and resume slots — and blobs that no pointer names (a snapshot
+//! expired drafts, approvals, resume slots and inbox links — and blobs that no pointer names (a snapshot
 //! written for a registration that lost its race) or that outlived the snapshot retention —
 //! and turns (with their refusal and egress rows) that expired more than the retention ago,
 //! so the database stays bounded under a steady stream of turns. Reads already filter on
@@ -31,6 +31,8 @@ pub struct SweepCounts {
     pub events: u64,
     /// Admin console sessions past their expiry.
     pub ui_sessions: u64,
+    /// Inbox links past their purge time (a day after they expired).
+    pub inbox_links: u64,
 }
 
 /// Turns deleted per transaction by [`Store::purge_turns`].
@@ -63,6 +65,10 @@ impl Store {
             (
                 "DELETE FROM ui_sessions WHERE expires_at <= $1",
                 &mut counts.ui_sessions,
+            ),
+            (
+                "DELETE FROM inbox_links WHERE purge_at <= $1",
+                &mut counts.inbox_links,
             ),
         ] {
             *slot = sqlx::query(sql)

@@ -138,7 +138,7 @@ class _SyncCore(_Base):
         return _answer(op, self._http.request(**_request(op, path, query, headers, body)))
 
     def _events(self, op: _Op, path: Mapping[str, str], query: Mapping[str, Any],
-                headers: Mapping[str, Any], body: None) -> Iterator[ServerSentEvent]:
+                headers: Mapping[str, Any], body: Mapping[str, Any] | None) -> Iterator[ServerSentEvent]:
         with self._http.stream(**_request(op, path, query, headers, body)) as response:
             if not response.is_success:
                 response.read()
@@ -175,7 +175,7 @@ class _AsyncCore(_Base):
         return _answer(op, response)
 
     async def _events(self, op: _Op, path: Mapping[str, str], query: Mapping[str, Any],
-                      headers: Mapping[str, Any], body: None) -> AsyncIterator[ServerSentEvent]:
+                      headers: Mapping[str, Any], body: Mapping[str, Any] | None) -> AsyncIterator[ServerSentEvent]:
         async with self._http.stream(**_request(op, path, query, headers, body)) as response:
             if not response.is_success:
                 await response.aread()

@@ -23,6 +23,7 @@ from ._schemas import (
     Egress,
     Heartbeat,
     Hidden,
+    InboxLink,
     InterruptIssued,
     LaunchSite,
     OpenApiDocument,
@@ -74,6 +75,8 @@ OPERATIONS: dict[str, _Op] = {
     "revokeApproval": _Op("DELETE", "/v1/chats/{chat_id}/approvals/{kind}/{value}", "json"),
     "streamChatEvents": _Op("GET", "/v1/chats/{chat_id}/events", "events"),
     "reissueInterrupt": _Op("POST", "/v1/chats/{chat_id}/interrupt/reissue", "json"),
+    "listInboxCards": _Op("POST", "/v1/inbox/cards", "json"),
+    "streamInboxEvents": _Op("POST", "/v1/inbox/events", "events"),
     "registerInterrupt": _Op("POST", "/v1/interrupts", "json"),
     "completeInterrupt": _Op("POST", "/v1/interrupts/{id}/complete", "json"),
     "heartbeatClaim": _Op("POST", "/v1/interrupts/{id}/heartbeat", "json"),
@@ -89,6 +92,7 @@ OPERATIONS: dict[str, _Op] = {
     "listRefusals": _Op("GET", "/v1/turns/{turn_id}/refusals", "json"),
     "listUserApprovals": _Op("GET", "/v1/users/{user_id}/approvals", "json"),
     "revokeUserApproval": _Op("DELETE", "/v1/users/{user_id}/approvals/{kind}/{value}", "json"),
+    "createInboxLink": _Op("POST", "/v1/users/{user_id}/inbox-link", "json"),
     "listPendingInterrupts": _Op("GET", "/v1/users/{user_id}/interrupts", "json"),
 }
 
@@ -204,11 +208,19 @@ class _SyncOperations:
         return self._events(OPERATIONS["streamChatEvents"], {"chat_id": chat_id}, {}, {"X-Egressgate-User": user, "Last-Event-ID": last_event_id}, None)
 
     def reissue_interrupt(self, chat_id: str, *, user: str) -> InterruptIssued:
-        """`POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret; the old secret stops working."""
+        """`POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret (and its `card_url` when `--control-public-url` is set); the old secret stops working."""
         return self._call(OPERATIONS["reissueInterrupt"], {"chat_id": chat_id}, {}, {"X-Egressgate-User": user}, None)
 
+    def list_inbox_cards(self, *, secret: str) -> Any:
+        """`POST /v1/inbox/cards`: The link's user's pending cards across chats: `{"user_id", "expires_at" (the link's), "interrupts": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card."""
+        return self._call(OPERATIONS["listInboxCards"], {}, {}, {}, {"secret": secret})
+
+    def stream_inbox_events(self, *, secret: str, last_event_id: str | None = None) -> Iterator[ServerSentEvent]:
+        """`POST /v1/inbox/events`: Server-sent events of every chat of the link's user, as `GET /v1/chats/{chat_id}/events` sends them (`approval.requested`, `approval.resolved`, ...); the stream ends when the link expires."""
+        return self._events(OPERATIONS["streamInboxEvents"], {}, {}, {"Last-Event-ID": last_event_id}, {"secret": secret})
+
     def register_interrupt(self, *, draft_id: str, claim_id: str | None = None, first_answer: str | None = None, snapshot: str | None = None) -> InterruptIssued:
-        """`POST /v1/interrupts`: The AG-UI interrupt, the card and the resume secret (shown once)."""
+        """`POST /v1/interrupts`: The AG-UI interrupt, the card and the resume secret (shown once); `card_url`, the card page's link with that secret, when `--control-public-url` is set."""
         return self._call(OPERATIONS["registerInterrupt"], {}, {}, {}, {"draft_id": draft_id, "claim_id": claim_id, "first_answer": first_answer, "snapshot": snapshot})
 
     def complete_interrupt(self, id: str, *, claim_id: str, answer: Any | None = None, user: str | None = None) -> Completed:
@@ -266,6 +278,10 @@ class _SyncOperations:
     def revoke_user_approval(self, user_id: str, kind: str, value: str, *, user: str) -> Revoked:
         """`DELETE /v1/users/{user_id}/approvals/{kind}/{value}`: Revoked in every chat of the user; effective from the next request at the latest."""
         return self._call(OPERATIONS["revokeUserApproval"], {"user_id": user_id, "kind": kind, "value": value}, {}, {"X-Egressgate-User": user}, None)
+
+    def create_inbox_link(self, user_id: str, *, user: str | None = None) -> InboxLink:
+        """`POST /v1/users/{user_id}/inbox-link`: `{"url", "expires_at"}`: the person's inbox page with a secret in the fragment, shown once. `url` starts with `--control-public-url`; without it, it is the path alone (`/ui/inbox#…`) for the runtime to put its own origin before. The link opens this user's pending cards (and answering them) until `expires_at` (`--inbox-link-ttl`)."""
+        return self._call(OPERATIONS["createInboxLink"], {"user_id": user_id}, {}, {"X-Egressgate-User": user}, None)
 
     def list_pending_interrupts(self, user_id: str, *, state: str | None = None, user: str | None = None) -> PendingCards:
         """`GET /v1/users/{user_id}/interrupts`: The user's open cards across chats, without secrets: `{"user_id", "interrupts": [{"interrupt_id", "chat_id", "turn_id", "message", "card", "created_at", "expires_at", "interrupt"}]}`."""
@@ -383,11 +399,19 @@ class _AsyncOperations:
         return self._events(OPERATIONS["streamChatEvents"], {"chat_id": chat_id}, {}, {"X-Egressgate-User": user, "Last-Event-ID": last_event_id}, None)
 
     async def reissue_interrupt(self, chat_id: str, *, user: str) -> InterruptIssued:
-        """`POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret; the old secret stops working."""
+        """`POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret (and its `card_url` when `--control-public-url` is set); the old secret stops working."""
         return await self._call(OPERATIONS["reissueInterrupt"], {"chat_id": chat_id}, {}, {"X-Egressgate-User": user}, None)
 
+    async def list_inbox_cards(self, *, secret: str) -> Any:
+        """`POST /v1/inbox/cards`: The link's user's pending cards across chats: `{"user_id", "expires_at" (the link's), "interrupts": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card."""
+        return await self._call(OPERATIONS["listInboxCards"], {}, {}, {}, {"secret": secret})
+
+    def stream_inbox_events(self, *, secret: str, last_event_id: str | None = None) -> AsyncIterator[ServerSentEvent]:
+        """`POST /v1/inbox/events`: Server-sent events of every chat of the link's user, as `GET /v1/chats/{chat_id}/events` sends them (`approval.requested`, `approval.resolved`, ...); the stream ends when the link expires."""
+        return self._events(OPERATIONS["streamInboxEvents"], {}, {}, {"Last-Event-ID": last_event_id}, {"secret": secret})
+
     async def register_interrupt(self, *, draft_id: str, claim_id: str | None = None, first_answer: str | None = None, snapshot: str | None = None) -> InterruptIssued:
-        """`POST /v1/interrupts`: The AG-UI interrupt, the card and the resume secret (shown once)."""
+        """`POST /v1/interrupts`: The AG-UI interrupt, the card and the resume secret (shown once); `card_url`, the card page's link with that secret, when `--control-public-url` is set."""
         return await self._call(OPERATIONS["registerInterrupt"], {}, {}, {}, {"draft_id": draft_id, "claim_id": claim_id, "first_answer": first_answer, "snapshot": snapshot})
 
     async def complete_interrupt(self, id: str, *, claim_id: str, answer: Any | None = None, user: str | None = None) -> Completed:
@@ -445,6 +469,10 @@ class _AsyncOperations:
     async def revoke_user_approval(self, user_id: str, kind: str, value: str, *, user: str) -> Revoked:
         """`DELETE /v1/users/{user_id}/approvals/{kind}/{value}`: Revoked in every chat of the user; effective from the next request at the latest."""
         return await self._call(OPERATIONS["revokeUserApproval"], {"user_id": user_id, "kind": kind, "value": value}, {}, {"X-Egressgate-User": user}, None)
+
+    async def create_inbox_link(self, user_id: str, *, user: str | None = None) -> InboxLink:
+        """`POST /v1/users/{user_id}/inbox-link`: `{"url", "expires_at"}`: the person's inbox page with a secret in the fragment, shown once. `url` starts with `--control-public-url`; without it, it is the path alone (`/ui/inbox#…`) for the runtime to put its own origin before. The link opens this user's pending cards (and answering them) until `expires_at` (`--inbox-link-ttl`)."""
+        return await self._call(OPERATIONS["createInboxLink"], {"user_id": user_id}, {}, {"X-Egressgate-User": user}, None)
 
     async def list_pending_interrupts(self, user_id: str, *, state: str | None = None, user: str | None = None) -> PendingCards:
         """`GET /v1/users/{user_id}/interrupts`: The user's open cards across chats, without secrets: `{"user_id", "interrupts": [{"interrupt_id", "chat_id", "turn_id", "message", "card", "created_at", "expires_at", "interrupt"}]}`."""

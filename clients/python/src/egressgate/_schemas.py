@@ -265,6 +265,19 @@ class Hidden(TypedDict):
     hidden: bool
 
 
+class InboxBody(TypedDict):
+    """The inbox page's request: only the secret from the link's fragment."""
+
+    secret: str
+
+
+class InboxLink(TypedDict):
+    """`201` of `POST /v1/users/{user_id}/inbox-link`: the only time the link is shown."""
+
+    expires_at: Time
+    url: str
+
+
 class Interrupt(TypedDict):
     """An AG-UI 1.0 `Interrupt`: goes straight into `RUN_FINISHED.outcome.interrupts`."""
 
@@ -280,6 +293,7 @@ class InterruptIssued(TypedDict):
     """`201` of `POST /v1/interrupts` and `200` of the reissue: the only time the secret is shown."""
 
     card: Card
+    card_url: NotRequired[str | None]
     interrupt: Interrupt
     resume_secret: str
 
@@ -594,7 +608,7 @@ DecisionOutcome: TypeAlias = Literal["approved", "declined", "cancelled"]
 DenyCode: TypeAlias = Literal["NOT_APPROVABLE", "DECLINED_THIS_TURN", "NO_HUMAN", "NOT_PERMITTED"]
 """Why the approval tool denied, each a fixed template."""
 
-ErrorCode: TypeAlias = Literal["ANSWER_NOT_STORED", "APPROVAL_NOT_FOUND", "AUDIT_FAILED", "BLOB_UNAVAILABLE", "BUSY", "CA_NOT_FOUND", "CHAT_HIDDEN", "CHAT_NOT_FOUND", "CLAIM_LOST", "CONFLICT", "CROSS_ORIGIN", "CSRF", "DEADLINE_PASSED", "DELIVERY_NOT_FOUND", "DECISION_CONFLICT", "DRAFT_NOT_FOUND", "DRAFT_USED", "FORBIDDEN", "INCOMPLETE_RESUME", "INTERRUPT_EXPIRED", "INTERRUPT_NOT_FOUND", "INTERRUPT_PENDING", "INVALID_BODY", "INVALID_DECISION", "INVALID_HEADER", "INVALID_INPUT", "METHOD_NOT_ALLOWED", "MISSING_TURN", "MISSING_USER", "NOTHING_TO_APPROVE", "NOT_FOUND", "RESUME_IN_PROGRESS", "SNAPSHOT_FAILED", "STORE_UNAVAILABLE", "TOKEN_EXISTS", "TOKEN_NOT_FOUND", "TOO_MANY_ATTEMPTS", "TURN_EXPIRED", "TURN_NOT_FOUND", "TURN_SUPERSEDED", "UNAUTHORIZED", "WEBHOOK_NOT_FOUND"]
+ErrorCode: TypeAlias = Literal["ANSWER_NOT_STORED", "APPROVAL_NOT_FOUND", "AUDIT_FAILED", "BLOB_UNAVAILABLE", "BUSY", "CA_NOT_FOUND", "CHAT_HIDDEN", "CHAT_NOT_FOUND", "CLAIM_LOST", "CONFLICT", "CROSS_ORIGIN", "CSRF", "DEADLINE_PASSED", "DELIVERY_NOT_FOUND", "DECISION_CONFLICT", "DRAFT_NOT_FOUND", "DRAFT_USED", "FORBIDDEN", "INBOX_LINK_EXPIRED", "INCOMPLETE_RESUME", "INTERRUPT_EXPIRED", "INTERRUPT_NOT_FOUND", "INTERRUPT_PENDING", "INVALID_BODY", "INVALID_DECISION", "INVALID_HEADER", "INVALID_INPUT", "METHOD_NOT_ALLOWED", "MISSING_TURN", "MISSING_USER", "NOTHING_TO_APPROVE", "NOT_FOUND", "RESUME_IN_PROGRESS", "SNAPSHOT_FAILED", "STORE_UNAVAILABLE", "TOKEN_EXISTS", "TOKEN_NOT_FOUND", "TOO_MANY_ATTEMPTS", "TURN_EXPIRED", "TURN_NOT_FOUND", "TURN_SUPERSEDED", "UNAUTHORIZED", "USER_NOT_FOUND", "WEBHOOK_NOT_FOUND"]
 """Stable machine-readable code (UPPER_SNAKE)."""
 
 InterruptState: TypeAlias = Literal["pending", "claimed", "done", "expired"]

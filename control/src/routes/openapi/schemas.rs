@@ -19,8 +19,8 @@ pub use admin::{
 };
 pub(crate) use approval::DenyCode;
 pub use approval::{
-    BatchAnswer, CardView, Completed, Heartbeat, InterruptIssued, OutcomeAnswer, PendingCards,
-    PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
+    BatchAnswer, CardView, Completed, Heartbeat, InboxLink, InterruptIssued, OutcomeAnswer,
+    PendingCards, PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
 };
 pub use turns::{Egress, Policy, Refusals, TurnOpened};
 pub use webhooks::{WebhookCreated, WebhookDeliveries, WebhookRetry, Webhooks};
@@ -46,6 +46,7 @@ pub const ERROR_CODES: &[&str] = &[
     "DRAFT_NOT_FOUND",
     "DRAFT_USED",
     "FORBIDDEN",
+    "INBOX_LINK_EXPIRED",
     "INCOMPLETE_RESUME",
     "INTERRUPT_EXPIRED",
     "INTERRUPT_NOT_FOUND",
@@ -69,6 +70,7 @@ pub const ERROR_CODES: &[&str] = &[
     "TURN_NOT_FOUND",
     "TURN_SUPERSEDED",
     "UNAUTHORIZED",
+    "USER_NOT_FOUND",
     "WEBHOOK_NOT_FOUND",
 ];
 

@@ -1,30 +1,18 @@
 // The approval card page. The resume secret lives in the URL fragment (#secret=…), which
 // browsers never send to a server; this script reads it, asks for the card with it, and
 // answers with it. Nothing of the card is shown without a secret the server accepts.
-// As soon as it is read, the secret leaves the address bar and the tab's history (the entry
-// is replaced by the bare card address) and waits in this tab's sessionStorage, so a reload
-// still works while a copied address, a screenshot or another tab shows no secret.
+// As soon as it is read, the secret leaves the address bar and the tab's history and waits in
+// this tab's sessionStorage (fragment.js).
 "use strict";
 (function () {
   const main = document.getElementById("main");
   const id = main.dataset.interruptId || "";
-  const secret = takeSecret();
+  // The secret from the fragment (kept for this tab), else the one this tab kept before.
+  const secret = window.egressgateTakeSecret("egressgate-card-secret:" + id,
+    (fragment) => new URLSearchParams(fragment).get("secret") || "");
   const $ = (x) => document.getElementById(x);
   let expiresAt = null;
   let timer = null;
-
-  // The secret from the fragment (kept for this tab), else the one this tab kept before.
-  function takeSecret() {
-    const key = "egressgate-card-secret:" + id;
-    const named = new URLSearchParams(location.hash.replace(/^#/, "")).get("secret") || "";
-    if (location.hash) history.replaceState(null, "", location.pathname + location.search);
-    try {
-      if (named) { sessionStorage.setItem(key, named); return named; }
-      return sessionStorage.getItem(key) || "";
-    } catch (e) {
-      return named; // storage refused (privacy settings): this load still works
-    }
-  }
 
   function status(text) { $("status").textContent = text; }
 

@@ -130,6 +130,19 @@ pub struct InterruptIssued {
     interrupt: Interrupt,
     card: Card,
     resume_secret: String,
+    /// The card page's link, with the resume secret in its fragment: only when the operator
+    /// set `--control-public-url` (the same link the MCP tool hands out).
+    card_url: Option<String>,
+}
+
+/// `201` of `POST /v1/users/{user_id}/inbox-link`: the only time the link is shown.
+#[derive(ToSchema)]
+pub struct InboxLink {
+    /// The person's inbox page with the link's secret as its fragment (`…/ui/inbox#<secret>`):
+    /// absolute when `--control-public-url` is set, else the path alone.
+    url: String,
+    /// When the link stops opening the inbox (`--inbox-link-ttl` after it was issued).
+    expires_at: Time,
 }
 
 string_enum!(
