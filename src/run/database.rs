@@ -71,15 +71,14 @@ pub(super) async fn open_migrated(cfg: &Config, create: Create) -> Result<Store>
     let store = open(cfg, create)
         .await?
         .with_whole_host_ok(&cfg.control.allow_whole_host);
+    // A new database is created here, under a lock shared with every process starting now.
     let state = store
-        .schema_state()
+        .create_if_empty()
         .await
-        .context("cannot read the database's schema version")?;
+        .context("cannot read the database's schema version (or create a new one's)")?;
     match state {
         SchemaState::Current => {}
-        SchemaState::Empty => {
-            store.migrate().await.context("cannot create the schema")?;
-        }
+        SchemaState::Empty => bail!("the new database's schema was not created"),
         SchemaState::Behind { at, pending } if cfg.auto_migrate => {
             let applied = store.migrate().await.context("migration failed")?;
             tracing::info!(

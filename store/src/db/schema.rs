@@ -41,6 +41,12 @@ pub enum SchemaState {
     },
 }
 
+/// The PostgreSQL session lock that makes creating a new database's schema one step among
+/// processes (its key is arbitrary, fixed, and unlike the migrator's own).
+const SCHEMA_LOCK: &str = "SELECT pg_advisory_lock(4242010818)";
+/// Releases [`SCHEMA_LOCK`].
+const SCHEMA_UNLOCK: &str = "SELECT pg_advisory_unlock(4242010818)";
+
 /// Every migration this binary knows, oldest first.
 pub fn known() -> impl Iterator<Item = Version> {
     MIGRATIONS
@@ -83,6 +89,40 @@ impl Store {
     /// Where this database stands against this binary's migrations.
     pub async fn schema_state(&self) -> Result<SchemaState, StoreError> {
         Ok(SchemaState::of(&self.applied_versions().await?))
+    }
+
+    /// Where the database stands, having created the schema when nothing was applied yet, as
+    /// one step among processes: two processes started together on a new PostgreSQL database
+    /// would otherwise each see the other's half-made schema as "behind" and refuse to start.
+    /// On PostgreSQL the step holds a session lock on a connection of its own (outside the
+    /// pool, so a one-connection pool cannot deadlock, and without the statement timeout,
+    /// since it waits as long as the other process takes to create the schema).
+    pub async fn create_if_empty(&self) -> Result<SchemaState, StoreError> {
+        if self.backend == Backend::Sqlite {
+            return self.create_if_empty_here().await;
+        }
+        let mut lock = self.pool.acquire().await?.detach();
+        sqlx::query("SET statement_timeout = 0")
+            .execute(&mut lock)
+            .await?;
+        sqlx::query(SCHEMA_LOCK).execute(&mut lock).await?;
+        let state = self.create_if_empty_here().await;
+        // Closing the connection would release the lock too; unlocking says so plainly.
+        let unlocked = sqlx::query(SCHEMA_UNLOCK).execute(&mut lock).await;
+        let state = state?;
+        unlocked?;
+        Ok(state)
+    }
+
+    /// [`Store::create_if_empty`]'s step, for a caller that holds the lock (or needs none).
+    async fn create_if_empty_here(&self) -> Result<SchemaState, StoreError> {
+        match self.schema_state().await? {
+            SchemaState::Empty => {
+                self.migrate().await?;
+                self.schema_state().await
+            }
+            state => Ok(state),
+        }
     }
 
     /// Applies this dialect's missing migrations and returns the ones it applied, oldest
