@@ -15,6 +15,7 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 
 use super::{Conn, Egress};
+use crate::links;
 
 type HmacSha256 = hmac::Hmac<sha2_hmac::Sha256>;
 
@@ -128,8 +129,7 @@ pub fn payload(event: &OutboxEvent, public_url: Option<&str>) -> Option<Value> {
         if let (Some(base), Some(id)) =
             (public_url, obj.get("interrupt_id").and_then(Value::as_str))
         {
-            let url = format!("{base}/ui/cards/{id}");
-            obj.insert("card_url".into(), url.into());
+            obj.insert("card_url".into(), links::card_page(base, id).into());
         }
     }
     Some(json!({"type": event.kind, "timestamp": event.at, "data": data}))
@@ -140,7 +140,7 @@ pub fn payload(event: &OutboxEvent, public_url: Option<&str>) -> Option<Value> {
 pub fn with_link(payload: &str, secret: &str) -> Option<String> {
     let mut v: Value = serde_json::from_str(payload).ok()?;
     let url = v["data"]["card_url"].as_str()?.to_owned();
-    v["data"]["card_url"] = format!("{url}#secret={secret}").into();
+    v["data"]["card_url"] = links::with_secret(&url, secret).into();
     Some(v.to_string())
 }
 
