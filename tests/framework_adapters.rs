@@ -44,7 +44,6 @@ struct Example<'g> {
     module: String,
     gate: &'g Gate,
     port: u16,
-    state: tempfile::TempDir,
 }
 
 impl Example<'_> {
@@ -52,8 +51,7 @@ impl Example<'_> {
         let mut cmd = Command::new("python3");
         cmd.args(["-m", &self.module])
             .args(args)
-            .env("PYTHONPATH", python_path())
-            .env("EGRESSGATE_EXAMPLE_STATE", self.state.path());
+            .env("PYTHONPATH", python_path());
         as_runtime(&mut cmd, self.gate, self.port);
         cmd
     }
@@ -164,7 +162,6 @@ async fn the_whole_loop(name: &str) {
         module: format!("egressgate.examples.{name}"),
         gate: &g,
         port,
-        state: tempfile::tempdir().unwrap(),
     };
 
     // Ask: a card waits, and the script was refused once (the retry beside the approval

@@ -200,6 +200,8 @@ async fn outcome_answers_from_stored_data() {
     assert_eq!(body["state"], "pending");
     assert_eq!(body["decision"], json!(null));
     assert_eq!(body["card"]["packages"], json!(["requests"]));
+    // Whose card it is, so a new runtime process can name them in its takeover.
+    assert_eq!(body["user_id"], "alice");
     let (status, _) = app.anonymous().get(&path).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _) = app.as_user("mallory").get(&path).await;

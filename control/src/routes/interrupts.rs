@@ -337,6 +337,7 @@ pub(crate) async fn outcome(
         return Err(interrupt_not_found());
     }
     Ok(Json(json!({
+        "user_id": p.user,
         "state": p.effective_state(now),
         "card": p.card,
         "decision": p.decision,

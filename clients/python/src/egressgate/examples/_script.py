@@ -19,7 +19,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .. import ApiError, Client
@@ -80,26 +79,10 @@ def _print(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 
 
-def _index() -> Path:
-    """Where the runtime side keeps, per card, whose it is (a real runtime knows its user
-    from its own session; the takeover must name them). The paused run itself is in the
-    card's snapshot, not here."""
-    base = os.environ.get("EGRESSGATE_EXAMPLE_STATE") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "egressgate-examples")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def remember(interrupt_id: str, user: str) -> None:
-    """Notes whose card `interrupt_id` is, for `resume --interrupt-id`."""
-    (_index() / f"{interrupt_id}.json").write_text(json.dumps({"user": user}))
-
-
-def recall(interrupt_id: str) -> str:
-    """The card's user, from `remember`."""
-    safe = "".join(c for c in interrupt_id if c.isalnum() or c in "_-")
-    return str(json.loads((_index() / f"{safe}.json").read_text())["user"])
+def card_user(eg: Client, interrupt_id: str) -> str:
+    """Whose card `interrupt_id` is, from the stored outcome: the takeover names them, and a
+    resume in a new process knows nothing but the id."""
+    return str(eg.get_interrupt_outcome(interrupt_id)["user_id"])
 
 
 @dataclass(frozen=True)
@@ -131,19 +114,17 @@ def main(example: Example, argv: list[str] | None = None) -> int:
                 turn = open_turn(eg, args.user, args.chat, unattended=args.unattended)
                 out = example.ask(eg, turn, args.url)
                 if isinstance(out, Paused):
-                    remember(out.interrupt_id, turn.user)
                     _print(out.to_json())
                 else:
                     text, deny = out
                     _print({"deny": deny, "final": text} if deny else {"final": text})
                 return 0
-            user = recall(args.interrupt_id)
+            user = card_user(eg, args.interrupt_id)
             res = example.resume(eg, args.interrupt_id, user)
             if isinstance(res, AlreadyDone):
                 _print({"already_done": True, "interrupt_id": res.interrupt_id,
                         "message": "the card is already done; nothing ran again"})
             elif isinstance(res, Paused):
-                remember(res.interrupt_id, user)
                 _print(res.to_json())
             else:
                 _print({"final": res})

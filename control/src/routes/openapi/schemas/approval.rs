@@ -185,6 +185,9 @@ pub struct Decision {
 /// `GET /v1/interrupts/{id}/outcome`.
 #[derive(ToSchema)]
 pub struct OutcomeAnswer {
+    /// Whose card it is: what a takeover must name in `X-Egressgate-User`, so a runtime
+    /// process that knows only the interrupt id (a new process after a restart) can resume.
+    user_id: String,
     state: InterruptState,
     card: Card,
     decision: Option<Decision>,
