@@ -77,7 +77,10 @@ fn every_endpoint_the_docs_name_is_served_with_that_method() {
                 .map(move |m| (m.to_ascii_uppercase(), path.clone()))
         })
         .collect();
-    assert!(served.len() > 40, "the document lists too few operations: {served:?}");
+    assert!(
+        served.len() > 40,
+        "the document lists too few operations: {served:?}"
+    );
 
     let mut named_count = 0;
     let mut unknown = Vec::new();
@@ -93,7 +96,10 @@ fn every_endpoint_the_docs_name_is_served_with_that_method() {
             }
         }
     }
-    assert!(named_count > 50, "the pages name only {named_count} endpoints: the scan is broken");
+    assert!(
+        named_count > 50,
+        "the pages name only {named_count} endpoints: the scan is broken"
+    );
     assert!(
         unknown.is_empty(),
         "pages name endpoints the API does not serve:\n{}",
@@ -112,8 +118,14 @@ fn the_scan_reads_each_spelling_and_refuses_a_wrong_method_or_path() {
             ("POST".to_owned(), "/v1/interrupts/{id}/resume".to_owned()),
         ]
     );
-    assert!(matches("/v1/chats/{chat_id}/approvals", "/v1/chats/c1/approvals"));
-    assert!(!matches("/v1/chats/{chat_id}/approvals", "/v1/chats/c1/approval"));
+    assert!(matches(
+        "/v1/chats/{chat_id}/approvals",
+        "/v1/chats/c1/approvals"
+    ));
+    assert!(!matches(
+        "/v1/chats/{chat_id}/approvals",
+        "/v1/chats/c1/approval"
+    ));
     assert!(!matches("/v1/chats/{chat_id}", "/v1/chats/c1/approvals"));
     assert!(!matches("/v1/chats/{chat_id}", "/v1/chats/"));
 }

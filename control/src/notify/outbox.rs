@@ -53,7 +53,7 @@ impl OutboxMetrics {
         // Every outcome is exported from the start at 0, so an alert's `rate()` has a series
         // to work on before the first failure (an absent series never fires).
         for outcome in ["delivered", "retry", "failed"] {
-            attempts.get_or_create(&OutcomeLabel { outcome });
+            drop(attempts.get_or_create(&OutcomeLabel { outcome }));
         }
         Self {
             attempts,
