@@ -23,6 +23,7 @@ import type {
   HeartbeatBody,
   Hidden,
   InboxBody,
+  InboxCards,
   InboxLink,
   InterruptIssued,
   OpenApiDocument,
@@ -240,8 +241,8 @@ export class Client extends Core {
   }
 
   /** `POST /v1/inbox/cards`: The link's user's pending cards across chats: `{"user_id", "expires_at" (the link's), "interrupts": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card. */
-  listInboxCards(body: InboxBody): Promise<unknown> {
-    return this.call<unknown>(OPERATIONS.listInboxCards, {}, {}, {}, body);
+  listInboxCards(body: InboxBody): Promise<InboxCards> {
+    return this.call<InboxCards>(OPERATIONS.listInboxCards, {}, {}, {}, body);
   }
 
   /** `POST /v1/inbox/events`: Server-sent events of every chat of the link's user, as `GET /v1/chats/{chat_id}/events` sends them (`approval.requested`, `approval.resolved`, ...); the stream ends when the link expires. */

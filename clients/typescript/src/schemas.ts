@@ -287,6 +287,14 @@ export interface InboxBody {
   secret: string;
 }
 
+/** `POST /v1/inbox/cards`: the link's user's pending cards, and until when the link opens them. */
+export interface InboxCards {
+  /** When the inbox link (and the page's access through it) ends. */
+  expires_at: Time;
+  interrupts: PendingCard[];
+  user_id: string;
+}
+
 /** `201` of `POST /v1/users/{user_id}/inbox-link`: the only time the link is shown. */
 export interface InboxLink {
   /** When the link stops opening the inbox (`--inbox-link-ttl` after it was issued). */
@@ -351,6 +359,8 @@ export interface OutcomeAnswer {
   /** True while the claim is the card page's, for the runtime to take over (`POST /v1/interrupts/{id}/takeover`). */
   handoff?: boolean | null;
   state: InterruptState;
+  /** Whose card it is: what a takeover must name in `X-Egressgate-User`, so a runtime process that knows only the interrupt id (a new process after a restart) can resume. */
+  user_id: string;
 }
 
 /** `POST /v1/admin/packages` body. */

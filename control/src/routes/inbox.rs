@@ -62,7 +62,7 @@ pub(crate) struct InboxBody {
 }
 
 #[utoipa::path(post, path = "/v1/inbox/cards", tag = "approval", request_body = InboxBody,
-    responses((status = 200, description = "The link's user's pending cards across chats: `{\"user_id\", \"expires_at\" (the link's), \"interrupts\": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card.", body = Object),
+    responses((status = 200, description = "The link's user's pending cards across chats: `{\"user_id\", \"expires_at\" (the link's), \"interrupts\": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card.", body = schemas::InboxCards),
         (status = 401, description = "`UNAUTHORIZED`: not a valid inbox link (unknown, or a wrong secret).", body = schemas::ErrorBody),
         (status = 410, description = "`INBOX_LINK_EXPIRED`: the link expired; the runtime can ask for a new one.", body = schemas::ErrorBody)))]
 /// `POST /v1/inbox/cards`.

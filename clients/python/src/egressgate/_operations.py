@@ -23,6 +23,7 @@ from ._schemas import (
     Egress,
     Heartbeat,
     Hidden,
+    InboxCards,
     InboxLink,
     InterruptIssued,
     LaunchSite,
@@ -211,7 +212,7 @@ class _SyncOperations:
         """`POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret (and its `card_url` when `--control-public-url` is set); the old secret stops working."""
         return self._call(OPERATIONS["reissueInterrupt"], {"chat_id": chat_id}, {}, {"X-Egressgate-User": user}, None)
 
-    def list_inbox_cards(self, *, secret: str) -> Any:
+    def list_inbox_cards(self, *, secret: str) -> InboxCards:
         """`POST /v1/inbox/cards`: The link's user's pending cards across chats: `{"user_id", "expires_at" (the link's), "interrupts": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card."""
         return self._call(OPERATIONS["listInboxCards"], {}, {}, {}, {"secret": secret})
 
@@ -402,7 +403,7 @@ class _AsyncOperations:
         """`POST /v1/chats/{chat_id}/interrupt/reissue`: The open request with a fresh secret (and its `card_url` when `--control-public-url` is set); the old secret stops working."""
         return await self._call(OPERATIONS["reissueInterrupt"], {"chat_id": chat_id}, {}, {"X-Egressgate-User": user}, None)
 
-    async def list_inbox_cards(self, *, secret: str) -> Any:
+    async def list_inbox_cards(self, *, secret: str) -> InboxCards:
         """`POST /v1/inbox/cards`: The link's user's pending cards across chats: `{"user_id", "expires_at" (the link's), "interrupts": [...]}`, each entry as `GET /v1/users/{user_id}/interrupts` lists it. A card page opened with the same secret (`/ui/cards/{id}#secret=…`) shows and answers that card."""
         return await self._call(OPERATIONS["listInboxCards"], {}, {}, {}, {"secret": secret})
 

@@ -271,6 +271,14 @@ class InboxBody(TypedDict):
     secret: str
 
 
+class InboxCards(TypedDict):
+    """`POST /v1/inbox/cards`: the link's user's pending cards, and until when the link opens them."""
+
+    expires_at: Time
+    interrupts: list[PendingCard]
+    user_id: str
+
+
 class InboxLink(TypedDict):
     """`201` of `POST /v1/users/{user_id}/inbox-link`: the only time the link is shown."""
 
@@ -323,6 +331,7 @@ class OutcomeAnswer(TypedDict):
     decision: NotRequired[Decision | None]
     handoff: NotRequired[bool | None]
     state: InterruptState
+    user_id: str
 
 
 class PackageBody(TypedDict):

@@ -19,8 +19,8 @@ pub use admin::{
 };
 pub(crate) use approval::DenyCode;
 pub use approval::{
-    BatchAnswer, CardView, Completed, Heartbeat, InboxLink, InterruptIssued, OutcomeAnswer,
-    PendingCards, PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
+    BatchAnswer, CardView, Completed, Heartbeat, InboxCards, InboxLink, InterruptIssued,
+    OutcomeAnswer, PendingCards, PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
 };
 pub use turns::{Egress, Policy, Refusals, TurnOpened};
 pub use webhooks::{WebhookCreated, WebhookDeliveries, WebhookRetry, Webhooks};

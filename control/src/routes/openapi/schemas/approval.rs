@@ -282,6 +282,16 @@ pub struct PendingCards {
     interrupts: Vec<PendingCard>,
 }
 
+/// `POST /v1/inbox/cards`: the link's user's pending cards, and until when the link opens
+/// them.
+#[derive(ToSchema)]
+pub struct InboxCards {
+    user_id: String,
+    /// When the inbox link (and the page's access through it) ends.
+    expires_at: Time,
+    interrupts: Vec<PendingCard>,
+}
+
 /// `POST /v1/interrupts/{id}/takeover`: the runtime's own claim, in the resume answer's
 /// shape.
 #[derive(ToSchema)]
