@@ -355,6 +355,7 @@ def main():
         c = Card(base3, "nora", "narrow2", packages=["requests"])
         page = open_card(ctx, c, "narrow2")
         check(page.is_hidden("#paths-choice"), "no directory below the root: no path choice")
+        page.screenshot(path=f"{shots}/card-narrow.png", full_page=True)
         page.check("input[name=scope][value=turn]")
         check(sentence() == f"If you approve: {FILES} will be reachable in this turn only, downloads only. "
                             "requests can be installed in this turn only.", sentence())
