@@ -2,7 +2,8 @@
 //! Playwright's Python package (`tests/browser/ui_test.py`) against the real binary, with
 //! axe-core for accessibility. Covers the card page (Approve and Deny with the proxy's very
 //! next request, the secret gone from the address bar and the tab's history yet a reload still
-//! working, unticking a package, the proxy's evidence with an upload said in words, every
+//! working, unticking a package, the proxy's evidence with an upload said in words, a narrow
+//! grant chosen by keyboard (once, downloads only, under a path) and used up, every
 //! resume state, keyboard only, phone and 200 % zoom), the person's inbox (the link's secret
 //! gone from the address bar, the pending card listed, a new one appearing live, one approved
 //! on its card page leaving, keyboard only, invalid and expired links), the admin console
@@ -112,12 +113,15 @@ async fn the_card_page_and_the_console_work_in_chromium() {
             "2s",
         ],
     );
+    // Inspects FILES and allows user scope: the card page offers every narrowing choice.
+    let g3 = start(&o, &["--inspect", FILES, "--allow-user-scope"]);
     let work = tempfile::tempdir().unwrap();
     let secrets_out = work.path().join("secrets.json");
     let shots = screenshot_dir();
     let cfg = json!({
         "base": format!("http://{}", g1.api().addr),
         "base2": format!("http://{}", g2.api().addr),
+        "base3": format!("http://{}", g3.api().addr),
         "origin_port": o.port(),
         "files_host": FILES,
         "upload_host": UPLOAD,
@@ -153,7 +157,7 @@ async fn the_card_page_and_the_console_work_in_chromium() {
     let secrets: Vec<String> =
         serde_json::from_slice(&std::fs::read(&secrets_out).unwrap()).unwrap();
     assert!(secrets.len() > 20, "the script recorded what it saw");
-    for g in [&g1, &g2] {
+    for g in [&g1, &g2, &g3] {
         let lines = g.log_lines("");
         assert!(!lines.is_empty());
         for s in &secrets {

@@ -133,13 +133,26 @@ pub(crate) async fn first_not_inspected(
     sites: &[String],
 ) -> Result<Option<String>, StoreError> {
     let inspected = inspected_patterns(state).await?;
+    Ok(sites.iter().find(|s| !covered(&inspected, s)).cloned())
+}
+
+/// Those of `sites` (exact hosts) the proxy inspects: the card page offers `read` and path
+/// prefixes only where the resume would keep them.
+pub(crate) async fn inspected_sites(
+    state: &crate::state::AppState,
+    sites: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let inspected = inspected_patterns(state).await?;
     Ok(sites
         .iter()
-        .find(|s| match Host::parse(s) {
-            Ok(h) => !inspected.iter().any(|p| p.matches(&h)),
-            Err(_) => true,
-        })
-        .cloned())
+        .filter(|s| covered(&inspected, s))
+        .cloned()
+        .collect())
+}
+
+/// Whether one of `patterns` matches the exact host `site` (a host that does not parse never is).
+fn covered(patterns: &[SitePattern], site: &str) -> bool {
+    Host::parse(site).is_ok_and(|h| patterns.iter().any(|p| p.matches(&h)))
 }
 
 fn stored_pattern(value: &str) -> Option<SitePattern> {

@@ -65,14 +65,15 @@ def through_proxy(proxy_url, url, data=None):
 class Card:
     """A refused download turned into a registered card, as the runtime does it."""
 
-    def __init__(self, base, user, chat, packages=(), name_url=False, script=None, named=()):
+    def __init__(self, base, user, chat, packages=(), name_url=False, script=None, named=(),
+                 path="/data.csv"):
         self.base, self.user, self.chat = base, user, chat
         s, t = api(base, "POST", "/v1/turns", {"user_id": user, "chat_id": chat, "can_ask_human": True})
         check(s == 201, f"turn: {s} {t}")
         self.turn = t["turn_id"]
         self.proxy_url = t["proxy_url"]
         SECRETS.append(self.proxy_url.split("@")[0].split(":")[-1])
-        self.url = f"http://{FILES}:{CFG['origin_port']}/data.csv"
+        self.url = f"http://{FILES}:{CFG['origin_port']}{path}"
         check(through_proxy(self.proxy_url, self.url) == 403, "refused before approval")
         if script:
             script(self.proxy_url)
@@ -302,6 +303,76 @@ def main():
         axe(ctx_axe, c.link, "card page with evidence")
         no_errors("evidence")
 
+        # 1c. A narrow grant (the third gate inspects FILES and allows user scope). The script
+        #     only read, under /pub/data/: `read` is pre-selected and that directory offered.
+        #     Chosen by keyboard alone: once, downloads only, under /pub/data/; the sentence
+        #     before the buttons follows each choice and the payload holds exactly those fields.
+        base3 = CFG["base3"]
+        other = f"http://{FILES}:{CFG['origin_port']}/pub/data/b.csv"
+        c = Card(base3, "nora", "narrow", path="/pub/data/a.csv",
+                 script=lambda proxy_url: check(through_proxy(proxy_url, other) == 403, "b.csv refused"))
+        page = open_card(ctx, c, "narrow")
+        sentence = lambda: page.inner_text("#consequence")
+        check(page.is_checked("input[name=access][value=read]"), "only reads tried: read pre-selected")
+        check(page.is_visible("#scope-user") and page.is_visible("#paths-choice"), "user scope and paths offered")
+        check(page.inner_text("#path-prefix") == "/pub/data/", page.inner_text("#path-prefix"))
+        check(sentence() == f"If you approve: {FILES} will be reachable from this chat, downloads only.",
+              sentence())
+        check(page.evaluate("document.activeElement.id") == "approve", "Approve has focus")
+        page.keyboard.press("Shift+Tab")  # the paths group, on "the whole site"
+        check(page.evaluate("document.activeElement.name") == "paths", "Shift+Tab reaches the paths")
+        page.keyboard.press("ArrowDown")
+        check(page.is_checked("input[name=paths][value=prefix]"), "the prefix chosen by arrow key")
+        check(sentence().endswith("downloads only, only under /pub/data/."), sentence())
+        page.keyboard.press("Shift+Tab")  # the access group, on "download only"
+        page.keyboard.press("Shift+Tab")  # the number of times
+        check(page.evaluate("document.activeElement.id") == "uses-n", "the number input")
+        page.keyboard.press("Shift+Tab")  # the uses group, on "as many as needed"
+        check(page.evaluate("document.activeElement.name") == "uses", "the uses group")
+        page.keyboard.press("ArrowDown")
+        check(page.is_checked("input[name=uses][value=once]"), "once chosen by arrow key")
+        check(sentence() == f"If you approve: {FILES} will be reachable once from this chat, "
+                            "downloads only, only under /pub/data/.", sentence())
+        for _ in range(4):  # the number, access, paths, Approve
+            page.keyboard.press("Tab")
+        check(page.evaluate("document.activeElement.id") == "approve", "Tab back to Approve")
+        page.keyboard.press("Enter")
+        title, detail = result_of(page)
+        check(title == "Approved" and "for the rest of this chat" in detail, f"{title}: {detail}")
+        d = c.outcome()["decision"]
+        check({k: d.get(k) for k in ("scope", "max_uses", "access", "paths")}
+              == {"scope": None, "max_uses": 1, "access": "read", "paths": ["/pub/data/"]}, f"decision {d}")
+        s, rows = api(base3, "GET", "/v1/chats/narrow/approvals", user="nora")
+        row = [r for r in rows["approvals"] if r["value"] == FILES]
+        check(s == 200 and len(row) == 1, f"approval rows {s} {rows}")
+        row = row[0]
+        check(row["uses_left"] == 1 and row["access"] == "read" and row["paths"] == ["/pub/data/"]
+              and row["scope"] == "chat", f"the approval row {row}")
+        check(through_proxy(c.proxy_url, other) == 200, "the one use")
+        check(through_proxy(c.proxy_url, other) == 403, "spent after one use")
+        no_errors("narrow")
+        # Every choice changes the sentence; a number, a scope; a bad number blocks Approve.
+        c = Card(base3, "nora", "narrow2", packages=["requests"])
+        page = open_card(ctx, c, "narrow2")
+        check(page.is_hidden("#paths-choice"), "no directory below the root: no path choice")
+        page.screenshot(path=f"{shots}/card-narrow.png", full_page=True)
+        page.check("input[name=scope][value=turn]")
+        check(sentence() == f"If you approve: {FILES} will be reachable in this turn only, downloads only. "
+                            "requests can be installed in this turn only.", sentence())
+        page.check("input[name=scope][value=user]")
+        page.check("input[name=access][value=full]")
+        page.fill("#uses-n", "3")
+        check(page.is_checked("#uses-number"), "typing a number chooses it")
+        check(sentence().startswith(f"If you approve: {FILES} will be reachable 3 times from all your chats."),
+              sentence())
+        page.fill("#uses-n", "0")
+        check("whole number" in sentence(), sentence())
+        page.click("#approve")
+        page.wait_for_selector("#status:has-text('whole number')")
+        check(c.outcome()["state"] == "pending", "nothing sent with a bad number")
+        axe(ctx_axe, c.link, "card page with every narrowing choice")
+        no_errors("narrow2")
+
         # 2. Deny: the next request stays refused. The secret left the address bar and the
         #    tab's history as soon as the page read it, and a reload still shows the card.
         c = Card(base, "alice", "deny")
@@ -310,6 +381,10 @@ def main():
         page.reload()
         page.wait_for_selector("#card:not([hidden])", timeout=10000)
         check("public data file" in page.inner_text("#reason"), "the card after a reload")
+        check(page.is_hidden("#scope-user") and page.is_hidden("#access-choice") and page.is_hidden("#paths-choice"),
+              "no user scope, read or paths where the gate cannot keep them")
+        check(page.inner_text("#consequence") == f"If you approve: {FILES} will be reachable from this chat.",
+              page.inner_text("#consequence"))
         no_secret_in_address(ctx, page, c.secret, "after reload")
         page.click("#deny")
         title, _ = result_of(page)

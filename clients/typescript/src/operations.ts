@@ -280,7 +280,7 @@ export class Client extends Core {
     return this.call<TakeoverAnswer>(OPERATIONS.takeOverClaim, { "id": id }, {}, { "X-Egressgate-User": options.user }, undefined);
   }
 
-  /** `POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`. */
+  /** `POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`. */
   viewCard(id: string, body: ViewBody): Promise<CardView> {
     return this.call<CardView>(OPERATIONS.viewCard, { "id": id }, {}, {}, body);
   }

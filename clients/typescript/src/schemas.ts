@@ -134,6 +134,7 @@ export interface CardView {
   decision?: Decision | null;
   /** When the card stops being answerable. */
   expires_at: Time;
+  grant_options: GrantOptions;
   /** The AG-UI interrupt, as the runtime got it. */
   interrupt: Interrupt;
   interrupt_id: string;
@@ -264,6 +265,14 @@ export interface Evidence {
   upload?: boolean | null;
   /** The URL without query or fragment as recorded (`null` when the proxy could not see it); on an entry nothing tried, the URL the agent named. */
   url?: string | null;
+}
+
+/** Which narrowing choices the card page may offer: a resume refuses the others (`422`). */
+export interface GrantOptions {
+  /** The card's sites the proxy inspects: only for these may a decision carry `access: "read"` or `paths` (every approved site must be inspected). */
+  inspected_sites: string[];
+  /** The administrator allows `scope: "user"` (`--allow-user-scope`). */
+  user_scope: boolean;
 }
 
 /** `POST /v1/interrupts/{id}/heartbeat`. */

@@ -40,11 +40,23 @@ pub(crate) struct CardView {
     decision: Option<Decision>,
     /// The AG-UI interrupt, as the runtime got it.
     interrupt: Value,
+    /// How far the page may narrow (or widen) the grant it offers.
+    grant_options: GrantOptions,
+}
+
+/// What the card page needs to offer only choices a resume would accept: `user` scope where
+/// the administrator allows it, `read` and path prefixes only for hosts the proxy inspects.
+#[derive(serde::Serialize)]
+pub(crate) struct GrantOptions {
+    /// `--allow-user-scope`: the person may grant to all their chats.
+    user_scope: bool,
+    /// The card's sites the proxy inspects (sorted, as on the card).
+    inspected_sites: Vec<String>,
 }
 
 #[utoipa::path(post, path = "/v1/interrupts/{id}/view", tag = "approval", request_body = ViewBody,
     params(("id" = String, Path, description = "The interrupt (card) id.")),
-    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`.", body = schemas::CardView),
+    responses((status = 200, description = "The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`.", body = schemas::CardView),
         (status = 404, description = "`INTERRUPT_NOT_FOUND`: unknown id, wrong secret or another user (identical in all cases).", body = schemas::ErrorBody),
         (status = 410, description = "`INTERRUPT_EXPIRED`: the card can no longer be answered.", body = schemas::ErrorBody),
         (status = 429, description = "`TOO_MANY_ATTEMPTS`: too many failed secrets from this client or on this card; see `Retry-After`.", body = schemas::ErrorBody)))]
@@ -58,6 +70,10 @@ pub(crate) async fn view(call: CardCall<Attempt, ViewBody>) -> Result<Json<CardV
     if shown == InterruptState::Expired {
         return Err(expired("it is no longer answerable"));
     }
+    let grant_options = GrantOptions {
+        user_scope: call.state.settings.allow_user_scope,
+        inspected_sites: crate::grants::inspected_sites(&call.state, &p.card.sites).await?,
+    };
     Ok(Json(CardView {
         interrupt_id: p.id.as_str().to_owned(),
         state: shown,
@@ -66,5 +82,6 @@ pub(crate) async fn view(call: CardCall<Attempt, ViewBody>) -> Result<Json<CardV
         card: p.card,
         expires_at: p.expires_at,
         decision: p.decision,
+        grant_options,
     }))
 }

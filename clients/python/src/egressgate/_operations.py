@@ -245,7 +245,7 @@ class _SyncOperations:
         return self._call(OPERATIONS["takeOverClaim"], {"id": id}, {}, {"X-Egressgate-User": user}, None)
 
     def view_card(self, id: str, *, secret: str) -> CardView:
-        """`POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`."""
+        """`POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`."""
         return self._call(OPERATIONS["viewCard"], {"id": id}, {}, {}, {"secret": secret})
 
     def get_approval_tool_schema(self) -> ToolInputSchema:
@@ -436,7 +436,7 @@ class _AsyncOperations:
         return await self._call(OPERATIONS["takeOverClaim"], {"id": id}, {}, {"X-Egressgate-User": user}, None)
 
     async def view_card(self, id: str, *, secret: str) -> CardView:
-        """`POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`."""
+        """`POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`."""
         return await self._call(OPERATIONS["viewCard"], {"id": id}, {}, {}, {"secret": secret})
 
     async def get_approval_tool_schema(self) -> ToolInputSchema:

@@ -141,6 +141,7 @@ class CardView(TypedDict):
     card: Card
     decision: NotRequired[Decision | None]
     expires_at: Time
+    grant_options: GrantOptions
     interrupt: Interrupt
     interrupt_id: str
     message: str
@@ -244,6 +245,13 @@ class Evidence(TypedDict):
     tried: NotRequired[bool | None]
     upload: NotRequired[bool | None]
     url: NotRequired[str | None]
+
+
+class GrantOptions(TypedDict):
+    """Which narrowing choices the card page may offer: a resume refuses the others (`422`)."""
+
+    inspected_sites: list[str]
+    user_scope: bool
 
 
 class Heartbeat(TypedDict):

@@ -49,6 +49,8 @@
     return list.slice(0, -1).join(", ") + " and " + list[list.length - 1];
   }
 
+  const LASTS = { turn: "for this turn only", chat: "for the rest of this chat", user: "in all your chats" };
+
   function decided(decision, finished) {
     const sites = (decision && decision.sites) || [];
     const pkgs = (decision && decision.packages) || [];
@@ -56,11 +58,115 @@
     if (decision && decision.outcome === "approved") {
       return finished
         ? ["Already approved", "This request was approved" + (what ? " (" + what + ")" : "") + " and the agent has finished its work."]
-        : ["Approved", "The agent continues with access to " + (what || "what you approved") + " for the rest of this chat."];
+        : ["Approved", "The agent continues with access to " + (what || "what you approved") + " " +
+           (LASTS[decision.scope] || LASTS.chat) + "."];
     }
     return finished
       ? ["Already denied", "This request was denied and the agent has finished without it."]
       : ["Denied", "The agent continues without it and will say so."];
+  }
+
+  // The narrowing choice (payload fields scope, max_uses, access, paths; docs/approval-flow.md
+  // "Narrow grants"). Only choices the resume would keep are offered: `user` where allowed,
+  // `read` and a path prefix only when every site on the card is inspected.
+  const SPANS = { turn: "in this turn only", chat: "from this chat", user: "from all your chats" };
+  let view = null;
+
+  function radio(name) {
+    const on = document.querySelector("input[name=" + name + "]:checked");
+    return on ? on.value : "";
+  }
+
+  function pick(name, value) {
+    const box = document.querySelector("input[name=" + name + "][value=" + value + "]");
+    if (box) box.checked = true;
+  }
+
+  // The tried requests on the card's sites (not its packages).
+  function siteRequests(card) {
+    return (card.evidence || []).filter((e) => e.tried !== false && !e.package && card.sites.includes(e.host));
+  }
+
+  // The longest directory (ending in "/") holding every tried URL's path, or "" when that is
+  // the root, some request was not seen, or a path is not plainly in normal form.
+  function commonDirectory(requests) {
+    let common = null;
+    for (const e of requests) {
+      if (!e.url) return "";
+      let path;
+      try { path = new URL(e.url).pathname; } catch (_) { return ""; }
+      if (/[%;\\]|\/\//.test(path)) return "";
+      const dir = path.slice(0, path.lastIndexOf("/") + 1).split("/");
+      if (common === null) { common = dir; continue; }
+      let i = 0;
+      while (i < common.length && i < dir.length && common[i] === dir[i]) i++;
+      common = common.slice(0, i);
+    }
+    const prefix = common ? common.join("/") : "";
+    return prefix.length > 1 && prefix.endsWith("/") ? prefix : "";
+  }
+
+  function offerChoices(v) {
+    const card = v.card;
+    const options = v.grant_options || { user_scope: false, inspected_sites: [] };
+    $("scope-user").hidden = !options.user_scope;
+    const hasSites = card.sites.length > 0;
+    $("uses-choice").hidden = !hasSites;
+    const inspected = hasSites && card.sites.every((s) => options.inspected_sites.includes(s));
+    const requests = siteRequests(card);
+    $("access-choice").hidden = !inspected;
+    const onlyReads = requests.length > 0 && requests.every((e) => e.method === "GET" || e.method === "HEAD");
+    pick("access", inspected && onlyReads ? "read" : "full");
+    const prefix = inspected ? commonDirectory(requests) : "";
+    $("path-prefix").textContent = prefix;
+    $("paths-choice").hidden = !prefix;
+    pick("paths", "whole");
+  }
+
+  // The chosen fields, each left out when it is the card's own (chat, unlimited, full, the
+  // whole host); null when the number of uses is not a whole number from 1 to 10000.
+  function choice() {
+    const out = {};
+    if (radio("scope") !== "chat") out.scope = radio("scope");
+    if (!$("uses-choice").hidden && radio("uses") !== "unlimited") {
+      const n = radio("uses") === "once" ? 1 : Number($("uses-n").value);
+      if (!Number.isInteger(n) || n < 1 || n > 10000) return null;
+      out.max_uses = n;
+    }
+    if (!$("access-choice").hidden && radio("access") === "read") out.access = "read";
+    if (!$("paths-choice").hidden && radio("paths") === "prefix") out.paths = [$("path-prefix").textContent];
+    return out;
+  }
+
+  function times(n) {
+    return n === 1 ? "once" : n === 2 ? "twice" : n + " times";
+  }
+
+  function checkedPackages() {
+    return Array.from(document.querySelectorAll("#packages input[type=checkbox]"))
+      .filter((b) => b.checked).map((b) => b.value);
+  }
+
+  // The sentence before the buttons: what approving does with the current choice.
+  function consequence() {
+    if (!view) return;
+    const c = choice();
+    if (c === null) {
+      $("consequence").textContent = "Enter a whole number of connections from 1 to 10000.";
+      return;
+    }
+    const span = SPANS[c.scope || "chat"];
+    const parts = [];
+    if (view.card.sites.length) {
+      const limits = [];
+      if (c.access === "read") limits.push("downloads only");
+      if (c.paths) limits.push("only under " + c.paths[0]);
+      parts.push(words(view.card.sites) + " will be reachable" + (c.max_uses ? " " + times(c.max_uses) : "") +
+        " " + span + (limits.length ? ", " + limits.join(", ") : "") + ".");
+    }
+    const pkgs = checkedPackages();
+    if (pkgs.length) parts.push(words(pkgs) + " can be installed " + span + ".");
+    $("consequence").textContent = "If you approve: " + parts.join(" ");
   }
 
   // A time of the proxy's record, in the reader's own clock.
@@ -112,19 +218,19 @@
     }
   }
 
-  function show(view) {
-    if (view.state !== "pending") {
-      const [t, d] = decided(view.decision, view.state === "done");
-      return result(t, d, view.decision && view.decision.outcome === "approved");
+  function show(v) {
+    if (v.state !== "pending") {
+      const [t, d] = decided(v.decision, v.state === "done");
+      return result(t, d, v.decision && v.decision.outcome === "approved");
     }
-    $("question").textContent = view.message;
-    $("reason").textContent = view.card.reason;
-    list($("sites"), view.card.sites, "sites-block");
-    list($("urls"), view.card.urls, "urls-block");
-    evidence(view.card.evidence || []);
+    $("question").textContent = v.message;
+    $("reason").textContent = v.card.reason;
+    list($("sites"), v.card.sites, "sites-block");
+    list($("urls"), v.card.urls, "urls-block");
+    evidence(v.card.evidence || []);
     const ul = $("packages");
     ul.replaceChildren();
-    view.card.packages.forEach((name, i) => {
+    v.card.packages.forEach((name, i) => {
       const li = document.createElement("li");
       const label = document.createElement("label");
       const box = document.createElement("input");
@@ -138,8 +244,11 @@
       li.appendChild(label);
       ul.appendChild(li);
     });
-    $("packages-block").hidden = view.card.packages.length === 0;
-    expiresAt = Date.parse(view.expires_at);
+    $("packages-block").hidden = v.card.packages.length === 0;
+    offerChoices(v);
+    view = v;
+    consequence();
+    expiresAt = Date.parse(v.expires_at);
     countdown();
     timer = setInterval(countdown, 1000);
     status("");
@@ -202,9 +311,15 @@
   async function answer(approved) {
     enable(false);
     status(approved ? "Approving…" : "Denying…");
-    const packages = Array.from(document.querySelectorAll("#packages input[type=checkbox]"))
-      .filter((b) => b.checked).map((b) => b.value);
-    const payload = approved ? { approved: true, packages: packages } : { approved: false };
+    const narrowed = approved ? choice() : {};
+    if (narrowed === null) {
+      enable(true);
+      $("uses-n").focus();
+      return status("Enter a whole number of connections from 1 to 10000, or choose another option.");
+    }
+    const payload = approved
+      ? Object.assign({ approved: true, packages: checkedPackages() }, narrowed)
+      : { approved: false };
     try {
       answered(await post("/v1/interrupts/" + encodeURIComponent(id) + "/resume", {
         secret: secret,
@@ -216,6 +331,8 @@
     }
   }
 
+  $("card").addEventListener("change", consequence);
+  $("uses-n").addEventListener("input", () => { $("uses-number").checked = true; consequence(); });
   $("approve").addEventListener("click", () => answer(true));
   $("deny").addEventListener("click", () => answer(false));
 

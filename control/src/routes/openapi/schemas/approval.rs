@@ -259,6 +259,17 @@ pub struct CardView {
     decision: Option<Decision>,
     /// The AG-UI interrupt, as the runtime got it.
     interrupt: Interrupt,
+    grant_options: GrantOptions,
+}
+
+/// Which narrowing choices the card page may offer: a resume refuses the others (`422`).
+#[derive(ToSchema)]
+pub struct GrantOptions {
+    /// The administrator allows `scope: "user"` (`--allow-user-scope`).
+    user_scope: bool,
+    /// The card's sites the proxy inspects: only for these may a decision carry
+    /// `access: "read"` or `paths` (every approved site must be inspected).
+    inspected_sites: Vec<String>,
 }
 
 /// One open card of a user (no secret: reissue it to render it).
