@@ -4,7 +4,8 @@
 //! the same `webhook-id` three times; the default payload carries no resume secret; a gate
 //! killed while deliveries are pending delivers them after a restart, each exactly once to a
 //! receiver that de-duplicates by `webhook-id`; two processes on one PostgreSQL send each
-//! delivery once; `include_link` puts the card's secret in `card_url`'s fragment.
+//! delivery once; `include_link` puts the card's secret in `card_url`'s fragment; a revoked
+//! approval and a card left unanswered are reported (`approval.revoked`, `approval.expired`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -364,4 +365,60 @@ async fn two_processes_on_one_postgresql_deliver_each_event_once_and_links_only_
             "include_link puts the card's own secret in the fragment"
         );
     }
+}
+
+#[tokio::test]
+async fn a_revoked_approval_and_a_card_left_unanswered_are_reported() {
+    let rx = Receiver::start(0, false);
+    let g = hooks_gate_on(gate().args(&["--interrupt-ttl", "2s"]), None);
+    let api = g.api();
+    add_endpoint(
+        &api,
+        &rx,
+        json!({"events": ["approval.revoked", "approval.expired"]}),
+    )
+    .await;
+
+    // Approved, then revoked by the runtime: one approval.revoked naming the row.
+    let turn = api.turn("alice", "c1", &[]).await;
+    let (card, secret) = ask(&api, &turn, &["https://data.example.com/x.csv"]).await;
+    approve_card(&api, &card, &secret).await;
+    let r = api.revoke("alice", "c1", "site", "data.example.com").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = rx
+        .wait(10, |r| !of_type(r, "approval.revoked").is_empty())
+        .await;
+    let revoked = of_type(&seen, "approval.revoked");
+    assert_eq!(revoked.len(), 1, "{seen:?}");
+    assert_eq!(revoked[0]["verified"], true);
+    let body: Value = serde_json::from_str(revoked[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (
+            body["data"]["user_id"].as_str(),
+            body["data"]["chat_id"].as_str()
+        ),
+        (Some("alice"), Some("c1")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("data.example.com"), "{body}");
+
+    // Asked in another chat and never answered: approval.expired once its two seconds pass,
+    // without the secret, and only the filtered events reach this endpoint.
+    let turn = api.turn("alice", "c2", &[]).await;
+    let (card, secret) = ask(&api, &turn, &["https://late.example.com/y.csv"]).await;
+    let seen = rx
+        .wait(20, |r| !of_type(r, "approval.expired").is_empty())
+        .await;
+    let expired = of_type(&seen, "approval.expired");
+    assert_eq!(expired.len(), 1, "{seen:?}");
+    assert_eq!(expired[0]["verified"], true);
+    let text = expired[0]["body"].as_str().unwrap();
+    let body: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(body["data"]["interrupt_id"], card.as_str(), "{body}");
+    assert!(!text.contains(&secret), "no resume secret in {text}");
+    assert!(
+        of_type(&seen, "approval.requested").is_empty()
+            && of_type(&seen, "approval.resolved").is_empty(),
+        "only the events the endpoint asked for: {seen:?}"
+    );
 }
