@@ -105,6 +105,75 @@
     status("Dry run done; nothing was saved.");
   }
 
+  function button(td, text, label, fn) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "secondary";
+    b.textContent = text;
+    b.setAttribute("aria-label", label);
+    b.addEventListener("click", async () => {
+      try { await fn(); } catch (err) { status(label + " failed: " + err.message); }
+    });
+    td.appendChild(b);
+  }
+
+  // The webhook endpoints: a table with each one's deliveries and removal, and a form that adds
+  // one and shows its signing secret once.
+  async function loadWebhooks() {
+    const data = await call("GET", "/v1/admin/webhooks");
+    const body = $("webhooks");
+    body.replaceChildren();
+    for (const w of data.webhooks) {
+      const tr = document.createElement("tr");
+      cell(tr, w.url);
+      cell(tr, w.events.length === 0 ? "every event" : w.events.join(", "));
+      cell(tr, w.description);
+      cell(tr, w.created_at);
+      const td = cell(tr, "");
+      button(td, "Deliveries", "Deliveries of " + w.url, () => deliveries(w));
+      button(td, "Remove", "Remove " + w.url, async () => {
+        await call("DELETE", "/v1/admin/webhooks/" + encodeURIComponent(w.id));
+        status("Removed the webhook " + w.url + ".");
+        $("deliveries-panel").hidden = true;
+        await loadWebhooks();
+      });
+      body.appendChild(tr);
+    }
+  }
+
+  async function deliveries(w) {
+    const out = await call("GET", "/v1/admin/webhooks/" + encodeURIComponent(w.id) + "/deliveries");
+    const body = $("deliveries");
+    body.replaceChildren();
+    for (const d of out.deliveries) {
+      const tr = document.createElement("tr");
+      cell(tr, d.type);
+      cell(tr, d.status);
+      cell(tr, d.attempts);
+      cell(tr, d.last_status != null ? d.last_status : (d.last_error || ""));
+      cell(tr, d.next_try_at);
+      const td = cell(tr, "");
+      if (d.status !== "delivered") {
+        button(td, "Retry now", "Retry delivery " + d.id, async () => {
+          await call("POST", "/v1/admin/webhooks/" + encodeURIComponent(w.id) + "/deliveries/" +
+            encodeURIComponent(d.id) + "/retry");
+          status("Delivery " + d.id + " is due now.");
+          await deliveries(w);
+        });
+      }
+      body.appendChild(tr);
+    }
+    if (out.deliveries.length === 0) {
+      const tr = document.createElement("tr");
+      const td = cell(tr, "No delivery yet: one is made for each event this endpoint receives.");
+      td.colSpan = 6;
+      body.appendChild(tr);
+    }
+    $("deliveries-h").textContent = "Deliveries to " + w.url;
+    $("deliveries-panel").hidden = false;
+    status(out.deliveries.length + " deliver" + (out.deliveries.length === 1 ? "y" : "ies") + " to " + w.url + ".");
+  }
+
   async function audit() {
     const q = new URLSearchParams();
     const kind = $("audit-kind").value;
@@ -170,8 +239,23 @@
     status(user + (can ? " may approve." : " may not approve."));
   });
   onSubmit("audit-form", audit);
+  onSubmit("webhook-form", async () => {
+    const body = { url: $("webhook-url").value.trim() };
+    const description = $("webhook-description").value.trim();
+    if (description) body.description = description;
+    const events = Array.from(document.querySelectorAll("#webhook-form input[name=events]:checked"))
+      .map((e) => e.value);
+    if (events.length > 0) body.events = events;
+    if ($("webhook-link").checked) body.include_link = true;
+    const made = await call("POST", "/v1/admin/webhooks", body);
+    $("webhook-secret-value").textContent = made.secret;
+    $("webhook-secret").hidden = false;
+    status("Added the webhook " + body.url + "; copy its signing secret now, it is not shown again.");
+    $("webhook-form").reset();
+    await loadWebhooks();
+  });
 
-  Promise.all([loadList("sites", "pattern"), loadList("packages", "name"), audit()])
+  Promise.all([loadList("sites", "pattern"), loadList("packages", "name"), loadWebhooks(), audit()])
     .then(() => status("Signed in."))
     .catch((err) => status("Could not load: " + err.message));
 })();
