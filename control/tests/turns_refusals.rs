@@ -118,6 +118,7 @@ async fn refusals_list_the_record_and_the_overflow() {
         shadow: false,
         method: None,
         upload: false,
+        command: None,
     };
     app.store
         .record_refusals(

@@ -141,6 +141,7 @@ pub(crate) async fn per_request_rules(
         shadow: turn.mode(shared.settings.mode) == Mode::Shadow && reason.shadowable(),
         method: Some(req.method().to_string()),
         upload: asked.uploads(),
+        command: None,
         package: None,
     };
     if r.shadow {

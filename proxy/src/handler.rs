@@ -38,20 +38,23 @@ pub(crate) async fn handle(
         })
         .flatten()
         .and_then(Result::ok);
+    let command = present::command(req.headers());
     let mut upgrade = connect.then(|| hyper::upgrade::on(&mut req));
-    let answer = serve(Arc::clone(&shared), conn, req, &mut upgrade).await;
+    let answer = serve(Arc::clone(&shared), conn, req, &mut upgrade, command).await;
     match (captured, upgrade) {
         (Some(target), Some(upgrade)) => present::present(&shared, target, upgrade, answer),
         _ => answer,
     }
 }
 
-/// Serves one request; `upgrade` is a `CONNECT`'s, taken by the tunnel it opens.
+/// Serves one request; `upgrade` is a `CONNECT`'s, taken by the tunnel it opens; `command`
+/// is what a captured connection's sandbox reported, kept with its refusal.
 async fn serve(
     shared: Arc<Shared>,
     conn: Arc<ClientConn>,
     req: Request<Incoming>,
     upgrade: &mut Option<OnUpgrade>,
+    command: Option<String>,
 ) -> Response<ProxyBody> {
     let begun = Instant::now();
     let connect = req.method() == Method::CONNECT;
@@ -134,6 +137,7 @@ async fn serve(
         shadow: shadow_mode && reason.shadowable(),
         method: (!connect).then(|| req.method().to_string()),
         upload,
+        command: command.clone(),
     };
 
     let started = Instant::now();

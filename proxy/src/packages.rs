@@ -113,6 +113,7 @@ pub(crate) async fn judge(
         shadow,
         method: Some(method.to_string()),
         upload: crate::access::method_uploads(method.as_str()),
+        command: None,
     };
     let target_path = uri.path_and_query().map_or(path, PathAndQuery::as_str);
     let rewritten = REWRITING_HEADERS.iter().any(|h| headers.contains_key(*h));

@@ -39,6 +39,36 @@ use crate::target::Target;
 /// The request header the sandbox's capture marks its `CONNECT` with (value `1`).
 pub const CAPTURE_HEADER: &str = "egress-capture";
 
+/// The request header a marked `CONNECT` may carry naming the command the sandbox saw open
+/// the captured connection. Read only on a marked `CONNECT`; the sandbox's claim, which any
+/// script holding the turn's credential could make up, so the record labels it as such.
+pub const COMMAND_HEADER: &str = "egress-command";
+
+/// Longest command kept, in bytes (the sandbox sends at most this much).
+const MAX_COMMAND: usize = 200;
+
+/// The command a marked `CONNECT` reports, re-checked as the sandbox bounds it: at most
+/// [`MAX_COMMAND`] bytes, each outside printable ASCII shown as `?`, surrounding blanks
+/// dropped. `None` when the `CONNECT` is unmarked or reports nothing (never `""`).
+pub(crate) fn command(headers: &HeaderMap) -> Option<String> {
+    if !asked(headers) {
+        return None;
+    }
+    let raw = headers.get(COMMAND_HEADER)?.as_bytes();
+    let shown: String = raw
+        .iter()
+        .take(MAX_COMMAND)
+        .map(|&b| {
+            if (b' '..=b'~').contains(&b) {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    Some(shown.trim().to_owned()).filter(|c| !c.is_empty())
+}
+
 /// Whether a `CONNECT` with `headers` asks for its refusal inside the stream.
 pub(crate) fn asked(headers: &HeaderMap) -> bool {
     headers
@@ -216,6 +246,25 @@ mod tests {
             let name = t.host.as_str().to_owned();
             assert!(!leaf_for(&name, &t, nr), "{literal}");
         }
+    }
+
+    #[test]
+    fn a_command_only_on_a_marked_connect_bounded_and_printable() {
+        let mut h = HeaderMap::new();
+        h.insert(COMMAND_HEADER, HeaderValue::from_static("curl -s http://x"));
+        assert_eq!(command(&h), None, "unmarked: not read");
+        h.insert(CAPTURE_HEADER, HeaderValue::from_static("1"));
+        assert_eq!(command(&h).as_deref(), Some("curl -s http://x"));
+        let long = format!("python3 {}", "a".repeat(500));
+        let long = HeaderValue::from_str(&long).unwrap_or_else(|e| unreachable!("{e}"));
+        h.insert(COMMAND_HEADER, long);
+        assert_eq!(command(&h).map(|c| c.len()), Some(MAX_COMMAND));
+        let odd =
+            HeaderValue::from_bytes(b"caf\xc3\xa9 \tx").unwrap_or_else(|e| unreachable!("{e}"));
+        h.insert(COMMAND_HEADER, odd);
+        assert_eq!(command(&h).as_deref(), Some("caf?? ?x"));
+        h.insert(COMMAND_HEADER, HeaderValue::from_static("  "));
+        assert_eq!(command(&h), None, "never an empty command");
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub(crate) struct Refusal<'a> {
     pub method: Option<String>,
     /// The request sent data (see [`crate::access::Asked::uploads`]).
     pub upload: bool,
+    /// The command the sandbox reported for a captured connection (see
+    /// [`crate::present::command`]).
+    pub command: Option<String>,
 }
 
 impl<'a> Refusal<'a> {
@@ -92,6 +95,7 @@ impl<'a> Refusal<'a> {
             shadow: self.shadow,
             method: self.method.clone(),
             upload: self.upload,
+            command: self.command.clone(),
         }
     }
 }

@@ -315,6 +315,7 @@ impl Tunnel<'_> {
             shadow: false,
             method: None,
             upload: false,
+            command: None,
         }))
         .await;
         Err(Unopened::Logged)

@@ -16,6 +16,7 @@ mod ambient;
 mod dns;
 mod files;
 mod nft;
+mod owner;
 mod pool;
 mod redirect;
 mod routes;

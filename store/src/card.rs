@@ -62,6 +62,12 @@ pub struct Evidence {
     /// (true) on what was tried.
     #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
     pub tried: bool,
+    /// The command the sandbox reported as having opened such a connection (a captured one,
+    /// the first reported for the kind): evidence from the sandbox's side, which the page
+    /// labels as such; any script holding the turn's credential could claim one. Absent
+    /// when none was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 fn yes() -> bool {
@@ -227,6 +233,7 @@ mod tests {
             last_at: Some("2026-01-01T00:00:01.000Z".into()),
             upload,
             tried: true,
+            command: None,
         };
         let plain = Card::new(vec![], vec![], vec![], "r".into());
         assert_eq!(
@@ -270,6 +277,18 @@ mod tests {
             ..tried("c.example.com", "GET", false)
         };
         assert_eq!(serde_json::to_value(&untried)?["tried"], false);
+        assert!(
+            json["evidence"][0].get("command").is_none(),
+            "absent when unreported"
+        );
+        let claimed = Evidence {
+            command: Some("curl -s http://a.example.com/x".into()),
+            ..tried("a.example.com", "GET", false)
+        };
+        assert_eq!(
+            serde_json::to_value(&claimed)?["command"],
+            "curl -s http://a.example.com/x"
+        );
         let back: Card = serde_json::from_value(json)?;
         assert_eq!(back, c, "a stored card reads back whole");
         Ok(())

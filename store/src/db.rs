@@ -183,6 +183,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0018_webhooks.sql"),
         include_str!("../../migrations/postgres/0018_webhooks.sql"),
     ),
+    (
+        19,
+        "evidence command",
+        include_str!("../../migrations/sqlite/0019_evidence_command.sql"),
+        include_str!("../../migrations/postgres/0019_evidence_command.sql"),
+    ),
 ];
 
 impl Store {

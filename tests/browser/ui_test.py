@@ -11,11 +11,14 @@ It is longer than other files because it is one browser session walked through e
 both pages in order (one Chromium start is most of the suite's time); its helpers sit at the top.
 """
 
+import base64
 import json
+import socket
 import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from playwright.sync_api import sync_playwright
@@ -60,6 +63,25 @@ def through_proxy(proxy_url, url, data=None):
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def marked_connect(proxy_url, authority, command):
+    """A `CONNECT` marked as a captured connection's, naming `command` as the sandbox would:
+    the status of the answer (the refusal is recorded before it)."""
+    parts = urllib.parse.urlsplit(proxy_url)
+    cred = urllib.parse.unquote(parts.netloc.rsplit("@", 1)[0])
+    auth = base64.b64encode(cred.encode()).decode()
+    head = (f"CONNECT {authority} HTTP/1.1\r\nhost: {authority}\r\nproxy-authorization: Basic {auth}\r\n"
+            f"Egress-Capture: 1\r\nEgress-Command: {command}\r\n\r\n")
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as s:
+        s.sendall(head.encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = s.recv(1024)
+            if not chunk:
+                break
+            got += chunk
+    return int(got.split()[1]) if got else 0
 
 
 class Card:
@@ -275,9 +297,13 @@ def main():
         upload_url = f"http://{upload_host}:{CFG['origin_port']}/upload/all-the-data"
         named = "http://holidays.example.org/calendar.ics"
 
+        tunnel = f"{upload_host}:{CFG['origin_port']}"
+        claimed = "curl -sS http://example.org/"
+
         def script(proxy_url):
             for _ in range(2):
                 check(through_proxy(proxy_url, upload_url, data=b"secret rows") == 403, "upload refused")
+            check(marked_connect(proxy_url, tunnel, claimed) == 200, "captured connection refused")
 
         c = Card(base, "erin", "evidence", name_url=True, script=script, named=[named])
         page = open_card(ctx, c, "evidence")
@@ -289,12 +315,16 @@ def main():
         check(before, "the upload sentence comes before the buttons")
         rows = page.eval_on_selector_all(
             "#evidence-rows tr", "trs => trs.map(tr => Array.from(tr.cells).map(td => td.innerText))")
-        check(len(rows) == 2, f"two kinds of request tried: {rows}")
+        check(len(rows) == 3, f"three kinds of request tried: {rows}")
         by_url = {r[1]: r for r in rows}
         post = by_url.get(upload_url)
         check(post is not None and post[0] == "POST (sends data)" and post[2] == "2", f"the POST row: {rows}")
         get = by_url.get(c.url)
         check(get is not None and get[0] == "GET" and get[2] == "1", f"the GET row: {rows}")
+        captured = [r for r in rows if r[1].startswith(tunnel)]
+        check(len(captured) == 1 and captured[0][0] == "not seen (encrypted)", f"the tunnel row: {rows}")
+        check(captured[0][1] == f"{tunnel}\nCommand (reported by the sandbox): {claimed}",
+              f"the sandbox's command, labelled: {rows}")
         check(all(r[3].strip() for r in rows), f"when: {rows}")
         untried = page.inner_text("#untried")
         check(named in untried and upload_url not in untried and c.url not in untried, f"untried: {untried}")

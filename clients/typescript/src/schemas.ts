@@ -248,6 +248,8 @@ export interface ErrorDetail {
 
 /** One line of a card's evidence: refused requests of one kind (host, port, method, URL without query, package, reason), or a site or URL the agent named that nothing tried. */
 export interface Evidence {
+  /** The command (program and first arguments, at most 200 printable ASCII bytes) the sandbox reported as having opened such a captured connection, the first reported: the sandbox's claim, not the proxy's fact. Absent when none was reported. */
+  command?: string | null;
   /** How many such requests were refused (0 on an entry nothing tried). */
   count: number;
   first_at?: Time | null;

@@ -61,6 +61,7 @@ fn tried(r: &EvidenceRow) -> Evidence {
         last_at: Some(r.last_seen.rfc3339()),
         upload: r.upload,
         tried: true,
+        command: r.command.clone(),
     }
 }
 
@@ -77,6 +78,7 @@ fn untried(u: &SanitizedUrl) -> Evidence {
         last_at: None,
         upload: false,
         tried: false,
+        command: None,
     }
 }
 

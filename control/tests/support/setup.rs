@@ -230,5 +230,6 @@ pub fn refusal(turn_id: &str, host: &str, reason: RefusalReason) -> RefusalEvent
         shadow: false,
         method: None,
         upload: false,
+        command: None,
     }
 }

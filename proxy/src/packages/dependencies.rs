@@ -74,6 +74,7 @@ pub(super) async fn record_dependencies(
             shadow: false,
             method: None,
             upload: false,
+            command: None,
         };
         // The answer is not sent anywhere: only the record matters.
         let _ = shared.refuse_unless_allowed(r, subject, epoch).await;

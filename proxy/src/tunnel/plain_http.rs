@@ -96,6 +96,7 @@ pub(super) async fn refusal_answer(
             shadow: false,
             // Only the method is known here: a body on a GET is not seen.
             upload: crate::access::method_uploads(&method),
+            command: None,
             method: Some(method),
         })
         .await;

@@ -33,6 +33,9 @@ const LINGER: Duration = Duration::from_secs(2);
 /// The header that marks the `CONNECT` as a captured connection's, whose refusal the proxy
 /// then shows inside the stream. It changes how a refusal is shown, never what is allowed.
 const CAPTURE_MARK: &str = "Egress-Capture";
+/// The header naming the command that opened the captured connection, when the capture can
+/// tell (see [`super::owner`]): evidence from the sandbox's side, sent only with the mark.
+const COMMAND_HEADER: &str = "Egress-Command";
 
 /// What every captured connection needs.
 pub(crate) struct Redirect {
@@ -73,7 +76,14 @@ async fn carry(mut client: TcpStream, family: Family, redirect: &Redirect) {
     let spliced = match original_destination(&client, family) {
         Ok(dest) => {
             let target = target(dest, &redirect.pool);
-            match open_tunnel(&target, redirect).await {
+            let command = match client.peer_addr() {
+                Ok(peer) => tokio::task::spawn_blocking(move || super::owner::command_of(peer))
+                    .await
+                    .ok()
+                    .flatten(),
+                Err(_) => None,
+            };
+            match open_tunnel(&target, command.as_deref(), redirect).await {
                 Ok(Opened {
                     proxy,
                     early,
@@ -181,12 +191,20 @@ struct Opened {
     refused: bool,
 }
 
-/// Asks the proxy for a tunnel to `target`; on 200 returns the connection. Any other answer
-/// is an error.
-async fn open_tunnel(target: &str, redirect: &Redirect) -> io::Result<Opened> {
+/// Asks the proxy for a tunnel to `target` (naming the `command` that opened the connection,
+/// when known); on 200 returns the connection. Any other answer is an error.
+async fn open_tunnel(
+    target: &str,
+    command: Option<&str>,
+    redirect: &Redirect,
+) -> io::Result<Opened> {
     let mut proxy = UnixStream::connect(&redirect.socket).await?;
     let mut request =
         format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{CAPTURE_MARK}: 1\r\n");
+    if let Some(command) = command {
+        // Printable ASCII only (see `owner`): it cannot end the header line.
+        request.push_str(&format!("{COMMAND_HEADER}: {command}\r\n"));
+    }
     if let Some(auth) = &redirect.authorization {
         request.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
     }

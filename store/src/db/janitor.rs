@@ -249,6 +249,7 @@ mod tests {
             shadow: false,
             method: None,
             upload: false,
+            command: None,
         };
         s.record_refusals(&[refusal], 256).await?;
         let egress = EgressEvent {

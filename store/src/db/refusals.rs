@@ -46,6 +46,10 @@ pub struct RefusalEvent {
     /// The request carried a body (POST, PUT, PATCH, or a body on any method): the card
     /// flags it as an upload. `false` when the proxy could not see the request.
     pub upload: bool,
+    /// The command the sandbox reported as having opened a captured connection (program and
+    /// first arguments, bounded, printable ASCII): the sandbox's claim, shown as such, never
+    /// the proxy's fact. `None` when nothing was reported.
+    pub command: Option<String>,
 }
 
 /// What a refusal candidate is about: the database may still allow it.

@@ -234,6 +234,7 @@ class ErrorDetail(TypedDict):
 class Evidence(TypedDict):
     """One line of a card's evidence: refused requests of one kind (host, port, method, URL without query, package, reason), or a site or URL the agent named that nothing tried."""
 
+    command: NotRequired[str | None]
     count: int
     first_at: NotRequired[Time | None]
     host: str

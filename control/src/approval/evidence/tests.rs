@@ -18,6 +18,7 @@ fn row(host: &str, port: u16, method: Option<&str>, url: Option<&str>, at: i64) 
         count: 3,
         first_seen: Timestamp::from_millis(at),
         last_seen: Timestamp::from_millis(at + 1),
+        command: None,
     }
 }
 

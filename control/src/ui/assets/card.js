@@ -181,6 +181,7 @@
     td.textContent = text;
     if (cls) td.className = cls;
     tr.appendChild(td);
+    return td;
   }
 
   // The proxy's record of what was tried, apart from what the agent only named; an upload is
@@ -194,7 +195,14 @@
       const method = e.method || "not seen (encrypted)";
       cell(tr, e.upload ? method + " (sends data)" : method);
       const where = e.url || e.host + ":" + e.port;
-      cell(tr, e.package ? where + " (package " + e.package + ")" : where, "address");
+      const address = cell(tr, e.package ? where + " (package " + e.package + ")" : where, "address");
+      // The sandbox's claim, not the proxy's fact: labelled as such (see docs/sandbox.md).
+      if (e.command) {
+        const claim = document.createElement("div");
+        claim.className = "reported";
+        claim.textContent = "Command (reported by the sandbox): " + e.command;
+        address.appendChild(claim);
+      }
       cell(tr, String(e.count));
       cell(tr, when(e));
       body.appendChild(tr);

@@ -21,7 +21,7 @@ use crate::time::Timestamp;
 /// evidence, and cannot push another host's evidence out.
 pub const PER_ROW: i64 = 16;
 
-/// Rows per statement: 12 bound values each stays far below both databases' limits.
+/// Rows per statement: 13 bound values each stays far below both databases' limits.
 const ROWS_PER_STATEMENT: usize = 256;
 
 /// One line of evidence: requests of one kind the proxy refused in a turn.
@@ -48,6 +48,9 @@ pub struct EvidenceRow {
     pub first_seen: Timestamp,
     /// Latest time.
     pub last_seen: Timestamp,
+    /// The command the sandbox reported for such a request (the first one reported is
+    /// kept): its claim, not the proxy's fact.
+    pub command: Option<String>,
 }
 
 /// The evidence key of a refusal: its record row's key plus method and URL (`''` unknown).
@@ -68,6 +71,8 @@ struct Folded<'a> {
     first: Timestamp,
     last: Timestamp,
     upload: bool,
+    /// The first command reported for the kind in the batch.
+    command: Option<&'a str>,
     /// How many other kinds of the same record row came before it in the batch: the bound
     /// check counts them as if already written, so one batch cannot overshoot [`PER_ROW`].
     rank: i64,
@@ -98,6 +103,7 @@ fn fold<'a>(events: &[&'a RefusalEvent]) -> Vec<Folded<'a>> {
             f.first = f.first.min(e.at);
             f.last = f.last.max(e.at);
             f.upload |= e.upload;
+            f.command = f.command.or(e.command.as_deref());
             continue;
         }
         let rank = kinds.entry((k.0, k.1, k.2, k.3, k.4)).or_insert(0);
@@ -108,6 +114,7 @@ fn fold<'a>(events: &[&'a RefusalEvent]) -> Vec<Folded<'a>> {
             first: e.at,
             last: e.at,
             upload: e.upload,
+            command: e.command.as_deref(),
             rank: *rank,
         });
         *rank += 1;
@@ -115,20 +122,21 @@ fn fold<'a>(events: &[&'a RefusalEvent]) -> Vec<Folded<'a>> {
     out
 }
 
-/// The upsert for `rows` rows of twelve values (`$1`–`$12` for the first): a kind already
-/// kept grows; a new kind is kept while its record row holds fewer than [`PER_ROW`].
+/// The upsert for `rows` rows of thirteen values (`$1`–`$13` for the first): a kind already
+/// kept grows; a new kind is kept while its record row holds fewer than [`PER_ROW`]. The
+/// first command reported for a kind stays (a later one never replaces it).
 fn upsert_sql(rows: usize) -> String {
     let values: Vec<String> = (0..rows)
         .map(|r| {
-            let n: Vec<String> = (1..=12).map(|c| format!("${}", r * 12 + c)).collect();
+            let n: Vec<String> = (1..=13).map(|c| format!("${}", r * 13 + c)).collect();
             format!("({})", n.join(", "))
         })
         .collect();
     format!(
         "INSERT INTO refusal_evidence (turn_id, host, port, reason, package, method, url, \
-         upload, count, first_seen, last_seen) \
+         upload, count, first_seen, last_seen, command) \
          SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, \
-         v.column8, v.column9, v.column10, v.column11 FROM (VALUES {}) AS v \
+         v.column8, v.column9, v.column10, v.column11, v.column13 FROM (VALUES {}) AS v \
          WHERE EXISTS (SELECT 1 FROM refusal_evidence e WHERE e.turn_id = v.column1 \
              AND e.host = v.column2 AND e.port = v.column3 AND e.reason = v.column4 \
              AND e.package = v.column5 AND e.method = v.column6 AND e.url = v.column7) \
@@ -142,7 +150,8 @@ fn upsert_sql(rows: usize) -> String {
            last_seen = CASE WHEN excluded.last_seen > refusal_evidence.last_seen \
              THEN excluded.last_seen ELSE refusal_evidence.last_seen END, \
            upload = CASE WHEN excluded.upload > refusal_evidence.upload \
-             THEN excluded.upload ELSE refusal_evidence.upload END",
+             THEN excluded.upload ELSE refusal_evidence.upload END, \
+           command = COALESCE(refusal_evidence.command, excluded.command)",
         values.join(", ")
     )
 }
@@ -174,7 +183,8 @@ pub(super) async fn insert_evidence(
                 .bind(f.count)
                 .bind(f.first.millis())
                 .bind(f.last.millis())
-                .bind(f.rank);
+                .bind(f.rank)
+                .bind(f.command);
         }
         q.execute(&mut **tx).await?;
     }
@@ -187,7 +197,7 @@ impl Store {
     pub async fn list_evidence(&self, turn: &TurnId) -> Result<Vec<EvidenceRow>, StoreError> {
         let query = sqlx::query(
             "SELECT host, port, reason, package, method, url, upload, count, first_seen, \
-             last_seen FROM refusal_evidence WHERE turn_id = $1 \
+             last_seen, command FROM refusal_evidence WHERE turn_id = $1 \
              ORDER BY last_seen DESC, host, port, reason, package, method, url",
         )
         .bind(turn.as_str());
@@ -211,6 +221,7 @@ impl crate::db::FromRow for EvidenceRow {
             count: r.try_get(7)?,
             first_seen: Timestamp::from_millis(r.try_get(8)?),
             last_seen: Timestamp::from_millis(r.try_get(9)?),
+            command: r.try_get(10)?,
         })
     }
 }
@@ -232,6 +243,7 @@ mod tests {
             shadow: false,
             method: Some(method.into()).filter(|m: &String| !m.is_empty()),
             upload: method == "POST",
+            command: None,
         }
     }
 
@@ -288,6 +300,45 @@ mod tests {
         assert_eq!(rows[0].url.as_deref(), Some(up));
         assert_eq!(rows[0].reason, RefusalReason::NotApproved);
         assert_eq!((rows[0].port, rows[0].package.as_deref()), (80, None));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_first_command_reported_for_a_kind_is_kept_and_none_stays_absent()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let db = testing::fresh().await;
+        let s = &db.store;
+        let turn = testing::open_turn(s, "u1", "c1").await?.id;
+        let said = |host: &str, command: Option<&str>, at: i64| RefusalEvent {
+            command: command.map(Into::into),
+            ..event(&turn, host, "", "", at)
+        };
+        // Unreported first, then two claims in one batch and a third in the next.
+        s.record_refusals(&[said("a.example.com", None, 1)], 256)
+            .await?;
+        s.record_refusals(
+            &[
+                said("a.example.com", Some("curl -s"), 2),
+                said("a.example.com", Some("wget -q"), 3),
+                said("b.example.com", None, 4),
+            ],
+            256,
+        )
+        .await?;
+        s.record_refusals(&[said("a.example.com", Some("python3 x"), 5)], 256)
+            .await?;
+        let rows = s.list_evidence(&turn).await?;
+        let seen: Vec<(&str, Option<&str>, i64)> = rows
+            .iter()
+            .map(|r| (r.host.as_str(), r.command.as_deref(), r.count))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a.example.com", Some("curl -s"), 4),
+                ("b.example.com", None, 1)
+            ]
+        );
         Ok(())
     }
 

@@ -275,6 +275,7 @@ mod tests {
             shadow: false,
             method: None,
             upload: false,
+            command: None,
         }
     }
 

@@ -57,6 +57,10 @@ pub struct Evidence {
     /// `false` on a site or URL the agent named that no request of the turn tried; absent
     /// on what was tried.
     tried: Option<bool>,
+    /// The command (program and first arguments, at most 200 printable ASCII bytes) the
+    /// sandbox reported as having opened such a captured connection, the first reported:
+    /// the sandbox's claim, not the proxy's fact. Absent when none was reported.
+    command: Option<String>,
 }
 
 /// The code of a `pending` answer.
