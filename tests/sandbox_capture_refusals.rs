@@ -98,7 +98,11 @@ async fn with_the_deployment_ca_trusted_refused_https_gets_the_403_inside_tls() 
             format!("python3 {python} {url}"),
             "HTTPError 403: '",
         ),
-        ("java", format!("java {java} {url}"), "java: status 403"),
+        (
+            "java",
+            format!("java -XX:-UsePerfData {java} {url}"),
+            "java: status 403",
+        ),
         ("npm", npm, "npm error 403 403 "),
         ("python3", pip, "403 Client Error: "),
     ];
