@@ -24,6 +24,18 @@
     return json;
   }
 
+  // Replaces the rows of the table body `id` with one row per item, drawn by `row(tr, item)`.
+  function fill(id, items, row) {
+    const body = $(id);
+    body.replaceChildren();
+    for (const item of items) {
+      const tr = document.createElement("tr");
+      row(tr, item);
+      body.appendChild(tr);
+    }
+    return body;
+  }
+
   function cell(tr, text, cls) {
     const td = document.createElement("td");
     td.textContent = text == null ? "" : String(text);
@@ -34,10 +46,7 @@
 
   async function loadList(kind, key) {
     const data = await call("GET", "/v1/admin/" + kind);
-    const body = $(kind);
-    body.replaceChildren();
-    for (const e of data[kind]) {
-      const tr = document.createElement("tr");
+    fill(kind, data[kind], (tr, e) => {
       cell(tr, e[key]);
       cell(tr, e.note);
       cell(tr, e.created_at);
@@ -55,8 +64,7 @@
         } catch (err) { status("Could not remove " + e[key] + ": " + err.message); }
       });
       td.appendChild(b);
-      body.appendChild(tr);
-    }
+    });
   }
 
   function onSubmit(form, fn) {
@@ -121,10 +129,7 @@
   // one and shows its signing secret once.
   async function loadWebhooks() {
     const data = await call("GET", "/v1/admin/webhooks");
-    const body = $("webhooks");
-    body.replaceChildren();
-    for (const w of data.webhooks) {
-      const tr = document.createElement("tr");
+    fill("webhooks", data.webhooks, (tr, w) => {
       cell(tr, w.url);
       cell(tr, w.events.length === 0 ? "every event" : w.events.join(", "));
       cell(tr, w.description);
@@ -137,16 +142,12 @@
         $("deliveries-panel").hidden = true;
         await loadWebhooks();
       });
-      body.appendChild(tr);
-    }
+    });
   }
 
   async function deliveries(w) {
     const out = await call("GET", "/v1/admin/webhooks/" + encodeURIComponent(w.id) + "/deliveries");
-    const body = $("deliveries");
-    body.replaceChildren();
-    for (const d of out.deliveries) {
-      const tr = document.createElement("tr");
+    const body = fill("deliveries", out.deliveries, (tr, d) => {
       cell(tr, d.type);
       cell(tr, d.status);
       cell(tr, d.attempts);
@@ -161,8 +162,7 @@
           await deliveries(w);
         });
       }
-      body.appendChild(tr);
-    }
+    });
     if (out.deliveries.length === 0) {
       const tr = document.createElement("tr");
       const td = cell(tr, "No delivery yet: one is made for each event this endpoint receives.");
@@ -182,17 +182,13 @@
     if (since) q.set("since", new Date(since).toISOString());
     q.set("limit", $("audit-limit").value || "100");
     const out = await call("GET", "/v1/admin/audit?" + q.toString());
-    const body = $("audit");
-    body.replaceChildren();
-    for (const a of out.audit) {
-      const tr = document.createElement("tr");
+    fill("audit", out.audit, (tr, a) => {
       cell(tr, a.at);
       cell(tr, a.kind);
       cell(tr, a.actor);
       cell(tr, a.chat_id ? (a.user_id || "") + " / " + a.chat_id : "");
       cell(tr, JSON.stringify(a.detail), "detail");
-      body.appendChild(tr);
-    }
+    });
     status(out.audit.length + " audit row(s).");
   }
 
