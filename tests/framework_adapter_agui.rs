@@ -5,7 +5,8 @@
 //! fails, the interrupt stays), the person's approval through the API then the resumed run's
 //! final text, the same resume again (nothing runs); a cancelled entry that declines the card;
 //! an answer given in the chat; a cancelled entry nobody answered (withdrawn, the card left
-//! alone). Here: what the gate stored for each, and one claim per card answered.
+//! alone, until the chat's next turn expires it). Here: what the gate stored for each, and one
+//! claim per card answered.
 //!
 //! The pinned `@ag-ui/client` is installed by `.ci/run` outside the checkout
 //! (`EGRESSGATE_TEST_AGUI`), `ag-ui-protocol` with the framework packages
@@ -119,9 +120,19 @@ async fn ag_ui_client_sees_the_interrupt_and_its_resume_claims_the_card_once() {
          continue without that data and say so"
     );
     for (thread, final_text, state, decision) in [
-        (&threads[0], json!("origin says hi"), "done", json!("approved")),
+        (
+            &threads[0],
+            json!("origin says hi"),
+            "done",
+            json!("approved"),
+        ),
         (&threads[1], json!(declined), "done", json!("cancelled")),
-        (&threads[2], json!("origin says hi"), "done", json!("approved")),
+        (
+            &threads[2],
+            json!("origin says hi"),
+            "done",
+            json!("approved"),
+        ),
         (&threads[3], Value::Null, "pending", Value::Null),
     ] {
         assert_eq!(thread["final"], final_text, "{thread}");
@@ -131,6 +142,10 @@ async fn ag_ui_client_sees_the_interrupt_and_its_resume_claims_the_card_once() {
         assert_eq!(stored["user_id"], "alice", "{stored}");
         assert_eq!(stored["decision"]["outcome"], decision, "{stored}");
     }
+    // The withdrawn card was left alone; the chat's next turn expires it.
+    g.api().turn("alice", "agui-withdraw", &[]).await;
+    let withdrawn = threads[3]["interrupt_id"].as_str().unwrap();
+    assert_eq!(outcome(&g, withdrawn).await["state"], "expired");
     // Three cards answered, each claimed once: the early resume, the repeated one and the
     // withdrawn card claimed nothing.
     assert_one_claim_per_card(&g, 3).await;
