@@ -87,6 +87,18 @@ Model = Callable[[list[Message]], AssistantMessage]
 Tool = Callable[[Turn, dict[str, Any]], str]
 """A sandbox tool: the turn (its proxy) and the call's arguments in, the result text out."""
 
+MAX_STEPS = 50
+"""Model calls one run may make: past it the run fails (`TOO_MANY_STEPS`) instead of looping."""
+
+class RunFailed(Exception):
+    """The run cannot go on for a reason of its own (not the gate's): ends it with `RUN_ERROR`
+    carrying `code`."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
@@ -135,7 +147,8 @@ class AguiApproval:
 
     def run(self, run: RunAgentInput) -> Iterator[BaseEvent]:
         """The run's events, as they happen. Fails closed: any error ends the run with
-        `RUN_ERROR` (`code` the gate's code, or `STILL_PENDING`, `CLAIM_LOST`)."""
+        `RUN_ERROR` (`code` the gate's code, or `STILL_PENDING`, `CLAIM_LOST`,
+        `INCOMPLETE_RESUME`, `TOO_MANY_STEPS`, `AGENT_ERROR`)."""
         yield RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id)
         try:
             if run.resume:
@@ -145,6 +158,8 @@ class AguiApproval:
                 yield from self._loop(run, state, None)
         except ApiError as e:
             yield RunErrorEvent(code=e.code or "API_ERROR", message=e.message)
+        except RunFailed as e:
+            yield RunErrorEvent(code=e.code, message=str(e))
         except StillPending as e:
             yield RunErrorEvent(code="STILL_PENDING", message=str(e))
         except ClaimLost as e:
@@ -155,7 +170,7 @@ class AguiApproval:
     def _loop(self, run: RunAgentInput, state: AgentState, claim: Claim | None) -> Iterator[BaseEvent]:
         """Model, tools, model … until a final text (the run succeeds; a held claim completes
         the card) or a card (the run pauses; a held claim chains it)."""
-        while True:
+        for _ in range(MAX_STEPS):
             reply = self.model(state.messages)
             state.messages.append(reply)
             yield from _announce(reply)
@@ -173,9 +188,11 @@ class AguiApproval:
                     yield _answer(state, call.id, cancel[call.id])
                 elif call.function.name == APPROVAL_TOOL:
                     approval = call
-                else:
+                elif call.function.name in self.tools:
                     args = json.loads(call.function.arguments or "{}")
                     yield _answer(state, call.id, self.tools[call.function.name](state.turn, args))
+                else:
+                    yield _answer(state, call.id, f"there is no tool named {call.function.name!r}")
             if approval is None:
                 continue
             args = json.loads(approval.function.arguments or "{}")
@@ -191,6 +208,7 @@ class AguiApproval:
             yield RunFinishedEvent(thread_id=run.thread_id, run_id=run.run_id,
                                    outcome=RunFinishedInterruptOutcome(interrupts=[_interrupt(paused)]))
             return
+        raise RunFailed("TOO_MANY_STEPS", f"the model made {MAX_STEPS} calls without finishing")
 
     def _batch(self, calls: list[ToolCall]) -> dict[str, str]:
         """The batch rule: with an approval call among `calls`, the others to cancel and their
@@ -204,7 +222,7 @@ class AguiApproval:
         """The next run's `resume`: the claim, the snapshot, the resume branch, the loop."""
         entries = run.resume or []
         if len(entries) != 1:
-            raise ApiError(422, "INCOMPLETE_RESUME", "send exactly one resume entry: the card's")
+            raise RunFailed("INCOMPLETE_RESUME", "send exactly one resume entry: the card's")
         entry = entries[0]
         claim = self._claim(entry, self.user_of(run))
         if isinstance(claim, AlreadyDone):
