@@ -279,3 +279,8 @@ async fn strands_pauses_on_the_card_and_resumes_once_in_a_new_process() {
 async fn langgraph_pauses_on_the_card_and_resumes_once_in_a_new_process() {
     the_whole_loop("langgraph").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_pauses_on_the_card_and_resumes_once_in_a_new_process() {
+    the_whole_loop("a2a").await;
+}
