@@ -6,7 +6,8 @@
 //! decided, or one that is neither approve nor deny, leaves it waiting and the card untouched;
 //! after the person approved, the client's answer in the same task completes it with the
 //! downloaded text; a second answer is the SDK's terminal-state error with egressgate's word
-//! that the card is done. The client's word never grants what the person declined.
+//! that the card is done. The client's word never grants what the person declined, and a task
+//! another process finished (restored from the card's snapshot) is not run again.
 //! (The ask/resume command line in separate processes is `tests/framework_adapters.rs`.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -180,7 +181,7 @@ async fn bench() -> Option<(Origin, Gate, Agent)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_waits_with_the_card_and_the_answer_in_it_completes_it_once() {
-    let Some((_o, g, agent)) = bench().await else {
+    let Some((o, g, agent)) = bench().await else {
         return;
     };
     let task = agent.ask("alice", "c1");
@@ -231,6 +232,7 @@ async fn the_task_waits_with_the_card_and_the_answer_in_it_completes_it_once() {
     assert_eq!(final_text(&done), BODY, "{done}");
     assert_eq!(done["id"], task["id"], "{done}");
     assert_eq!(state(&g, &id).await, "done");
+    assert_eq!(o.requests().len(), 1, "{:?}", o.requests());
 
     // A second answer: the SDK's terminal-state error, and egressgate says the card is done.
     let again = agent.answer(&task, "approve");
@@ -257,7 +259,7 @@ async fn the_task_waits_with_the_card_and_the_answer_in_it_completes_it_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_clients_word_never_grants_what_the_person_declined() {
-    let Some((_o, g, agent)) = bench().await else {
+    let Some((o, g, agent)) = bench().await else {
         return;
     };
     // The person declines; the client says approve: the run continues declined.
@@ -274,5 +276,51 @@ async fn the_clients_word_never_grants_what_the_person_declined() {
     let done = agent.answer(&task, "Deny.");
     assert!(final_text(&done).ends_with(DECLINED), "{done}");
     assert_eq!(state(&g, c["interrupt_id"].as_str().unwrap()).await, "done");
+    assert!(o.requests().is_empty(), "{:?}", o.requests());
     assert_one_claim_per_card(&g, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_another_process_finished_is_not_run_again() {
+    let Some((o, g, agent)) = bench().await else {
+        return;
+    };
+    let task = agent.ask("dave", "c4");
+    let c = card(&task);
+    let id = c["interrupt_id"].as_str().unwrap();
+    decide(&g, &c, true).await;
+    // Another process restores the task from the card's snapshot and finishes it.
+    let mut resume = python(&[
+        "-m",
+        "egressgate.examples.a2a",
+        "resume",
+        "--interrupt-id",
+        id,
+    ]);
+    let out = as_runtime(&mut resume, &g, agent.port).output().unwrap();
+    let line = stdout_of(&out, "resume");
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap(),
+        json!({"final": BODY})
+    );
+
+    // The served agent's copy of the task: the answer ends it, nothing runs again.
+    let ended = agent.answer(&task, "approve");
+    assert_eq!(ended["status"]["state"], "TASK_STATE_REJECTED", "{ended}");
+    assert_eq!(
+        said(&ended),
+        format!(
+            "egressgate: the card {id} is already done (another process finished it); nothing ran again"
+        )
+    );
+    let again = agent.answer(&task, "approve");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("TASK_STATE_REJECTED; egressgate: the card"),
+        "{again}"
+    );
+    assert_eq!(o.requests().len(), 1, "{:?}", o.requests());
+    assert_one_claim_per_card(&g, 1).await;
 }

@@ -43,7 +43,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
-from a2a.utils.errors import UnsupportedOperationError
+from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from .. import Client
@@ -141,7 +141,8 @@ class A2AApproval(AgentExecutor):
         is the client's answer (see the module's doc)."""
         task = context.current_task
         if task is None:
-            assert context.message is not None  # the SDK runs `execute` for a message
+            if context.message is None:
+                raise InvalidParamsError(message="a new task needs the user's message")
             task = new_task_from_user_message(context.message)
             await event_queue.enqueue_event(task)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
@@ -161,7 +162,8 @@ class A2AApproval(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Cancels the task; a card it waits on stays for the person (it simply expires)."""
-        assert context.task_id and context.context_id
+        if not (context.task_id and context.context_id):
+            raise InvalidParamsError(message="cancel names no task")
         self._held.pop(context.task_id, None)
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
