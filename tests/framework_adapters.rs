@@ -146,7 +146,7 @@ async fn pending(g: &Gate, user: &str) -> Vec<Value> {
 async fn the_whole_loop(name: &str) {
     let mut check = Command::new("python3");
     check
-        .args(["-c", "import strands, langgraph.checkpoint.sqlite"])
+        .args(["-c", "import strands, langgraph.checkpoint.sqlite, ag_ui.core, a2a.server.routes, uvicorn"])
         .env("PYTHONPATH", python_path());
     if !available(&mut check, "the pinned framework packages") {
         return;
@@ -283,4 +283,9 @@ async fn langgraph_pauses_on_the_card_and_resumes_once_in_a_new_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agui_pauses_on_the_card_and_resumes_once_in_a_new_process() {
     the_whole_loop("agui").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_pauses_on_the_card_and_resumes_once_in_a_new_process() {
+    the_whole_loop("a2a").await;
 }

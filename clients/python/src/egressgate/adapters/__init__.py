@@ -10,6 +10,9 @@ framework's own pause and the framework's resume into egressgate's exactly-once 
 - `egressgate.adapters.agui` (`pip install 'egressgate[agui]'`): an AG-UI agent whose run
   ends with the interrupt outcome and whose next run's `resume` entry claims the card;
   `egressgate.adapters.agui_http` serves it over HTTP (SSE).
+- `egressgate.adapters.a2a` (`pip install 'egressgate[a2a]'`): an A2A SDK agent executor whose
+  task waits in `input-required` with the card and continues when the client answers in it;
+  `egressgate.adapters.a2a_server` serves it (agent card, JSON-RPC, uvicorn).
 
 All share `egressgate.adapters.claim`: registering the card with the framework's serialised
 state as its snapshot, taking over the person's click, heartbeating while the resumed run
