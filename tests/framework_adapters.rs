@@ -146,7 +146,10 @@ async fn pending(g: &Gate, user: &str) -> Vec<Value> {
 async fn the_whole_loop(name: &str) {
     let mut check = Command::new("python3");
     check
-        .args(["-c", "import strands, langgraph.checkpoint.sqlite, ag_ui.core, a2a.server.routes, uvicorn"])
+        .args([
+            "-c",
+            "import strands, langgraph.checkpoint.sqlite, ag_ui.core, a2a.server.routes, uvicorn",
+        ])
         .env("PYTHONPATH", python_path());
     if !available(&mut check, "the pinned framework packages") {
         return;
