@@ -7,8 +7,12 @@ framework's own pause and the framework's resume into egressgate's exactly-once 
 - `egressgate.adapters.langgraph` (`pip install 'egressgate[langgraph]'`): the approval node
   that calls `interrupt()` with LangChain's human-in-the-loop shape and resumes with
   `Command(resume={"decisions": [...]})`.
+- `egressgate.adapters.openai_agents` (`pip install 'egressgate[openai-agents]'`): the approval
+  tool as a function tool with `needs_approval`, the run's interruption mapped to the card with
+  the serialised `RunState` as its snapshot, `approve`/`reject` applied from the stored
+  decision, and a guardrail that runs the approval call alone in its step.
 
-Both share `egressgate.adapters.claim`: registering the card with the framework's serialised
+All share `egressgate.adapters.claim`: registering the card with the framework's serialised
 state as its snapshot, taking over the person's click, heartbeating while the resumed run
 works, completing it, and chaining a new card when the resumed run is refused again.
 Importing this package needs nothing beyond the core client; each adapter imports its

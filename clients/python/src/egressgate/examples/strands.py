@@ -35,11 +35,6 @@ def _history(messages: list[dict[str, Any]]) -> list[Step]:
                 use = uses[r["toolUseId"]]
                 url = use["input"].get("url") or (use["input"].get("urls") or [None])[0]
                 steps.append(Step(use["name"], url, "".join(b.get("text", "") for b in r["content"])))
-    if steps and steps[-1].tool == DOWNLOAD_TOOL and not steps[-1].text.startswith("{"):
-        # The batch rule cancelled the download beside the approval call: what the model acts
-        # on is the approval's answer in the same message.
-        answered = [s for s in steps if s.tool == APPROVAL_TOOL]
-        steps.append(answered[-1])
     return steps
 
 
