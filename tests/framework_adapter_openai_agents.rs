@@ -12,7 +12,7 @@ mod support;
 
 use serde_json::json;
 use support::adapters::{Example, answer, example_available, outcome};
-use support::examples::assert_one_claim_per_card;
+use support::examples::{assert_one_claim_per_card, example_bench};
 use support::*;
 
 const NAME: &str = "openai_agents";
@@ -23,14 +23,8 @@ async fn a_stored_decline_is_the_sdk_rejection_even_after_the_site_was_allowed()
     if !example_available(NAME) {
         return;
     }
-    let o = origin().await;
-    let port = o.port();
-    let g = gate().loopback().ports(&[port]).names(&[FILES]).start();
-    let ex = Example {
-        module: format!("egressgate.examples.{NAME}"),
-        gate: &g,
-        port,
-    };
+    let (o, g, port) = example_bench().await;
+    let ex = Example::of(NAME, &g, port);
     let card = ex.ask("alice", "c1", &[FILES]);
     let args = [
         "resume",
@@ -78,14 +72,8 @@ async fn the_retry_cancelled_beside_the_approval_call_never_runs_not_even_on_res
     if !example_available(NAME) {
         return;
     }
-    let o = origin().await;
-    let port = o.port();
-    let g = gate().loopback().ports(&[port]).names(&[FILES]).start();
-    let ex = Example {
-        module: format!("egressgate.examples.{NAME}"),
-        gate: &g,
-        port,
-    };
+    let (o, g, port) = example_bench().await;
+    let ex = Example::of(NAME, &g, port);
     // The model's step holds the approval call and a retry of the download; the retry is
     // cancelled before it reaches the proxy (one refusal: the first download).
     let card = ex.ask("bob", "c2", &[FILES]);

@@ -34,11 +34,7 @@ async fn the_whole_loop(name: &str) {
         .ports(&[port])
         .names(&[FILES, OTHER])
         .start();
-    let ex = Example {
-        module: format!("egressgate.examples.{name}"),
-        gate: &g,
-        port,
-    };
+    let ex = Example::of(name, &g, port);
 
     // Ask: a card waits, and the script was refused once (the retry beside the approval
     // call was cancelled by the batch rule before it reached the proxy).

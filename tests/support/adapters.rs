@@ -47,7 +47,17 @@ pub struct Example<'g> {
     pub port: u16,
 }
 
-impl Example<'_> {
+impl<'g> Example<'g> {
+    /// `egressgate.examples.{name}` as a runtime of `gate` runs it, downloading from the
+    /// origin on `port`.
+    pub fn of(name: &str, gate: &'g Gate, port: u16) -> Self {
+        Example {
+            module: format!("egressgate.examples.{name}"),
+            gate,
+            port,
+        }
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("python3");
         cmd.args(["-m", &self.module])

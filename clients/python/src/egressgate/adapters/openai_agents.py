@@ -47,19 +47,8 @@ from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolGuardrailFunctionOutput, ToolInputGuardrailData, tool_input_guardrail
 
 from .. import Client
-from .claim import (
-    APPROVAL_DESCRIPTION,
-    APPROVAL_TOOL,
-    AlreadyDone,
-    Claim,
-    Paused,
-    Turn,
-    batch_cancellations,
-    first_answer_text,
-    first_call,
-    register,
-    resume_answer,
-)
+from .claim import APPROVAL_DESCRIPTION, APPROVAL_TOOL, AlreadyDone, Claim, Paused, Turn
+from .claim import batch_cancellations, first_answer_text, first_call, register, resume_answer
 
 TURN_KEY = "egressgate_turn"
 """Where the turn lives in the run's context (a dict), so it travels inside the `RunState`."""

@@ -75,6 +75,13 @@ def next_move(urls: list[str], history: list[Step]) -> tuple[str, str]:
     return "final", "\n".join(fetched[u]["body"] for u in urls)
 
 
+def finished(text: str, history: list[Step]) -> tuple[str, str | None]:
+    """A first run that ended without a card: its final text and the last answer of the
+    approval tool (the deny, when nobody could answer), as `Example.ask` returns them."""
+    answers = [s.text for s in history if s.tool != DOWNLOAD_TOOL]
+    return text, answers[-1] if answers else None
+
+
 def _print(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 

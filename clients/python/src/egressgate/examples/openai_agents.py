@@ -24,7 +24,7 @@ from agents.usage import Usage
 from .. import Client
 from ..adapters.claim import APPROVAL_TOOL, Turn
 from ..adapters.openai_agents import TURN_KEY, Finished, OpenAIAgentsApproval
-from ._script import DOWNLOAD_TOOL, REASON, Example, Step, download, next_move, run
+from ._script import DOWNLOAD_TOOL, REASON, Example, Step, download, finished, next_move, run
 
 URLS_KEY = "example_urls"
 
@@ -70,7 +70,8 @@ class ScriptedModel(Model):
         elif move == "download":
             output = [function_call(DOWNLOAD_TOOL, {"url": arg}, call_id=f"call_{n}_0")]
         else:
-            # The approval call, and beside it a retry the batch rule cancels.
+            # The approval call, and beside it a retry the batch rule cancels (this model
+            # ignores `parallel_tool_calls=False`, as some models do).
             output = [function_call(APPROVAL_TOOL, {"reason": REASON, "urls": [arg], "packages": None},
                                     call_id=f"call_{n}_0"),
                       function_call(DOWNLOAD_TOOL, {"url": arg}, call_id=f"call_{n}_1")]
@@ -102,10 +103,7 @@ def ask(eg: Client, turn: Turn, urls: list[str]) -> Any:
     context = approval.context_for(turn, **{URLS_KEY: urls})
     out = asyncio.run(approval.ask(_agent(approval, context), "Download the data and show it to me.",
                                    context, RUN_CONFIG))
-    if not isinstance(out, Finished):
-        return out
-    denied = [s.text for s in _history(out.items) if s.tool == APPROVAL_TOOL]
-    return out.text, denied[-1] if denied else None
+    return finished(out.text, _history(out.items)) if isinstance(out, Finished) else out
 
 
 def resume(eg: Client, interrupt_id: str, user: str) -> Any:
