@@ -53,6 +53,9 @@ from .claim import batch_cancellations, first_answer_text, first_call, register,
 TURN_KEY = "egressgate_turn"
 """Where the turn lives in the run's context (a dict), so it travels inside the `RunState`."""
 
+UNREADABLE_CALL = "the approval call's arguments are not a JSON object; call the tool again with valid arguments"
+"""What the model reads when its approval call could not be read (nothing was asked)."""
+
 _ASKED_KEY = "egressgate_asked"
 _CANCEL_KEY = "egressgate_batch_cancel"
 _RESUME_KEY = "egressgate_resume"
@@ -158,6 +161,22 @@ class OpenAIAgentsApproval:
 
         return request_egress_approval
 
+    async def _run(self, agent: Agent[Any], start: str | RunState[Any, Any], context: dict[str, Any] | None,
+                   run_config: RunConfig | None) -> Any:
+        """Runs until the end or a pause on an approval call the gate answered `ask`. The SDK
+        pauses without asking `needs_approval` when a call's arguments are not a JSON object;
+        such a call is rejected with a text the model can act on, and the run goes on."""
+        result = await Runner.run(agent, start, context=context, hooks=self.batch_rule, run_config=run_config)
+        while True:
+            asked = result.context_wrapper.context.get(_ASKED_KEY, {})
+            unasked = [i for i in _approval_items(result.interruptions) if i.call_id not in asked]
+            if not unasked:
+                return result
+            state = result.to_state()
+            for item in unasked:
+                state.reject(item, rejection_message=UNREADABLE_CALL)
+            result = await Runner.run(agent, state, hooks=self.batch_rule, run_config=run_config)
+
     async def _settle(self, result: Any, claim: Claim | None) -> Paused | Finished:
         """After the run stopped: a card to register (chained when this run holds a claim),
         with the run's `RunState` as its snapshot, or the final output."""
@@ -177,8 +196,7 @@ class OpenAIAgentsApproval:
         """Runs the agent on the user's message (`context` from `context_for`) until it
         finishes or stops on the approval call; the card is registered after the run stopped,
         with `result.to_state()` as its snapshot."""
-        result = await Runner.run(agent, prompt, context=context, hooks=self.batch_rule, run_config=run_config)
-        return await self._settle(result, None)
+        return await self._settle(await self._run(agent, prompt, context, run_config), None)
 
     async def resume(
         self, interrupt_id: str, user: str, make_agent: Callable[[dict[str, Any]], Agent[Any]],
@@ -206,8 +224,7 @@ class OpenAIAgentsApproval:
         else:
             state.reject(item, rejection_message=resume_answer(claim.card, claim.decision))
         with claim.heartbeating():
-            result = await Runner.run(agent, state, hooks=self.batch_rule, run_config=run_config)
-            outcome = await self._settle(result, claim)
+            outcome = await self._settle(await self._run(agent, state, None, run_config), claim)
             if isinstance(outcome, Finished):
                 await asyncio.to_thread(claim.complete, {"final": outcome.text})
         return outcome
