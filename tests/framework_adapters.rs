@@ -1,6 +1,6 @@
-//! The framework adapters (`egressgate.adapters.strands`, `egressgate.adapters.langgraph`,
-//! `egressgate.adapters.openai_agents`) through their runnable examples (`python -m egressgate.examples.NAME`), each run as a
-//! separate process against the real binary, as a runtime and a person would: ask in one
+//! The framework adapters (`egressgate.adapters.strands`, `.langgraph`, `.agui`,
+//! `.openai_agents`) through their runnable examples (`python -m egressgate.examples.NAME`),
+//! each run as a separate process against the real binary, as a runtime and a person would: ask in one
 //! process (a card waits; the batch rule kept the cancelled retry off the proxy); the person
 //! approves with the card's secret; resume in a new process (the downloaded body is the final
 //! text); resume again (nothing changes, the card is already done); unattended (the deny the
@@ -150,6 +150,11 @@ async fn strands_pauses_on_the_card_and_resumes_once_in_a_new_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn langgraph_pauses_on_the_card_and_resumes_once_in_a_new_process() {
     the_whole_loop("langgraph").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agui_pauses_on_the_card_and_resumes_once_in_a_new_process() {
+    the_whole_loop("agui").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

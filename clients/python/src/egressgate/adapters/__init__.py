@@ -7,6 +7,9 @@ framework's own pause and the framework's resume into egressgate's exactly-once 
 - `egressgate.adapters.langgraph` (`pip install 'egressgate[langgraph]'`): the approval node
   that calls `interrupt()` with LangChain's human-in-the-loop shape and resumes with
   `Command(resume={"decisions": [...]})`.
+- `egressgate.adapters.agui` (`pip install 'egressgate[agui]'`): an AG-UI agent whose run
+  ends with the interrupt outcome and whose next run's `resume` entry claims the card;
+  `egressgate.adapters.agui_http` serves it over HTTP (SSE).
 - `egressgate.adapters.openai_agents` (`pip install 'egressgate[openai-agents]'`): the approval
   tool as a function tool with `needs_approval`, the run's interruption mapped to the card with
   the serialised `RunState` as its snapshot, `approve`/`reject` applied from the stored

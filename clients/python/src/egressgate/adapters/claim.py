@@ -17,7 +17,7 @@ import base64
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -124,6 +124,8 @@ class Paused:
     secret: str
     card_url: str | None
     card: dict[str, Any]
+    interrupt: dict[str, Any] = field(default_factory=dict)
+    """The AG-UI `Interrupt` the gate issued, for a runtime that ends its run with it."""
 
     def to_json(self) -> dict[str, Any]:
         """The example's output line: `{"interrupt_id", "card_url"?, "secret"}`."""
@@ -140,7 +142,8 @@ def register(eg: Client, draft_id: str, snapshot: bytes, claim_id: str | None = 
     chained card that replaces the claimed one in place."""
     issued: dict[str, Any] = dict(eg.register_interrupt(
         draft_id=draft_id, snapshot=base64.b64encode(snapshot).decode(), claim_id=claim_id))
-    return Paused(issued["interrupt"]["id"], issued["resume_secret"], issued.get("card_url"), issued["card"])
+    return Paused(issued["interrupt"]["id"], issued["resume_secret"], issued.get("card_url"), issued["card"],
+                  dict(issued["interrupt"]))
 
 
 class StillPending(Exception):
