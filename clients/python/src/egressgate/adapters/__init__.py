@@ -10,6 +10,10 @@ framework's own pause and the framework's resume into egressgate's exactly-once 
 - `egressgate.adapters.agui` (`pip install 'egressgate[agui]'`): an AG-UI agent whose run
   ends with the interrupt outcome and whose next run's `resume` entry claims the card;
   `egressgate.adapters.agui_http` serves it over HTTP (SSE).
+- `egressgate.adapters.openai_agents` (`pip install 'egressgate[openai-agents]'`): the approval
+  tool as a function tool with `needs_approval`, the run's interruption mapped to the card with
+  the serialised `RunState` as its snapshot, `approve`/`reject` applied from the stored
+  decision, and a guardrail that runs the approval call alone in its step.
 - `egressgate.adapters.a2a` (`pip install 'egressgate[a2a]'`): an A2A SDK agent executor whose
   task waits in `input-required` with the card and continues when the client answers in it;
   `egressgate.adapters.a2a_server` serves it (agent card, JSON-RPC, uvicorn).

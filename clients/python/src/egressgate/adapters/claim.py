@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import ApiError, Client
+from .. import ApiError, Client, ToolUse
 
 APPROVAL_TOOL = "request_egress_approval"
 """The approval tool's name, as the model sees it and as the batch rule keeps it."""
@@ -102,6 +102,17 @@ def resume_answer(card: dict[str, Any], decision: dict[str, Any] | None) -> str:
     asked = sorted(card.get("sites", [])) + sorted(card.get("packages", []))
     return ("the person did not approve " + ", ".join(asked)
             + "; continue without that data and say so")
+
+
+def batch_cancellations(eg: Client, uses: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The batch rule for one model step's tool calls (`(call id, tool name)` in order): the
+    first approval call runs, every other call is cancelled with a text the model can act on
+    (call id → text). The gate's `POST /v1/batches/decide` decides, so every runtime shares one
+    rule and one wording; a step without an approval call cancels nothing and asks nobody."""
+    if not any(name == APPROVAL_TOOL for _, name in uses):
+        return {}
+    tool_uses: list[ToolUse] = [{"toolUseId": use_id, "name": name} for use_id, name in uses]
+    return dict(eg.decide_batch(approval_tool=APPROVAL_TOOL, tool_uses=tool_uses)["cancel"])
 
 
 @dataclass(frozen=True)
