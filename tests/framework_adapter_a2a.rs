@@ -15,10 +15,10 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
+use support::adapters::python_path;
 use support::examples::{as_runtime, assert_one_claim_per_card, available};
 use support::person::page_resume;
 use support::*;
@@ -28,16 +28,10 @@ const BODY: &str = "origin says hi";
 const DECLINED: &str =
     "the person did not approve files.example.com; continue without that data and say so";
 
-/// The client's source and the pinned framework packages (`.ci/run`), for `python3`.
+/// `python3` with the client's source and the pinned framework packages (`.ci/run`).
 fn python(args: &[&str]) -> Command {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let frameworks = std::env::var("EGRESSGATE_TEST_PY_FRAMEWORKS")
-        .unwrap_or_else(|_| "/var/tmp/egressgate-py-frameworks".to_owned());
     let mut cmd = Command::new("python3");
-    cmd.args(args).env(
-        "PYTHONPATH",
-        format!("{}:{frameworks}", root.join("clients/python/src").display()),
-    );
+    cmd.args(args).env("PYTHONPATH", python_path());
     cmd
 }
 

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
+use support::adapters::python_path;
 use support::examples::{as_runtime, assert_one_claim_per_card, available, example_bench};
 use support::*;
 
@@ -29,16 +30,6 @@ use support::*;
 fn agui_client() -> PathBuf {
     std::env::var_os("EGRESSGATE_TEST_AGUI")
         .map_or_else(|| PathBuf::from("/var/tmp/egressgate-agui"), PathBuf::from)
-}
-
-/// The client's source and the pinned Python packages, for `python3`.
-fn python_path() -> String {
-    let frameworks = std::env::var("EGRESSGATE_TEST_PY_FRAMEWORKS")
-        .unwrap_or_else(|_| "/var/tmp/egressgate-py-frameworks".into());
-    format!(
-        "{}/clients/python/src:{frameworks}",
-        env!("CARGO_MANIFEST_DIR")
-    )
 }
 
 /// The example's endpoint, serving for `alice` until dropped.
