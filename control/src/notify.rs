@@ -1,7 +1,8 @@
 //! Reaching the person outside the API: the outbox worker that turns the event log into
 //! deliveries and sends them ([`outbox`]), and its first consumer, signed webhooks
-//! ([`webhooks`]). Further consumers (team chat, e-mail) read the same outbox.
+//! ([`webhooks`]), and e-mail to the card's person through an SMTP relay ([`email`]).
 
+pub mod email;
 pub mod outbox;
 pub mod webhooks;
 

@@ -81,6 +81,7 @@ pub(super) fn settings(
             public_url: public,
             ..Default::default()
         },
+        email: super::email::settings(raw)?,
         mcp_state_key: raw
             .mcp_state_key
             .as_deref()
