@@ -235,38 +235,24 @@ fn tls_parameters(host: &str, extra: Option<&[u8]>) -> Result<TlsParameters, Ema
         .map_err(|e| EmailConfigError::Ca(format!("TLS set-up: {e}")))
 }
 
-/// How one attempt ended.
-#[derive(Debug)]
-pub enum Sent {
-    /// The relay accepted the message.
-    Accepted,
-    /// Worth another try later: no connection, a timeout, a 4xx answer.
-    Transient(String),
-    /// The relay refused it for good (a 5xx answer: unknown recipient, refused sender);
-    /// retrying would only repeat it.
-    Permanent(String),
-}
-
 /// Sends `mail` to `to` as delivery `id`, all of it (connect, TLS, login, the transaction)
 /// within `timeout`: the outbox's lease on the delivery is that long, so no other process
-/// takes it meanwhile.
+/// takes it meanwhile. The error says why not (with the relay's answer, when one came); every
+/// failure is retried by the outbox, a 5xx refusal too (a mailbox that was full or unknown
+/// may be fixed before the bound).
 pub async fn send(
     settings: &EmailSettings,
     to: &str,
     id: &str,
     mail: &Mail,
     timeout: Duration,
-) -> Sent {
-    let message = match build(settings, to, id, mail) {
-        Ok(m) => m,
-        Err(e) => return Sent::Permanent(e),
-    };
+) -> Result<(), String> {
+    let message = build(settings, to, id, mail)?;
     let transport = settings.transport(timeout);
     match tokio::time::timeout(timeout, transport.send(message)).await {
-        Err(_) => Sent::Transient(format!("timed out after {timeout:?}")),
-        Ok(Ok(_)) => Sent::Accepted,
-        Ok(Err(e)) if e.is_permanent() => Sent::Permanent(describe(&e)),
-        Ok(Err(e)) => Sent::Transient(describe(&e)),
+        Err(_) => Err(format!("timed out after {timeout:?}")),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(describe(&e)),
     }
 }
 
