@@ -103,7 +103,10 @@ impl Receiver {
         if login {
             cmd.args(["--login", LOGIN.0, LOGIN.1]);
         }
-        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+        // aiosmtpd's own warnings and session errors (a client refusing the certificate) go
+        // to a file beside the log, not into the test's output.
+        let stderr = std::fs::File::create(self.dir.path().join("stderr")).unwrap();
+        let mut child = cmd.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)

@@ -91,8 +91,6 @@ pub struct Settings {
     pub mcp_state_key: Option<StateKey>,
     /// Webhook delivery: timeouts, retries, the seal for secrets and the way out.
     pub webhooks: crate::notify::WebhookSettings,
-    /// E-mail of pending cards to their person (`--smtp-url`); `None`: none is sent.
-    pub email: Option<crate::notify::email::EmailSettings>,
 }
 
 /// A symmetric key: never printed, not even by `Debug`.
@@ -144,7 +142,6 @@ impl Default for Settings {
             inbox_link_ttl: Duration::from_secs(15 * 60),
             mcp_state_key: None,
             webhooks: crate::notify::WebhookSettings::default(),
-            email: None,
         }
     }
 }

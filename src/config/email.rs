@@ -4,8 +4,11 @@
 //! never printed.
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use std::sync::Arc;
+
+use egressgate_control::notify::channel::Channel;
 use egressgate_control::notify::email::{
-    EmailConfigError, EmailSettings, SmtpCredentials, SmtpRelay,
+    EmailChannel, EmailConfigError, EmailSettings, SmtpCredentials, SmtpRelay,
 };
 
 use super::raw::RawConfig;
@@ -15,8 +18,17 @@ pub const USERNAME_ENV: &str = "EGRESSGATE_SMTP_USERNAME";
 /// The relay's password.
 pub const PASSWORD_ENV: &str = "EGRESSGATE_SMTP_PASSWORD";
 
-/// The e-mail settings, or `None` when `--smtp-url` is not set (no message is sent).
-pub(super) fn settings(raw: &RawConfig) -> Result<Option<EmailSettings>> {
+/// The e-mail channel, with card links under `public_url`, or `None` when `--smtp-url` is not
+/// set (no message is sent).
+pub(super) fn channel(
+    raw: &RawConfig,
+    public_url: Option<String>,
+) -> Result<Option<Arc<dyn Channel>>> {
+    Ok(settings(raw)?.map(|s| Arc::new(EmailChannel::new(s, public_url)) as Arc<dyn Channel>))
+}
+
+/// The e-mail settings, or `None` when `--smtp-url` is not set.
+fn settings(raw: &RawConfig) -> Result<Option<EmailSettings>> {
     let l = |key: &str| raw.sources.label(key);
     let credentials = credentials()?;
     let (url, from) = match (&raw.smtp_url, &raw.smtp_from) {

@@ -1,9 +1,11 @@
 //! E-mail of pending cards through the operator's SMTP relay: the relay as configured
-//! (`--smtp-url`, `--smtp-from`, credentials only from the environment), and one message sent
-//! per delivery over lettre (tokio, rustls). The Message-ID is derived from the delivery's
+//! (`--smtp-url`, `--smtp-from`, credentials only from the environment), one message sent
+//! per delivery over lettre (tokio, rustls), and the outbox channel that does both
+//! ([`EmailChannel`]). The Message-ID is derived from the delivery's
 //! id, so every retry of a delivery is the same message to a relay or mailbox that
 //! de-duplicates.
 
+mod channel;
 pub mod message;
 
 use std::time::Duration;
@@ -13,6 +15,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, CertificateStore, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor};
 
+pub use channel::EmailChannel;
 pub use message::Mail;
 
 /// What is wrong with the e-mail settings (the binary refuses to start with it, naming the
