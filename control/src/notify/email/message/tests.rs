@@ -11,6 +11,7 @@ fn event(card: serde_json::Value) -> OutboxEvent {
         kind: "approval.requested".into(),
         data: json!({"interrupt_id": "int_abc", "expires_at": "2030-01-01T00:00:00Z"}),
         card: Some(card),
+        contacts: Default::default(),
     }
 }
 
