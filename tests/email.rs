@@ -149,16 +149,10 @@ impl Receiver {
             .collect()
     }
 
-    /// Waits (bounded) until `done` holds for the accepted messages.
+    /// Waits (bounded) until `done` holds for the accepted messages; those messages.
     async fn wait(&self, secs: u64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-        loop {
-            let m = self.messages();
-            if done(&m) || tokio::time::Instant::now() >= deadline {
-                return m;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(Duration::from_secs(secs), async || done(&self.messages())).await;
+        self.messages()
     }
 }
 
@@ -216,15 +210,11 @@ async fn attempts(api: &Api, outcome: &str) -> u64 {
 }
 
 async fn wait_attempts(api: &Api, outcome: &str, at_least: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while attempts(api, outcome).await < at_least {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fewer than {at_least} {outcome} attempts: {}",
-            api.get("/metrics", ADMIN).await.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = eventually(Duration::from_secs(20), async || {
+        attempts(api, outcome).await >= at_least
+    })
+    .await;
+    assert!(seen, "fewer than {at_least} {outcome} attempts");
 }
 
 fn message_ids(messages: &[Value]) -> BTreeSet<String> {
@@ -258,17 +248,14 @@ async fn a_pending_card_is_mailed_to_its_person_and_to_no_one_else() {
         let body = m[part]
             .as_str()
             .unwrap_or_else(|| panic!("no {part} part: {m}"));
-        assert!(body.contains("Allow connections"), "{part}: {body}");
-        assert!(body.contains("data.example.com"), "{part}: {body}");
-        assert!(
-            body.contains("https://data.example.com/x.csv"),
-            "{part}: {body}"
-        );
-        assert!(
-            body.contains("the analysis needs the data file"),
-            "{part}: {body}"
-        );
-        assert!(body.contains(&link), "{part}: {body}");
+        for needle in [
+            "Allow connections",
+            "https://data.example.com/x.csv",
+            "the analysis needs the data file",
+            &link,
+        ] {
+            assert!(body.contains(needle), "{part} lacks {needle}: {body}");
+        }
         assert!(
             !body.contains(&secret),
             "no resume secret in the {part} part"
