@@ -1,6 +1,6 @@
-//! The framework adapters (`egressgate.adapters.strands`, `egressgate.adapters.langgraph`)
-//! through their runnable examples (`python -m egressgate.examples.NAME`), each run as a
-//! separate process against the real binary, as a runtime and a person would: ask in one
+//! The framework adapters (`egressgate.adapters.strands`, `.langgraph`, `.agui`,
+//! `.openai_agents`, `.a2a`) through their runnable examples (`python -m egressgate.examples.NAME`),
+//! each run as a separate process against the real binary, as a runtime and a person would: ask in one
 //! process (a card waits; the batch rule kept the cancelled retry off the proxy); the person
 //! approves with the card's secret; resume in a new process (the downloaded body is the final
 //! text); resume again (nothing changes, the card is already done); unattended (the deny the
@@ -15,140 +15,16 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-
 use serde_json::{Value, json};
-use support::examples::{as_runtime, assert_one_claim_per_card, available};
+use support::adapters::{Example, answer, example_available, id, outcome, pending, read};
+use support::examples::assert_one_claim_per_card;
 use support::*;
 
 const OTHER: &str = "other.example.net";
 const BODY: &str = "origin says hi";
 
-/// Where `.ci/run` installs the pinned framework packages.
-fn frameworks() -> PathBuf {
-    std::env::var_os("EGRESSGATE_TEST_PY_FRAMEWORKS").map_or_else(
-        || PathBuf::from("/var/tmp/egressgate-py-frameworks"),
-        PathBuf::from,
-    )
-}
-
-/// The client's source and the framework packages, for `python3`.
-fn python_path() -> String {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("clients/python/src");
-    format!("{}:{}", src.display(), frameworks().display())
-}
-
-/// One framework's example, run as a runtime of one gate would run it.
-struct Example<'g> {
-    module: String,
-    gate: &'g Gate,
-    port: u16,
-}
-
-impl Example<'_> {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("python3");
-        cmd.args(["-m", &self.module])
-            .args(args)
-            .env("PYTHONPATH", python_path());
-        as_runtime(&mut cmd, self.gate, self.port);
-        cmd
-    }
-
-    fn url(&self, host: &str) -> String {
-        format!("http://{host}:{}/data.csv", self.port)
-    }
-
-    /// Runs it; its one JSON line and its exit code.
-    fn run(&self, args: &[&str]) -> (Value, i32) {
-        read(self.command(args).output().unwrap(), args)
-    }
-
-    /// Runs it; it must succeed: its one JSON line.
-    fn ok(&self, args: &[&str]) -> Value {
-        let (line, code) = self.run(args);
-        assert_eq!(code, 0, "{args:?}: {line}");
-        line
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn ask(&self, user: &str, chat: &str, hosts: &[&str]) -> Value {
-        let mut args = vec!["ask", "--user", user, "--chat", chat];
-        let urls: Vec<String> = hosts.iter().map(|h| self.url(h)).collect();
-        for u in &urls {
-            args.extend(["--url", u.as_str()]);
-        }
-        self.ok(&args)
-    }
-
-    fn resume(&self, card: &Value) -> Value {
-        self.ok(&["resume", "--interrupt-id", id(card)])
-    }
-}
-
-fn read(out: Output, args: &[&str]) -> (Value, i32) {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{args:?} -> {stdout}{stderr}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "one JSON line: {stdout}\n{stderr}");
-    (
-        serde_json::from_str(lines[0]).unwrap(),
-        out.status.code().unwrap(),
-    )
-}
-
-fn id(card: &Value) -> &str {
-    card["interrupt_id"].as_str().unwrap()
-}
-
-async fn outcome(g: &Gate, card: &Value) -> Value {
-    let r = g
-        .api()
-        .get(&format!("/v1/interrupts/{}/outcome", id(card)), RUNTIME)
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()
-}
-
-/// What the person does on the card page: approve (or decline) with the card's secret alone.
-async fn answer(g: &Gate, card: &Value, approved: bool) {
-    let body = json!({"secret": card["secret"], "resume": [{"interruptId": id(card),
-        "status": "resolved", "payload": {"approved": approved}}]});
-    let path = format!("/v1/interrupts/{}/resume", id(card));
-    let r = g
-        .api()
-        .call("POST", &path, None, None, Some(&body.to_string()))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(r.json()["state"], "claimed", "{}", r.text());
-}
-
-/// The user's pending cards.
-async fn pending(g: &Gate, user: &str) -> Vec<Value> {
-    let path = format!("/v1/users/{user}/interrupts?state=pending");
-    let r = g
-        .api()
-        .call("GET", &path, Some(RUNTIME), Some(user), None)
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["interrupts"].as_array().unwrap().clone()
-}
-
 async fn the_whole_loop(name: &str) {
-    let mut check = Command::new("python3");
-    check
-        .args(["-c", "import strands, langgraph.checkpoint.sqlite"])
-        .env("PYTHONPATH", python_path());
-    if !available(&mut check, "the pinned framework packages") {
+    if !example_available(name) {
         return;
     }
     let o = origin().await;
@@ -158,11 +34,7 @@ async fn the_whole_loop(name: &str) {
         .ports(&[port])
         .names(&[FILES, OTHER])
         .start();
-    let ex = Example {
-        module: format!("egressgate.examples.{name}"),
-        gate: &g,
-        port,
-    };
+    let ex = Example::of(name, &g, port);
 
     // Ask: a card waits, and the script was refused once (the retry beside the approval
     // call was cancelled by the batch rule before it reached the proxy).
@@ -278,4 +150,19 @@ async fn strands_pauses_on_the_card_and_resumes_once_in_a_new_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn langgraph_pauses_on_the_card_and_resumes_once_in_a_new_process() {
     the_whole_loop("langgraph").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agui_pauses_on_the_card_and_resumes_once_in_a_new_process() {
+    the_whole_loop("agui").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_pauses_on_the_card_and_resumes_once_in_a_new_process() {
+    the_whole_loop("a2a").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_agents_pauses_on_the_card_and_resumes_once_in_a_new_process() {
+    the_whole_loop("openai_agents").await;
 }

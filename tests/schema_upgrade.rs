@@ -75,21 +75,29 @@ fn sqlite(db: &Path, script: &str) {
 fn previous_release_database(dir: &Path) -> i64 {
     let all = migrations();
     let (previous, newest) = all.split_at(all.len() - 1);
+    schema_database(dir, previous, true);
+    newest[0].0
+}
+
+/// Makes `dir/data/egressgate.db` with `applied` run in order, each recorded as sqlx records
+/// it when `record` (else the caller brings the records).
+fn schema_database(dir: &Path, applied: &[(i64, String)], record: bool) {
     std::fs::create_dir_all(dir.join("data")).unwrap();
-    let db = dir.join("data/egressgate.db");
     let mut script = String::from(
         "DB.execute('CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
          installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success BOOLEAN NOT NULL, \
          checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)')\n",
     );
-    for (version, sql) in previous {
+    for (version, sql) in applied {
         let quoted = serde_json::to_string(sql).unwrap();
-        script.push_str(&format!(
-            "s = {quoted}\nDB.executescript(s)\nDB.execute('INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (?, ?, 1, ?, 0)', ({version}, 'v{version}', hashlib.sha384(s.encode()).digest()))\n"
-        ));
+        script.push_str(&format!("s = {quoted}\nDB.executescript(s)\n"));
+        if record {
+            script.push_str(&format!(
+                "DB.execute('INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (?, ?, 1, ?, 0)', ({version}, 'v{version}', hashlib.sha384(s.encode()).digest()))\n"
+            ));
+        }
     }
-    sqlite(&db, &script);
-    newest[0].0
+    sqlite(&dir.join("data/egressgate.db"), &script);
 }
 
 #[test]
@@ -215,21 +223,27 @@ fn every_subcommand_refuses_a_database_a_newer_binary_migrated() {
     );
 }
 
-/// The database a previous release left after real use (`tests/fixtures/schema14.sql`: schema
-/// version 14 with a pre-approved site, an approval and three cards, one approved, one
+/// The database a previous release left after real use (`tests/fixtures/schema14-rows.sql`:
+/// schema version 14 with a pre-approved site, an approval and three cards, one approved, one
 /// declined, one pending; `tests/fixtures/make_upgrade_fixture.py` says how it was made) is
-/// migrated by this binary with every row kept, column for column, in every table.
+/// migrated by this binary with every row kept, column for column, in every table. The
+/// fixture holds the rows and the release's own migration records; the schema they sit in is
+/// made from this repository's migrations up to 14, and `migrate` checks the release's
+/// checksums against those files before it applies anything.
 #[test]
 fn the_previous_releases_database_keeps_every_approval_and_card() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema14.sql");
+    let up_to_14: Vec<_> = migrations().into_iter().filter(|(v, _)| *v <= 14).collect();
+    schema_database(dir.path(), &up_to_14, false);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema14-rows.sql");
     let load = format!(
         "DB.executescript(open({:?}).read())",
         fixture.display().to_string()
     );
     sqlite(&data.join("egressgate.db"), &load);
+    let before = dir.path().join("before.db");
+    std::fs::copy(data.join("egressgate.db"), &before).unwrap();
     let db = vec!["--data-dir".to_owned(), data.display().to_string()];
 
     let status = text(&egressgate(&["migrate", "--status"], &db));
@@ -251,7 +265,7 @@ fn the_previous_releases_database_keeps_every_approval_and_card() {
         .args([
             "-c",
             "import json, sqlite3, sys\n\
-             old = sqlite3.connect(':memory:'); old.executescript(open(sys.argv[1]).read())\n\
+             old = sqlite3.connect(sys.argv[1])\n\
              new = sqlite3.connect(sys.argv[2])\n\
              out = {}\n\
              for (t,) in old.execute(\"SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'\"):\n\
@@ -262,7 +276,7 @@ fn the_previous_releases_database_keeps_every_approval_and_card() {
              \x20   out[t] = [found, len(rows)]\n\
              print(json.dumps(out))",
         ])
-        .arg(&fixture)
+        .arg(&before)
         .arg(data.join("egressgate.db"))
         .output()
         .unwrap();

@@ -106,19 +106,10 @@ async fn refuse_unless_allowed_checks_and_records_in_one_transaction() {
 async fn refusals_list_the_record_and_the_overflow() {
     let app = TestApp::new().await;
     let t = app.turn("u", "c").await;
-    let turn = TurnId::parse(&t).unwrap();
     let ev = |host: &str, port, reason, url: Option<&str>| RefusalEvent {
-        turn: turn.clone(),
-        host: host.into(),
         port,
-        reason,
         url: url.map(Into::into),
-        package: None,
-        at: Timestamp::now(),
-        shadow: false,
-        method: None,
-        upload: false,
-        command: None,
+        ..support::setup::refusal(&t, host, reason)
     };
     app.store
         .record_refusals(

@@ -21,7 +21,6 @@ use bytes::Bytes;
 use egressgate_store::{Host, RefusalReason};
 use http::response::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -123,11 +122,7 @@ pub(crate) fn present(
             return;
         };
         let (parts, body) = answer.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
+        let body = crate::respond::read_whole(body).await;
         let answer = Answer { parts, body };
         // Every step is bounded on its own; this bounds them together (and the write).
         let settings = &shared.settings;
@@ -226,10 +221,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn target(s: &str) -> Target {
-        crate::target::parse_authority(s).unwrap_or_else(|e| unreachable!("{e}"))
-    }
+    use crate::target::test_authority as target;
 
     #[test]
     fn a_leaf_only_for_the_refused_name_normalised_and_never_for_an_address() {

@@ -24,6 +24,15 @@ pub fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed()
 }
 
+/// A body the proxy made itself (so short and already in memory), read whole; a body that
+/// fails to read yields nothing rather than a partial answer.
+pub async fn read_whole(body: ProxyBody) -> Bytes {
+    body.collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default()
+}
+
 fn plain(status: StatusCode, text: String) -> Response<ProxyBody> {
     let mut r = Response::new(full(text));
     *r.status_mut() = status;

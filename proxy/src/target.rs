@@ -33,6 +33,12 @@ pub enum TargetError {
     NotProxyRequest,
 }
 
+/// A CONNECT authority the test wrote, parsed (tests only: a bad one is the test's bug).
+#[cfg(test)]
+pub(crate) fn test_authority(s: &str) -> Target {
+    parse_authority(s).unwrap_or_else(|e| unreachable!("{s}: {e}"))
+}
+
 /// Parses a CONNECT authority: `host:port` or `[v6]:port`. The port is mandatory.
 pub fn parse_authority(s: &str) -> Result<Target, TargetError> {
     if s.contains(['@', '/', '?', '#']) || s.chars().any(|c| c.is_whitespace() || c.is_control()) {

@@ -403,6 +403,25 @@ pub(crate) mod testing {
             .await
     }
 
+    /// Appends one event of `kind` with `data` for `user`'s `chat` at `at`, committed (and
+    /// subscribers woken) as a real change would.
+    pub async fn append_event(
+        store: &Store,
+        (user, chat): (&str, &str),
+        kind: crate::db::events::EventKind,
+        data: &serde_json::Value,
+        at: crate::Timestamp,
+    ) {
+        let mut tx = store.begin().await.unwrap_or_else(|e| unreachable!("{e}"));
+        crate::db::events::append(&mut tx, user, chat, kind, data, at)
+            .await
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        store
+            .commit_events(tx, true)
+            .await
+            .unwrap_or_else(|e| unreachable!("{e}"));
+    }
+
     async fn fresh_postgres(base: &str) -> Result<Store, StoreError> {
         let admin = Store::open_url(base, &PoolOptions::default()).await?;
         let name = format!(

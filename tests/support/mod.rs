@@ -11,6 +11,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod adapters;
 pub mod battery;
 pub mod bench;
 pub mod ca;

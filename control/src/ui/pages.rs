@@ -18,6 +18,7 @@ use crate::state::AppState;
 static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     let mut env = Environment::new();
     for (name, text) in [
+        ("page.html", include_str!("templates/page.html")),
         ("card.html", include_str!("templates/card.html")),
         ("admin.html", include_str!("templates/admin.html")),
         ("inbox.html", include_str!("templates/inbox.html")),
@@ -35,8 +36,13 @@ fn asset(name: &str) -> minijinja::Value {
     minijinja::Value::from_safe_string(assets::url(name))
 }
 
+/// Renders page `name` (each extends `page.html`, the one head every page shares) with `ctx`
+/// and the shared assets.
 fn render(name: &str, ctx: minijinja::Value) -> Response {
-    let page = TEMPLATES.get_template(name).and_then(|t| t.render(ctx));
+    let shared = context! { css => asset("ui.css"), icon => asset("icon.svg") };
+    let page = TEMPLATES
+        .get_template(name)
+        .and_then(|t| t.render(context! { ..ctx, ..shared }));
     match page {
         Ok(html) => ([(header::CACHE_CONTROL, "no-store")], Html(html)).into_response(),
         Err(e) => {
@@ -61,8 +67,6 @@ pub(crate) async fn card(Path(id): Path<String>) -> Response {
         "card.html",
         context! {
             interrupt_id => id,
-            css => asset("ui.css"),
-            icon => asset("icon.svg"),
             fragment => asset("fragment.js"),
             js => asset("card.js"),
         },
@@ -75,8 +79,6 @@ pub(crate) async fn inbox() -> Response {
     render(
         "inbox.html",
         context! {
-            css => asset("ui.css"),
-            icon => asset("icon.svg"),
             fragment => asset("fragment.js"),
             js => asset("inbox.js"),
         },
@@ -95,8 +97,6 @@ pub(crate) async fn admin(State(state): State<AppState>, headers: HeaderMap) -> 
         context! {
             signed_in => csrf.is_some(),
             csrf => csrf.unwrap_or_default(),
-            css => asset("ui.css"),
-            icon => asset("icon.svg"),
             js => asset("admin.js"),
         },
     )

@@ -174,10 +174,7 @@ fn ended(read: &io::Result<usize>) -> End {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn target(s: &str) -> Target {
-        crate::target::parse_authority(s).unwrap_or_else(|e| unreachable!("{e}"))
-    }
+    use crate::target::test_authority as target;
 
     #[test]
     fn verdicts() {

@@ -237,17 +237,10 @@ impl super::FromRow for ChatEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::testing::fresh;
+    use crate::db::testing::{append_event, fresh};
 
     async fn add(store: &Store, user: &str, chat: &str, kind: EventKind, at: Timestamp) {
-        let mut tx = store.begin().await.unwrap_or_else(|e| unreachable!("{e}"));
-        append(&mut tx, user, chat, kind, &serde_json::json!({"n": 1}), at)
-            .await
-            .unwrap_or_else(|e| unreachable!("{e}"));
-        store
-            .commit_events(tx, true)
-            .await
-            .unwrap_or_else(|e| unreachable!("{e}"));
+        append_event(store, (user, chat), kind, &serde_json::json!({"n": 1}), at).await;
     }
 
     #[tokio::test]

@@ -5,7 +5,6 @@
 
 use std::io;
 
-use http_body_util::BodyExt as _;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -103,11 +102,7 @@ pub(super) fn after_carry<'a>(
 /// A response the proxy writes itself, as HTTP/1.1 bytes that close the connection.
 pub(super) async fn wire(resp: http::Response<ProxyBody>) -> Vec<u8> {
     let (parts, body) = resp.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let body = crate::respond::read_whole(body).await;
     let mut out = Vec::with_capacity(256 + body.len());
     let status = parts.status;
     out.extend_from_slice(b"HTTP/1.1 ");

@@ -2,20 +2,13 @@
 //! taken delivery is not taken again until its lease ends; attempts are recorded.
 
 use super::*;
-use crate::db::testing::fresh;
+use crate::db::testing::{append_event, fresh};
 use crate::db::webhooks::{DeliveryStatus, NewEndpoint};
 use crate::ids::WebhookId;
 
 async fn event(store: &Store, kind: EventKind, now: Timestamp) {
-    let mut tx = store.begin().await.unwrap_or_else(|e| unreachable!("{e}"));
     let data = serde_json::json!({"interrupt_id": "int_x", "chat_id": "c1"});
-    super::super::events::append(&mut tx, "alice", "c1", kind, &data, now)
-        .await
-        .unwrap_or_else(|e| unreachable!("{e}"));
-    store
-        .commit_events(tx, true)
-        .await
-        .unwrap_or_else(|e| unreachable!("{e}"));
+    append_event(store, ("alice", "c1"), kind, &data, now).await;
 }
 
 async fn endpoint(store: &Store, events: &[String]) -> WebhookId {

@@ -17,11 +17,11 @@ import base64
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import ApiError, Client
+from .. import ApiError, Client, ToolUse
 
 APPROVAL_TOOL = "request_egress_approval"
 """The approval tool's name, as the model sees it and as the batch rule keeps it."""
@@ -104,6 +104,17 @@ def resume_answer(card: dict[str, Any], decision: dict[str, Any] | None) -> str:
             + "; continue without that data and say so")
 
 
+def batch_cancellations(eg: Client, uses: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The batch rule for one model step's tool calls (`(call id, tool name)` in order): the
+    first approval call runs, every other call is cancelled with a text the model can act on
+    (call id → text). The gate's `POST /v1/batches/decide` decides, so every runtime shares one
+    rule and one wording; a step without an approval call cancels nothing and asks nobody."""
+    if not any(name == APPROVAL_TOOL for _, name in uses):
+        return {}
+    tool_uses: list[ToolUse] = [{"toolUseId": use_id, "name": name} for use_id, name in uses]
+    return dict(eg.decide_batch(approval_tool=APPROVAL_TOOL, tool_uses=tool_uses)["cancel"])
+
+
 @dataclass(frozen=True)
 class Paused:
     """A registered card: what the runtime shows the person (`card_url` when the gate has a
@@ -113,6 +124,8 @@ class Paused:
     secret: str
     card_url: str | None
     card: dict[str, Any]
+    interrupt: dict[str, Any] = field(default_factory=dict)
+    """The AG-UI `Interrupt` the gate issued, for a runtime that ends its run with it."""
 
     def to_json(self) -> dict[str, Any]:
         """The example's output line: `{"interrupt_id", "card_url"?, "secret"}`."""
@@ -129,7 +142,8 @@ def register(eg: Client, draft_id: str, snapshot: bytes, claim_id: str | None = 
     chained card that replaces the claimed one in place."""
     issued: dict[str, Any] = dict(eg.register_interrupt(
         draft_id=draft_id, snapshot=base64.b64encode(snapshot).decode(), claim_id=claim_id))
-    return Paused(issued["interrupt"]["id"], issued["resume_secret"], issued.get("card_url"), issued["card"])
+    return Paused(issued["interrupt"]["id"], issued["resume_secret"], issued.get("card_url"), issued["card"],
+                  dict(issued["interrupt"]))
 
 
 class StillPending(Exception):

@@ -36,6 +36,7 @@ from .claim import (
     Claim,
     Paused,
     Turn,
+    batch_cancellations,
     first_answer_text,
     first_call,
     register,
@@ -67,11 +68,8 @@ def decide_batch(eg: Client, message: dict[str, Any]) -> dict[str, str]:
     without an approval call cancels nothing and asks nobody. The same message always gives
     the same answer, so the pass after a resume (the same message, with the finished results
     merged in) agrees with the first."""
-    uses = [{"toolUseId": c["toolUse"]["toolUseId"], "name": c["toolUse"]["name"]}
-            for c in message.get("content", []) if "toolUse" in c]
-    if not any(u["name"] == APPROVAL_TOOL for u in uses):
-        return {}
-    return dict(eg.decide_batch(approval_tool=APPROVAL_TOOL, tool_uses=uses)["cancel"])  # type: ignore[arg-type]
+    uses = [(c["toolUse"]["toolUseId"], c["toolUse"]["name"]) for c in message.get("content", []) if "toolUse" in c]
+    return batch_cancellations(eg, uses)
 
 
 class BatchRule(HookProvider):

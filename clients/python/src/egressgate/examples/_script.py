@@ -53,19 +53,19 @@ class Step:
 
 def next_move(urls: list[str], history: list[Step]) -> tuple[str, str]:
     """The scripted model's decision from what it has seen: `("download", url)`,
-    `("ask", url)` or `("final", text)`. Deterministic: the same history, the same move."""
-    if history and history[-1].tool != DOWNLOAD_TOOL:
-        answer = history[-1]
+    `("ask", url)` or `("final", text)`. Deterministic: the same history, the same move. A
+    download the batch rule cancelled beside an approval call (its text is not the script's
+    JSON) downloaded nothing: the model acts on the approval's answer in the same step."""
+    acted = [s for s in history if s.tool != DOWNLOAD_TOOL or s.text.startswith("{")]
+    if acted and acted[-1].tool != DOWNLOAD_TOOL:
+        answer = acted[-1]
         if answer.text.startswith("approved") and answer.url:
             return "download", answer.url
         return "final", f"I could not get {answer.url}: {answer.text}"
     fetched: dict[str, dict[str, Any]] = {}
-    for step in history:
+    for step in acted:
         if step.tool == DOWNLOAD_TOOL:
-            try:
-                fetched[str(step.url)] = json.loads(step.text)
-            except ValueError:
-                pass  # a cancelled call: nothing was downloaded
+            fetched[str(step.url)] = json.loads(step.text)
     for url in urls:
         got = fetched.get(url)
         if got is None:
@@ -73,6 +73,13 @@ def next_move(urls: list[str], history: list[Step]) -> tuple[str, str]:
         if got["status"] != 200:
             return "ask", url
     return "final", "\n".join(fetched[u]["body"] for u in urls)
+
+
+def finished(text: str, history: list[Step]) -> tuple[str, str | None]:
+    """A first run that ended without a card: its final text and the last answer of the
+    approval tool (the deny, when nobody could answer), as `Example.ask` returns them."""
+    answers = [s.text for s in history if s.tool != DOWNLOAD_TOOL]
+    return text, answers[-1] if answers else None
 
 
 def _print(line: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from strands.models import Model
 from .. import Client
 from ..adapters.claim import APPROVAL_TOOL, Turn
 from ..adapters.strands import TURN_KEY, Finished, StrandsApproval
-from ._script import DOWNLOAD_TOOL, REASON, Example, Step, download, next_move, run
+from ._script import DOWNLOAD_TOOL, REASON, Example, Step, download, finished, next_move, run
 
 URLS_KEY = "example_urls"
 
@@ -35,11 +35,6 @@ def _history(messages: list[dict[str, Any]]) -> list[Step]:
                 use = uses[r["toolUseId"]]
                 url = use["input"].get("url") or (use["input"].get("urls") or [None])[0]
                 steps.append(Step(use["name"], url, "".join(b.get("text", "") for b in r["content"])))
-    if steps and steps[-1].tool == DOWNLOAD_TOOL and not steps[-1].text.startswith("{"):
-        # The batch rule cancelled the download beside the approval call: what the model acts
-        # on is the approval's answer in the same message.
-        answered = [s for s in steps if s.tool == APPROVAL_TOOL]
-        steps.append(answered[-1])
     return steps
 
 
@@ -102,10 +97,7 @@ def ask(eg: Client, turn: Turn, urls: list[str]) -> Any:
     approval = StrandsApproval(eg)
     agent = _agent(approval, {**approval.state_for(turn), URLS_KEY: urls})
     out = approval.ask(agent, "Download the data and show it to me.")
-    if not isinstance(out, Finished):
-        return out
-    denied = [s.text for s in _history(agent.messages) if s.tool == APPROVAL_TOOL]
-    return out.text, denied[-1] if denied else None
+    return finished(out.text, _history(agent.messages)) if isinstance(out, Finished) else out
 
 
 def resume(eg: Client, interrupt_id: str, user: str) -> Any:
