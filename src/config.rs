@@ -27,6 +27,7 @@ macro_rules! setting {
 
 mod ca;
 mod control;
+mod email;
 mod merge;
 mod proxy;
 mod raw;

@@ -1,7 +1,10 @@
 //! Reaching the person outside the API: the outbox worker that turns the event log into
-//! deliveries and sends them ([`outbox`]), and its first consumer, signed webhooks
-//! ([`webhooks`]). Further consumers (team chat, e-mail) read the same outbox.
+//! deliveries and sends them ([`outbox`]), its first consumer, signed webhooks
+//! ([`webhooks`]), and the channels that reach one person directly ([`channel`]: team chat,
+//! and e-mail through an SMTP relay, [`email`]), which read the same outbox.
 
+pub mod channel;
+pub mod email;
 pub mod outbox;
 pub mod webhooks;
 
@@ -33,7 +36,7 @@ pub trait Egress: Send + Sync {
     ) -> BoxFuture<'a, Result<Box<dyn Conn>, String>>;
 }
 
-/// How webhooks are delivered.
+/// How the outbox delivers: webhooks, and the channels' messages with the same limits.
 #[derive(Clone)]
 pub struct WebhookSettings {
     /// One attempt's limit: connect, send, and the answer's head (`--webhook-timeout`).
@@ -50,6 +53,8 @@ pub struct WebhookSettings {
     pub seal: Option<SealKey>,
     /// The way out; `None` (tests of the API alone): nothing is resolved or sent.
     pub egress: Option<Arc<dyn Egress>>,
+    /// The configured channels (Slack, e-mail); their messages share the limits above.
+    pub channels: Vec<Arc<dyn channel::Channel>>,
 }
 
 impl std::fmt::Debug for WebhookSettings {
@@ -59,6 +64,10 @@ impl std::fmt::Debug for WebhookSettings {
             .field("backoff", &self.backoff)
             .field("max_attempts", &self.max_attempts)
             .field("public_url", &self.public_url)
+            .field(
+                "channels",
+                &self.channels.iter().map(|c| c.kind()).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -72,6 +81,7 @@ impl Default for WebhookSettings {
             public_url: None,
             seal: None,
             egress: None,
+            channels: Vec::new(),
         }
     }
 }

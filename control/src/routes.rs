@@ -2,7 +2,7 @@
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post, put};
+use axum::routing::{delete, get, post};
 
 use crate::auth::USER_HEADER;
 use crate::credentials::guard::AuthGuard;
@@ -29,6 +29,7 @@ mod resume;
 mod tokens;
 mod turns;
 mod user_approvals;
+mod users;
 mod view;
 mod webhooks;
 
@@ -58,7 +59,10 @@ pub(crate) fn router(state: AppState) -> Router {
             get(admin::list_packages).post(admin::add_package),
         )
         .route("/v1/admin/packages/{name}", delete(admin::remove_package))
-        .route("/v1/admin/users/{user_id}", put(admin::set_user))
+        .route(
+            "/v1/admin/users/{user_id}",
+            get(users::get_user).put(users::set_user),
+        )
         .route("/v1/admin/tokens", get(tokens::list).post(tokens::add))
         .route("/v1/admin/tokens/{name}", delete(tokens::remove))
         .route("/v1/admin/audit", get(audit::list))

@@ -75,6 +75,71 @@ pub(crate) fn note(value: Option<String>) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// A Slack user id as Slack mints them: `U` (or `W` on Enterprise Grid) and upper-case
+/// letters and digits, 3 to 21 characters in all.
+pub(crate) fn slack_user_id(value: &str) -> Result<String, ApiError> {
+    let shaped = match value.as_bytes() {
+        [b'U' | b'W', rest @ ..] => {
+            (2..=20).contains(&rest.len())
+                && rest
+                    .iter()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        }
+        _ => false,
+    };
+    if shaped {
+        Ok(value.to_owned())
+    } else {
+        Err(ApiError::invalid_input(format!(
+            "slack_user_id ({}): expected a Slack user id such as U012AB3CD (U or W, then \
+             upper-case letters and digits)",
+            quote(value)
+        )))
+    }
+}
+
+/// An e-mail address, checked strictly (a mail relay is never handed anything odd): ASCII
+/// `local@domain`, at most 254 bytes; the local part a dot-atom of at most 64 bytes (no quoted
+/// forms, no leading, trailing or double dots); the domain a host name of at least two
+/// labels (no address literals), kept lower-cased.
+pub(crate) fn email(value: &str) -> Result<String, ApiError> {
+    let bad = |why: &str| ApiError::invalid_input(format!("email ({}): {why}", quote(value)));
+    if value.len() > 254 || !value.is_ascii() {
+        return Err(bad("expected an ASCII address of at most 254 bytes"));
+    }
+    let Some((local, domain)) = value.split_once('@') else {
+        return Err(bad("expected local@domain"));
+    };
+    const ATEXT: &[u8] = b"!#$%&'*+-/=?^_`{|}~";
+    let atom = |a: &str| {
+        !a.is_empty()
+            && a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || ATEXT.contains(&b))
+    };
+    if local.len() > 64 || !local.split('.').all(atom) {
+        return Err(bad(
+            "the part before @ must be at most 64 letters, digits, dots (not leading, trailing \
+             or doubled) and !#$%&'*+-/=?^_`{|}~",
+        ));
+    }
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    let labels: Vec<&str> = domain.split('.').collect();
+    let tld_ok = labels
+        .last()
+        .is_some_and(|t| t.bytes().any(|b| b.is_ascii_alphabetic()));
+    if labels.len() < 2 || !labels.iter().all(|l| label(l)) || !tld_ok {
+        return Err(bad(
+            "the part after @ must be a host name such as example.com",
+        ));
+    }
+    Ok(format!("{local}@{}", domain.to_ascii_lowercase()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +157,51 @@ mod tests {
         assert!(e.is_some_and(|m| {
             m.starts_with("packages[0] (\"gem:rails\"): unknown package ecosystem")
         }));
+    }
+
+    #[test]
+    fn slack_ids_and_addresses_are_checked() {
+        for ok in ["U012AB3CD", "W0123ABCDEF", "UAB"] {
+            assert_eq!(slack_user_id(ok).ok().as_deref(), Some(ok));
+        }
+        for bad in [
+            "",
+            "U",
+            "UA",
+            "u012ab3cd",
+            "C012AB3CD",
+            "U012-AB",
+            "U 12",
+            "Ü012AB",
+        ] {
+            assert!(slack_user_id(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            email("Alice.B+cards@Example.COM").ok().as_deref(),
+            Some("Alice.B+cards@example.com")
+        );
+        for bad in [
+            "",
+            "alice",
+            "alice@",
+            "@example.com",
+            "alice@example",
+            "alice@@example.com",
+            "al..ice@example.com",
+            ".alice@example.com",
+            "alice.@example.com",
+            "alice@[127.0.0.1]",
+            "alice@127.0.0.1",
+            "alice@-x.example.com",
+            "al ice@example.com",
+            "\"alice\"@example.com",
+            "alice@exämple.com",
+            "alice@example.com\r\nBcc: eve@example.com",
+        ] {
+            assert!(email(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("{}@example.com", "a".repeat(65));
+        assert!(email(&long).is_err());
     }
 
     #[test]

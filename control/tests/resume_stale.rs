@@ -38,6 +38,7 @@ async fn make_stale(app: &TestApp, how: Stale) {
             let change = egressgate_store::db::admin::UserChange {
                 can_approve: Some(false),
                 mode: None,
+                ..Default::default()
             };
             let alice = UserId::parse("alice").unwrap();
             let at = Timestamp::now();

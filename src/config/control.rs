@@ -78,6 +78,9 @@ pub(super) fn settings(
             timeout: setting!(duration, raw.webhook_timeout, default = c.webhooks.timeout),
             backoff: setting!(duration, raw.webhook_backoff, default = c.webhooks.backoff),
             max_attempts: raw.webhook_max_attempts.unwrap_or(c.webhooks.max_attempts),
+            channels: super::email::channel(raw, public.clone())?
+                .into_iter()
+                .collect(),
             public_url: public,
             ..Default::default()
         },

@@ -123,6 +123,18 @@ pub struct RawConfig {
     /// Attempts before a webhook delivery is given up (`failed`). [default: 10]
     #[arg(long, env = "EGRESSGATE_WEBHOOK_MAX_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub webhook_max_attempts: Option<u32>,
+    /// The SMTP relay that e-mails pending cards to their person: `smtps://HOST[:PORT]`
+    /// (implicit TLS), `smtp://HOST[:PORT]` (STARTTLS required) or
+    /// `smtp://HOST[:PORT]?tls=none`. Its login comes only from EGRESSGATE_SMTP_USERNAME and
+    /// EGRESSGATE_SMTP_PASSWORD. [default: none, no e-mail]
+    #[arg(long, env = "EGRESSGATE_SMTP_URL")]
+    pub smtp_url: Option<String>,
+    /// The sender of those messages, `gate@example.org` or `egressgate <gate@example.org>`.
+    #[arg(long, env = "EGRESSGATE_SMTP_FROM")]
+    pub smtp_from: Option<String>,
+    /// PEM CA certificates the relay's certificate may chain to, besides the system roots.
+    #[arg(long, env = "EGRESSGATE_SMTP_CA")]
+    pub smtp_ca: Option<PathBuf>,
     /// How long expired interrupts are kept. [default: 7d]
     #[arg(long, env = "EGRESSGATE_INTERRUPT_RETENTION")]
     pub interrupt_retention: Option<String>,

@@ -6,6 +6,7 @@ pub mod admin;
 pub mod approvals;
 pub mod audit;
 mod backup;
+pub mod contacts;
 pub mod drafts;
 pub mod egress;
 pub mod events;
@@ -53,6 +54,9 @@ pub enum StoreError {
     /// A row we wrote does not parse back: never guess, refuse.
     #[error("corrupt row: {0}")]
     Corrupt(&'static str),
+    /// A value that must be unique (a Slack user id) already belongs to another row.
+    #[error("already taken: {0}")]
+    Taken(&'static str),
 }
 
 /// Which SQL dialect is behind the pool (a few statements differ).
@@ -188,6 +192,12 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "evidence command",
         include_str!("../../migrations/sqlite/0019_evidence_command.sql"),
         include_str!("../../migrations/postgres/0019_evidence_command.sql"),
+    ),
+    (
+        20,
+        "channels",
+        include_str!("../../migrations/sqlite/0020_channels.sql"),
+        include_str!("../../migrations/postgres/0020_channels.sql"),
     ),
 ];
 

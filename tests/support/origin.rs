@@ -67,6 +67,10 @@ async fn serve_origin<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, seen: Arc<Mut
 pub struct Pki {
     pub ca_der: rustls::pki_types::CertificateDer<'static>,
     pub server: Arc<rustls::ServerConfig>,
+    /// The server's certificate and key as PEM, for servers outside this process (the SMTP
+    /// receiver of tests/email.rs).
+    pub leaf_pem: String,
+    pub key_pem: String,
 }
 
 pub fn pki(names: &[&str]) -> Pki {
@@ -93,6 +97,8 @@ pub fn pki(names: &[&str]) -> Pki {
     Pki {
         ca_der: ca.der().clone(),
         server: Arc::new(server),
+        leaf_pem: leaf.pem(),
+        key_pem: leaf_key.serialize_pem(),
     }
 }
 

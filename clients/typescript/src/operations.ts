@@ -8,6 +8,7 @@ import type {
   AdminSites,
   AdminTokenCreated,
   AdminTokens,
+  AdminUser,
   ApprovalRequestBody,
   Approvals,
   Audit,
@@ -69,6 +70,7 @@ export const OPERATIONS = {
   listAdminTokens: { method: "GET", path: "/v1/admin/tokens", answer: "json" },
   addAdminToken: { method: "POST", path: "/v1/admin/tokens", answer: "json" },
   removeAdminToken: { method: "DELETE", path: "/v1/admin/tokens/{name}", answer: "none" },
+  getAdminUser: { method: "GET", path: "/v1/admin/users/{user_id}", answer: "json" },
   setUserPermission: { method: "PUT", path: "/v1/admin/users/{user_id}", answer: "json" },
   listWebhooks: { method: "GET", path: "/v1/admin/webhooks", answer: "json" },
   addWebhook: { method: "POST", path: "/v1/admin/webhooks", answer: "json" },
@@ -175,7 +177,12 @@ export class Client extends Core {
     return this.call<void>(OPERATIONS.removeAdminToken, { "name": name }, {}, {}, undefined);
   }
 
-  /** `PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve and/or mode. */
+  /** `GET /v1/admin/users/{user_id}`: Whether the user may approve, their own mode (`null`: the deployment's applies), and their contacts. */
+  getAdminUser(userId: string): Promise<AdminUser> {
+    return this.call<AdminUser>(OPERATIONS.getAdminUser, { "user_id": userId }, {}, {}, undefined);
+  }
+
+  /** `PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve, mode and/or contacts. */
   setUserPermission(userId: string, body: UserBody): Promise<UserPermission> {
     return this.call<UserPermission>(OPERATIONS.setUserPermission, { "user_id": userId }, {}, {}, body);
   }

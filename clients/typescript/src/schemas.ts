@@ -52,6 +52,19 @@ export interface AdminTokens {
   tokens: AdminToken[];
 }
 
+/** `GET /v1/admin/users/{user_id}`: a user's settings and contacts. */
+export interface AdminUser {
+  /** Whether they may approve cards now (the deployment's default when none was set). */
+  can_approve: boolean;
+  /** Their e-mail address. */
+  email?: string | null;
+  /** Their own mode (`enforce` or `shadow`); `null` when the deployment's applies. */
+  mode?: string | null;
+  /** Their Slack user id, which maps a Slack click back to them. */
+  slack_user_id?: string | null;
+  user_id: string;
+}
+
 /** One approval of a chat. */
 export interface Approval {
   /** How much of the host a site approval opens: `full` (a card grants it) or `read`. */
@@ -578,17 +591,25 @@ export interface TurnOpened {
   turn_id: string;
 }
 
-/** `PUT /v1/admin/users/{user_id}` body. */
+/** `PUT /v1/admin/users/{user_id}` body. For the contact fields, absent leaves the value as it is and `null` clears it. */
 export interface UserBody {
   can_approve?: boolean | null;
+  /** The person's e-mail address; `null` clears it. */
+  email?: string | null;
   mode?: string | null;
+  /** The person's Slack user id (`U…` or `W…`); `null` clears it. Unique across users. */
+  slack_user_id?: string | null;
 }
 
 /** `PUT /v1/admin/users/{user_id}`: what was set (only the fields the request named). */
 export interface UserPermission {
   can_approve?: boolean | null;
+  /** The e-mail address set, or `null` when it was cleared. */
+  email?: string | null;
   /** `enforce` or `shadow`. */
   mode?: string | null;
+  /** The Slack user id set, or `null` when it was cleared. */
+  slack_user_id?: string | null;
   user_id: string;
 }
 

@@ -14,6 +14,7 @@ use hmac::{KeyInit as _, Mac as _};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
+use super::channel::Sent;
 use super::{Conn, Egress};
 use crate::links;
 
@@ -144,15 +145,6 @@ pub fn with_link(payload: &str, secret: &str) -> Option<String> {
     Some(v.to_string())
 }
 
-/// How one POST ended.
-#[derive(Debug)]
-pub enum Sent {
-    /// An answer with this status.
-    Status(u16),
-    /// No answer: the reason (timeout, refused address, connection error).
-    Error(String),
-}
-
 /// POSTs `body` to `target`, signed, within `timeout`.
 pub async fn post(
     egress: &dyn Egress,
@@ -164,7 +156,7 @@ pub async fn post(
 ) -> Sent {
     let timestamp = egressgate_store::Timestamp::now().millis() / 1000;
     let Some(sig) = signature(signing_secret, id, timestamp, body.as_bytes()) else {
-        return Sent::Error("the stored signing secret is malformed".into());
+        return Sent::error("the stored signing secret is malformed");
     };
     let attempt = async {
         let conn = egress
@@ -173,9 +165,16 @@ pub async fn post(
         send(conn, target, id, timestamp, &sig, body).await
     };
     match tokio::time::timeout(timeout, attempt).await {
-        Err(_) => Sent::Error(format!("timed out after {timeout:?}")),
-        Ok(Err(e)) => Sent::Error(e),
-        Ok(Ok(status)) => Sent::Status(status),
+        Err(_) => Sent::error(format!("timed out after {timeout:?}")),
+        Ok(Err(e)) => Sent::error(e),
+        Ok(Ok(status)) if (200..300).contains(&status) => Sent::Accepted {
+            status,
+            reference: None,
+        },
+        Ok(Ok(status)) => Sent::Refused {
+            status: Some(status),
+            error: format!("HTTP {status}"),
+        },
     }
 }
 

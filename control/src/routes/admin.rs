@@ -1,12 +1,13 @@
-//! Administration: the pre-approved site and package lists and who may approve. Values are
-//! validated and stored canonically, so `Example.COM.` and `example.com` are one entry and a
-//! pattern that would open a whole public suffix never reaches the proxy.
+//! Administration: the pre-approved site and package lists (a user's settings are in
+//! [`super::users`]). Values are validated and stored canonically, so `Example.COM.` and
+//! `example.com` are one entry and a pattern that would open a whole public suffix never
+//! reaches the proxy.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use egressgate_store::db::admin::{AdminEntry, AdminList, SiteRules, UserChange};
-use egressgate_store::{Access, Mode, PackageSpec, SitePattern, Timestamp};
+use egressgate_store::db::admin::{AdminEntry, AdminList, SiteRules};
+use egressgate_store::{Access, PackageSpec, SitePattern, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,7 +20,7 @@ use crate::state::AppState;
 use crate::validate;
 
 /// Who the audit log names for changes made with the admin token.
-const ACTOR: &str = "admin";
+pub(crate) const ACTOR: &str = "admin";
 
 /// `POST /v1/admin/sites` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -44,16 +45,6 @@ pub(crate) struct PackageBody {
     name: String,
     #[serde(default)]
     note: Option<String>,
-}
-
-/// `PUT /v1/admin/users/{user_id}` body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UserBody {
-    #[serde(default)]
-    can_approve: Option<bool>,
-    #[serde(default)]
-    mode: Option<String>,
 }
 
 /// The JSON key naming an entry's value in each list.
@@ -246,48 +237,4 @@ pub(crate) async fn remove_package(
         .map(|p| p.as_str().to_owned())
         .unwrap_or(name);
     remove(&state, AdminList::Packages, &key).await
-}
-
-/// `PUT /v1/admin/users/{user_id}` `{"can_approve"?, "mode"?}` (at least one) → `200` with
-/// what was set.
-#[utoipa::path(put, path = "/v1/admin/users/{user_id}", tag = "admin", security(("admin" = [])), request_body = UserBody, params(("user_id" = String, Path, description = "The user.")),
-    responses((status = 200, description = "What was set: the user's permission to approve and/or mode.", body = schemas::UserPermission),
-        (status = 422, description = "`INVALID_INPUT`: a malformed user id, an unknown mode, or nothing to change.", body = schemas::ErrorBody)))]
-pub(crate) async fn set_user(
-    _auth: AdminAuth,
-    State(state): State<AppState>,
-    Path(user_id): Path<String>,
-    StrictJson(body): StrictJson<UserBody>,
-) -> Result<Json<schemas::UserPermission>, ApiError> {
-    let user = validate::user_id("user_id", &user_id)?;
-    let mode = body
-        .mode
-        .as_deref()
-        .map(|m| {
-            Mode::parse(m).ok_or_else(|| {
-                ApiError::invalid_input(format!(
-                    "mode: expected \"enforce\" or \"shadow\", got {}",
-                    validate::quote(m)
-                ))
-            })
-        })
-        .transpose()?;
-    if body.can_approve.is_none() && mode.is_none() {
-        return Err(ApiError::invalid_input(
-            "nothing to change: give can_approve and/or mode",
-        ));
-    }
-    let change = UserChange {
-        can_approve: body.can_approve,
-        mode,
-    };
-    state
-        .store
-        .set_user(&user, change, ACTOR, Timestamp::now())
-        .await?;
-    Ok(Json(schemas::UserPermission {
-        user_id: user,
-        can_approve: body.can_approve,
-        mode: mode.map(|m| m.as_str()),
-    }))
 }

@@ -25,7 +25,7 @@ pub(crate) mod shared;
 
 use super::{
     admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, inbox, interrupts,
-    pending, resume, tokens, turns, user_approvals, view, webhooks,
+    pending, resume, tokens, turns, user_approvals, users, view, webhooks,
 };
 use schemas::ErrorBody;
 use shared::error_response;
@@ -49,7 +49,7 @@ use shared::error_response;
         user_approvals::list, user_approvals::revoke,
         admin::list_sites, admin::add_site, admin::remove_site,
         admin::list_packages, admin::add_package, admin::remove_package,
-        admin::set_user, audit::list,
+        users::set_user, users::get_user, audit::list,
         tokens::list, tokens::add, tokens::remove, dry_run::dry_run,
         pending::list, view::view, claims::takeover, events::stream,
         inbox::inbox_link, inbox::inbox_cards, inbox::inbox_events,

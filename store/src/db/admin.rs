@@ -21,12 +21,14 @@ pub enum AdminList {
 }
 
 /// What an administrator changes about a user (`None`: left as it is).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserChange {
     /// Whether they may approve cards.
     pub can_approve: Option<bool>,
     /// Their own mode.
     pub mode: Option<Mode>,
+    /// How to reach them (Slack, e-mail).
+    pub contacts: super::contacts::ContactChange,
 }
 
 /// What a site entry asks of the proxy besides letting the host through (packages have none:
@@ -197,7 +199,7 @@ impl Store {
     }
 
     /// Applies an administrator's change to a user in one audited transaction: whether they
-    /// may approve cards, and their own mode. Taking the right to approve away also withdraws
+    /// may approve cards, their own mode, and how to reach them. Taking the right to approve away also withdraws
     /// the approvals that person made (every chat's site and package rows of the user), so
     /// what they let through stops, open connections included, within a proxy poll.
     pub async fn set_user(
@@ -225,6 +227,7 @@ impl Store {
             set_for_user(&mut tx, SET_MODE, user, mode.as_str(), now).await?;
             detail["mode"] = mode.as_str().into();
         }
+        super::contacts::apply(&mut tx, user, &change.contacts, &mut detail, now).await?;
         self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
             .await
     }

@@ -125,6 +125,7 @@ mod tests {
         let change = crate::db::admin::UserChange {
             can_approve: Some(true),
             mode: None,
+            ..Default::default()
         };
         s.set_user(&nobody, change, "test", Timestamp::now())
             .await

@@ -1,19 +1,52 @@
-//! The outbox: the event log (0014) read through one cursor and turned into delivery rows,
-//! deliveries taken when due and their attempts recorded, and card expiries announced as
-//! `approval.expired` events. Every change already appends its event in its own transaction
-//! and appends commit in id order, so "events after the cursor" never skips one that commits
-//! later; a delivery row, once written, carries its own state across restarts.
+//! The outbox: the event log (0014) read through one cursor and turned into delivery rows —
+//! webhook deliveries per endpoint (0018) and channel messages per person (0020: Slack,
+//! e-mail) — deliveries taken when due and their attempts recorded ([`queue`]), and card
+//! expiries announced as `approval.expired` events. Every change already appends its event in
+//! its own transaction and appends commit in id order, so "events after the cursor" never
+//! skips one that commits later; a delivery row, once written, carries its own state across
+//! restarts.
+
+mod queue;
+
+pub use queue::{Attempt, ChannelDue, Due, Queue};
 
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
+use super::contacts::Contacts;
 use super::events::{EventKind, RETENTION};
 use super::{Backend, Store, StoreError};
-use crate::ids::{MessageId, WebhookId};
+use crate::ids::MessageId;
 use crate::time::Timestamp;
 
 /// How long delivered and failed deliveries stay listed.
 pub const DELIVERY_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// A way to reach one person directly (the `channel` column of 0020).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Channel {
+    /// A Slack message (a DM through the bot, or the incoming webhook's channel).
+    Slack,
+    /// An e-mail.
+    Email,
+}
+
+impl Channel {
+    /// Every channel, in a fixed order (metrics are exported for each from the start).
+    pub const ALL: [Self; 2] = [Self::Slack, Self::Email];
+
+    /// The stored spelling, also the metric prefix (`egressgate_slack_…`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Slack => "slack",
+            Self::Email => "email",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
 
 /// One event as the fan-out hands it to the payload builder.
 #[derive(Clone, Debug)]
@@ -32,60 +65,40 @@ pub struct OutboxEvent {
     pub data: serde_json::Value,
     /// The card, for an event about a card still stored.
     pub card: Option<serde_json::Value>,
+    /// How to reach the user, for an event about a card (empty otherwise).
+    pub contacts: Contacts,
 }
 
-/// A delivery taken for an attempt, with what sending it needs.
-#[derive(Clone, Debug)]
-pub struct Due {
-    /// The `webhook-id`.
-    pub id: MessageId,
-    /// Its endpoint.
-    pub endpoint: WebhookId,
-    /// The endpoint's URL.
-    pub url: String,
-    /// The endpoint's sealed signing secret.
-    pub secret_sealed: String,
-    /// Whether the endpoint wants the resume link.
-    pub include_link: bool,
-    /// The event type.
-    pub event_type: String,
-    /// The card it is about, if any.
-    pub interrupt_id: Option<String>,
-    /// The body as built at fan-out.
-    pub payload: String,
-    /// Attempts made before this one.
-    pub attempts: i64,
+/// What one event becomes.
+#[derive(Clone, Debug, Default)]
+pub struct Fanned {
+    /// The webhook body, for the endpoints that want the event; `None`: not a webhook.
+    pub webhook: Option<serde_json::Value>,
+    /// Messages to people.
+    pub messages: Vec<ChannelMessage>,
 }
 
-/// How one attempt ended.
+/// One message to one recipient over one channel.
 #[derive(Clone, Debug)]
-pub enum Attempt {
-    /// A 2xx answer.
-    Delivered {
-        /// The status received.
-        status: u16,
-    },
-    /// Anything else; `retry_at` is `None` when this was the last attempt.
-    Failed {
-        /// The status received, if any.
-        status: Option<u16>,
-        /// What went wrong.
-        error: String,
-        /// When to try again.
-        retry_at: Option<Timestamp>,
-    },
+pub struct ChannelMessage {
+    /// The channel.
+    pub channel: Channel,
+    /// The channel's address (a Slack user id, `webhook`, an e-mail address).
+    pub recipient: String,
+    /// What to send, as the channel will read it back.
+    pub payload: serde_json::Value,
 }
 
 impl Store {
-    /// Turns events after the cursor (at most `limit`) into deliveries for the endpoints that
-    /// want them, and advances the cursor, in one transaction (on PostgreSQL the cursor row
-    /// is locked, so two processes never fan out the same events). `payload` builds an
-    /// event's body, or says it is not delivered (`None`). Returns the deliveries written.
+    /// Turns events after the cursor (at most `limit`) into webhook deliveries for the
+    /// endpoints that want them and into the channel messages `build` makes, and advances the
+    /// cursor, in one transaction (on PostgreSQL the cursor row is locked, so two processes
+    /// never fan out the same events). Returns the rows written.
     pub async fn outbox_fan_out(
         &self,
         limit: i64,
         now: Timestamp,
-        payload: &(dyn Fn(&OutboxEvent) -> Option<serde_json::Value> + Sync),
+        build: &(dyn Fn(&OutboxEvent) -> Fanned + Sync),
     ) -> Result<u64, StoreError> {
         let mut tx = self.begin().await?;
         let lock = match self.backend() {
@@ -131,9 +144,6 @@ impl Store {
                 })
                 .map(|(id, _, _)| id)
                 .collect();
-            if takers.is_empty() {
-                continue;
-            }
             let card_id = event.data["interrupt_id"].as_str().map(str::to_owned);
             if let Some(id) = &card_id {
                 let card = sqlx::query("SELECT card FROM interrupts WHERE interrupt_id = $1")
@@ -143,27 +153,21 @@ impl Store {
                 if let Some(r) = card {
                     event.card = Some(super::json_column(&r.try_get::<String, _>(0)?, "card")?);
                 }
+                event.contacts = super::contacts::read(&mut tx, &event.user).await?;
             }
-            let Some(body) = payload(&event) else {
-                continue;
+            let fanned = build(&event);
+            let new = NewRow {
+                event: &event,
+                interrupt_id: card_id.as_deref(),
+                now,
             };
-            for endpoint in takers {
-                written += sqlx::query(
-                    "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, \
-                     interrupt_id, payload, status, created_at, next_try_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7) \
-                     ON CONFLICT (endpoint_id, event_id) DO NOTHING",
-                )
-                .bind(MessageId::generate().as_str())
-                .bind(endpoint)
-                .bind(event.id)
-                .bind(&event.kind)
-                .bind(card_id.as_deref())
-                .bind(body.to_string())
-                .bind(now.millis())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+            if let Some(body) = fanned.webhook.filter(|_| !takers.is_empty()) {
+                for endpoint in takers {
+                    written += new.webhook(&mut tx, endpoint, &body).await?;
+                }
+            }
+            for message in &fanned.messages {
+                written += new.message(&mut tx, message).await?;
             }
         }
         sqlx::query("UPDATE webhook_cursor SET last_event_id = $1 WHERE id = 1")
@@ -172,111 +176,6 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(written)
-    }
-
-    /// Takes up to `limit` due deliveries for an attempt: each is pushed to `lease_until`, so
-    /// no other process takes it meanwhile, and is taken again then if this process dies
-    /// before recording the attempt. PostgreSQL skips rows another process is taking.
-    pub async fn outbox_take_due(
-        &self,
-        limit: i64,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Due>, StoreError> {
-        let skip = match self.backend() {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        };
-        let sql = format!(
-            "UPDATE webhook_deliveries SET next_try_at = $1 WHERE id IN (SELECT id FROM \
-             webhook_deliveries WHERE status = 'pending' AND next_try_at <= $2 \
-             ORDER BY next_try_at LIMIT $3{skip}) \
-             RETURNING id, endpoint_id, event_type, interrupt_id, payload, attempts"
-        );
-        let mut tx = self.begin().await?;
-        let taken = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(lease_until.millis())
-            .bind(now.millis())
-            .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        if taken.is_empty() {
-            return Ok(Vec::new());
-        }
-        let endpoints =
-            sqlx::query("SELECT id, url, secret_sealed, include_link FROM webhook_endpoints")
-                .fetch_all(self.pool())
-                .await?;
-        let mut out = Vec::new();
-        for r in &taken {
-            let endpoint: String = r.try_get(1)?;
-            // An endpoint removed meanwhile took its deliveries with it.
-            let Some(e) = endpoints
-                .iter()
-                .find(|e| e.try_get::<String, _>(0).is_ok_and(|id| id == endpoint))
-            else {
-                continue;
-            };
-            out.push(Due {
-                id: MessageId::from_db(r.try_get(0)?),
-                endpoint: WebhookId::from_db(endpoint),
-                url: e.try_get(1)?,
-                secret_sealed: e.try_get(2)?,
-                include_link: e.try_get::<i64, _>(3)? != 0,
-                event_type: r.try_get(2)?,
-                interrupt_id: r.try_get(3)?,
-                payload: r.try_get(4)?,
-                attempts: r.try_get(5)?,
-            });
-        }
-        Ok(out)
-    }
-
-    /// Records one attempt of a delivery taken by [`Self::outbox_take_due`].
-    pub async fn outbox_record(
-        &self,
-        id: &MessageId,
-        attempt: &Attempt,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        let q = match attempt {
-            Attempt::Delivered { status } => sqlx::query(
-                "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, \
-                 last_status = $1, last_error = NULL, delivered_at = $2 WHERE id = $3",
-            )
-            .bind(i64::from(*status))
-            .bind(now.millis())
-            .bind(id.as_str()),
-            Attempt::Failed {
-                status,
-                error,
-                retry_at,
-            } => sqlx::query(
-                "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, \
-                 last_status = $2, last_error = $3, next_try_at = $4 WHERE id = $5 \
-                 AND status = 'pending'",
-            )
-            .bind(if retry_at.is_some() {
-                "pending"
-            } else {
-                "failed"
-            })
-            .bind(status.map(i64::from))
-            .bind(error.clone())
-            .bind(retry_at.unwrap_or(now).millis())
-            .bind(id.as_str()),
-        };
-        q.execute(self.pool()).await?;
-        Ok(())
-    }
-
-    /// Deliveries not yet delivered nor given up (the pending gauge).
-    pub async fn outbox_pending(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'")
-            .fetch_one(self.pool())
-            .await?;
-        Ok(row.try_get(0)?)
     }
 
     /// Announces cards that expired unanswered (their time ran out, or a newer turn, a hidden
@@ -356,12 +255,16 @@ impl Store {
         Ok(row.map(|r| r.try_get(0)).transpose()?)
     }
 
-    /// Deletes what the outbox no longer needs: finished deliveries past
+    /// Deletes what the outbox no longer needs: finished deliveries (webhook and channel) past
     /// [`DELIVERY_RETENTION`], expiry notices past the event retention, purged cards' links.
     pub async fn outbox_prune(&self, now: Timestamp) -> Result<(), StoreError> {
         for (sql, at) in [
             (
                 "DELETE FROM webhook_deliveries WHERE status <> 'pending' AND created_at <= $1",
+                horizon(now, DELIVERY_RETENTION),
+            ),
+            (
+                "DELETE FROM channel_deliveries WHERE status <> 'pending' AND created_at <= $1",
                 horizon(now, DELIVERY_RETENTION),
             ),
             (
@@ -376,6 +279,61 @@ impl Store {
             sqlx::query(sql).bind(at).execute(self.pool()).await?;
         }
         Ok(())
+    }
+}
+
+/// The rows one event writes: each once (a second fan-out of the same event, after a crash
+/// between writing and advancing, finds them there).
+struct NewRow<'a> {
+    event: &'a OutboxEvent,
+    interrupt_id: Option<&'a str>,
+    now: Timestamp,
+}
+
+impl NewRow<'_> {
+    async fn webhook(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        endpoint: &str,
+        body: &serde_json::Value,
+    ) -> Result<u64, StoreError> {
+        let q = sqlx::query(
+            "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, \
+             interrupt_id, payload, status, created_at, next_try_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7) \
+             ON CONFLICT (endpoint_id, event_id) DO NOTHING",
+        )
+        .bind(MessageId::generate().as_str())
+        .bind(endpoint)
+        .bind(self.event.id)
+        .bind(&self.event.kind)
+        .bind(self.interrupt_id)
+        .bind(body.to_string())
+        .bind(self.now.millis());
+        Ok(q.execute(&mut **tx).await?.rows_affected())
+    }
+
+    async fn message(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        m: &ChannelMessage,
+    ) -> Result<u64, StoreError> {
+        let q = sqlx::query(
+            "INSERT INTO channel_deliveries (id, channel, recipient, user_id, event_id, \
+             event_type, interrupt_id, payload, status, created_at, next_try_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $9) \
+             ON CONFLICT (channel, recipient, event_id) DO NOTHING",
+        )
+        .bind(MessageId::generate().as_str())
+        .bind(m.channel.as_str())
+        .bind(m.recipient.as_str())
+        .bind(self.event.user.as_str())
+        .bind(self.event.id)
+        .bind(&self.event.kind)
+        .bind(self.interrupt_id)
+        .bind(m.payload.to_string())
+        .bind(self.now.millis());
+        Ok(q.execute(&mut **tx).await?.rows_affected())
     }
 }
 
@@ -394,6 +352,7 @@ fn read_event(r: &AnyRow) -> Result<OutboxEvent, StoreError> {
         kind: r.try_get(4)?,
         data: super::json_column(&r.try_get::<String, _>(5)?, "events.data")?,
         card: None,
+        contacts: Contacts::default(),
     })
 }
 

@@ -13,6 +13,7 @@ from ._schemas import (
     AdminSites,
     AdminTokenCreated,
     AdminTokens,
+    AdminUser,
     Approvals,
     Audit,
     AuditKindParam,
@@ -63,6 +64,7 @@ OPERATIONS: dict[str, _Op] = {
     "listAdminTokens": _Op("GET", "/v1/admin/tokens", "json"),
     "addAdminToken": _Op("POST", "/v1/admin/tokens", "json"),
     "removeAdminToken": _Op("DELETE", "/v1/admin/tokens/{name}", "none"),
+    "getAdminUser": _Op("GET", "/v1/admin/users/{user_id}", "json"),
     "setUserPermission": _Op("PUT", "/v1/admin/users/{user_id}", "json"),
     "listWebhooks": _Op("GET", "/v1/admin/webhooks", "json"),
     "addWebhook": _Op("POST", "/v1/admin/webhooks", "json"),
@@ -160,9 +162,13 @@ class _SyncOperations:
         """`DELETE /v1/admin/tokens/{name}`: Removed; it stops working on the next request."""
         return self._call(OPERATIONS["removeAdminToken"], {"name": name}, {}, {}, None)
 
-    def set_user_permission(self, user_id: str, *, can_approve: bool | None = None, mode: str | None = None) -> UserPermission:
-        """`PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve and/or mode."""
-        return self._call(OPERATIONS["setUserPermission"], {"user_id": user_id}, {}, {}, {"can_approve": can_approve, "mode": mode})
+    def get_admin_user(self, user_id: str) -> AdminUser:
+        """`GET /v1/admin/users/{user_id}`: Whether the user may approve, their own mode (`null`: the deployment's applies), and their contacts."""
+        return self._call(OPERATIONS["getAdminUser"], {"user_id": user_id}, {}, {}, None)
+
+    def set_user_permission(self, user_id: str, *, can_approve: bool | None = None, email: str | None = None, mode: str | None = None, slack_user_id: str | None = None) -> UserPermission:
+        """`PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve, mode and/or contacts."""
+        return self._call(OPERATIONS["setUserPermission"], {"user_id": user_id}, {}, {}, {"can_approve": can_approve, "email": email, "mode": mode, "slack_user_id": slack_user_id})
 
     def list_webhooks(self) -> Webhooks:
         """`GET /v1/admin/webhooks`: The webhook endpoints (never their secrets)."""
@@ -351,9 +357,13 @@ class _AsyncOperations:
         """`DELETE /v1/admin/tokens/{name}`: Removed; it stops working on the next request."""
         return await self._call(OPERATIONS["removeAdminToken"], {"name": name}, {}, {}, None)
 
-    async def set_user_permission(self, user_id: str, *, can_approve: bool | None = None, mode: str | None = None) -> UserPermission:
-        """`PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve and/or mode."""
-        return await self._call(OPERATIONS["setUserPermission"], {"user_id": user_id}, {}, {}, {"can_approve": can_approve, "mode": mode})
+    async def get_admin_user(self, user_id: str) -> AdminUser:
+        """`GET /v1/admin/users/{user_id}`: Whether the user may approve, their own mode (`null`: the deployment's applies), and their contacts."""
+        return await self._call(OPERATIONS["getAdminUser"], {"user_id": user_id}, {}, {}, None)
+
+    async def set_user_permission(self, user_id: str, *, can_approve: bool | None = None, email: str | None = None, mode: str | None = None, slack_user_id: str | None = None) -> UserPermission:
+        """`PUT /v1/admin/users/{user_id}`: What was set: the user's permission to approve, mode and/or contacts."""
+        return await self._call(OPERATIONS["setUserPermission"], {"user_id": user_id}, {}, {}, {"can_approve": can_approve, "email": email, "mode": mode, "slack_user_id": slack_user_id})
 
     async def list_webhooks(self) -> Webhooks:
         """`GET /v1/admin/webhooks`: The webhook endpoints (never their secrets)."""

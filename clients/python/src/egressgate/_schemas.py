@@ -61,6 +61,16 @@ class AdminTokens(TypedDict):
     tokens: list[AdminToken]
 
 
+class AdminUser(TypedDict):
+    """`GET /v1/admin/users/{user_id}`: a user's settings and contacts."""
+
+    can_approve: bool
+    email: NotRequired[str | None]
+    mode: NotRequired[str | None]
+    slack_user_id: NotRequired[str | None]
+    user_id: str
+
+
 class Approval(TypedDict):
     """One approval of a chat."""
 
@@ -528,17 +538,21 @@ class TurnOpened(TypedDict):
 
 
 class UserBody(TypedDict):
-    """`PUT /v1/admin/users/{user_id}` body."""
+    """`PUT /v1/admin/users/{user_id}` body. For the contact fields, absent leaves the value as it is and `null` clears it."""
 
     can_approve: NotRequired[bool | None]
+    email: NotRequired[str | None]
     mode: NotRequired[str | None]
+    slack_user_id: NotRequired[str | None]
 
 
 class UserPermission(TypedDict):
     """`PUT /v1/admin/users/{user_id}`: what was set (only the fields the request named)."""
 
     can_approve: NotRequired[bool | None]
+    email: NotRequired[str | None]
     mode: NotRequired[str | None]
+    slack_user_id: NotRequired[str | None]
     user_id: str
 
 

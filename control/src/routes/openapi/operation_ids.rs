@@ -33,6 +33,7 @@ pub(crate) const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("post", "/v1/admin/packages", "addAdminPackage"),
     ("delete", "/v1/admin/packages/{name}", "removeAdminPackage"),
     ("put", "/v1/admin/users/{user_id}", "setUserPermission"),
+    ("get", "/v1/admin/users/{user_id}", "getAdminUser"),
     ("get", "/v1/admin/tokens", "listAdminTokens"),
     ("post", "/v1/admin/tokens", "addAdminToken"),
     ("delete", "/v1/admin/tokens/{name}", "removeAdminToken"),

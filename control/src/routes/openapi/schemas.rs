@@ -14,8 +14,8 @@ mod webhooks;
 use utoipa::ToSchema;
 
 pub use admin::{
-    AdminPackage, AdminPackages, AdminSite, AdminSites, AdminTokenCreated, AdminTokens, Approvals,
-    Audit, DryRun, Hidden, Revoked, UserPermission,
+    AdminPackage, AdminPackages, AdminSite, AdminSites, AdminTokenCreated, AdminTokens, AdminUser,
+    Approvals, Audit, DryRun, Hidden, Revoked, UserPermission,
 };
 pub(crate) use approval::DenyCode;
 pub use approval::{

@@ -4,6 +4,7 @@
 use super::*;
 use crate::db::testing::{append_event, fresh};
 use crate::db::webhooks::{DeliveryStatus, NewEndpoint};
+use crate::ids::WebhookId;
 
 async fn event(store: &Store, kind: EventKind, now: Timestamp) {
     let data = serde_json::json!({"interrupt_id": "int_x", "chat_id": "c1"});
@@ -27,8 +28,11 @@ async fn endpoint(store: &Store, events: &[String]) -> WebhookId {
     id
 }
 
-fn body(e: &OutboxEvent) -> Option<serde_json::Value> {
-    (e.kind != "refusal.recorded").then(|| serde_json::json!({"type": e.kind}))
+fn body(e: &OutboxEvent) -> Fanned {
+    Fanned {
+        webhook: (e.kind != "refusal.recorded").then(|| serde_json::json!({"type": e.kind})),
+        messages: Vec::new(),
+    }
 }
 
 #[tokio::test]
@@ -44,7 +48,7 @@ async fn events_fan_out_once_per_wanting_endpoint_and_attempts_are_recorded() {
     event(s, EventKind::ApprovalRevoked, now).await;
     assert_eq!(s.outbox_fan_out(100, now, &body).await.ok(), Some(3));
     assert_eq!(s.outbox_fan_out(100, now, &body).await.ok(), Some(0));
-    assert_eq!(s.outbox_pending().await.ok(), Some(3));
+    assert_eq!(s.outbox_pending(Queue::Webhooks).await.ok(), Some(3));
 
     let lease = now.plus(std::time::Duration::from_secs(30));
     let taken = s.outbox_take_due(10, now, lease).await.unwrap_or_default();
@@ -63,7 +67,7 @@ async fn events_fan_out_once_per_wanting_endpoint_and_attempts_are_recorded() {
         error: "HTTP 503".into(),
         retry_at,
     };
-    s.outbox_record(&first.id, &failed, now)
+    s.outbox_record(Queue::Webhooks, &first.id, &failed, now)
         .await
         .unwrap_or_else(|e| unreachable!("{e}"));
     let again = s.outbox_take_due(10, now, lease).await.unwrap_or_default();
@@ -72,15 +76,23 @@ async fn events_fan_out_once_per_wanting_endpoint_and_attempts_are_recorded() {
         (again[0].id.clone(), again[0].attempts),
         (first.id.clone(), 1)
     );
-    s.outbox_record(&first.id, &Attempt::Delivered { status: 204 }, now)
-        .await
-        .unwrap_or_else(|e| unreachable!("{e}"));
+    s.outbox_record(
+        Queue::Webhooks,
+        &first.id,
+        &Attempt::Delivered {
+            status: 204,
+            reference: None,
+        },
+        now,
+    )
+    .await
+    .unwrap_or_else(|e| unreachable!("{e}"));
     let last = Attempt::Failed {
         status: None,
         error: "timed out".into(),
         retry_at: None,
     };
-    s.outbox_record(&taken[1].id, &last, now)
+    s.outbox_record(Queue::Webhooks, &taken[1].id, &last, now)
         .await
         .unwrap_or_else(|e| unreachable!("{e}"));
 
@@ -119,7 +131,7 @@ async fn events_fan_out_once_per_wanting_endpoint_and_attempts_are_recorded() {
         Some(false)
     );
     // The retried one and the third, still taken (its attempt never recorded).
-    assert_eq!(s.outbox_pending().await.ok(), Some(2));
+    assert_eq!(s.outbox_pending(Queue::Webhooks).await.ok(), Some(2));
     assert_eq!(s.remove_webhook(&all, "admin", now).await.ok(), Some(true));
     assert_eq!(s.remove_webhook(&all, "admin", now).await.ok(), Some(false));
     assert!(
@@ -176,4 +188,94 @@ async fn an_unanswered_card_is_announced_expired_once() {
             .is_empty(),
         "not part of the chat's stream"
     );
+}
+
+/// A builder that messages the user on Slack when a contact is set (as the Slack channel does).
+fn slack_message(e: &OutboxEvent) -> Fanned {
+    let messages = e
+        .contacts
+        .slack_user_id
+        .iter()
+        .map(|id| ChannelMessage {
+            channel: Channel::Slack,
+            recipient: id.clone(),
+            payload: serde_json::json!({"type": e.kind}),
+        })
+        .collect();
+    Fanned {
+        webhook: None,
+        messages,
+    }
+}
+
+#[tokio::test]
+async fn channel_messages_share_the_cursor_and_the_bookkeeping() {
+    let db = fresh().await;
+    let s = &db.store;
+    let now = Timestamp::now();
+    let alice = crate::UserId::from_db("alice".into());
+    event(s, EventKind::ApprovalRequested, now).await; // alice has no contact yet
+    assert_eq!(
+        s.outbox_fan_out(100, now, &slack_message).await.ok(),
+        Some(0)
+    );
+    let change = crate::db::admin::UserChange {
+        contacts: crate::db::contacts::ContactChange {
+            slack_user_id: Some(Some("U1ALICE".into())),
+            email: None,
+        },
+        ..Default::default()
+    };
+    s.set_user(&alice, change, "admin", now)
+        .await
+        .unwrap_or_else(|e| unreachable!("{e}"));
+    event(s, EventKind::ApprovalRequested, now).await;
+    assert_eq!(
+        s.outbox_fan_out(100, now, &slack_message).await.ok(),
+        Some(1)
+    );
+    assert_eq!(
+        s.outbox_fan_out(100, now, &slack_message).await.ok(),
+        Some(0)
+    );
+    let slack = Queue::Channel(Channel::Slack);
+    assert_eq!(s.outbox_pending(slack).await.ok(), Some(1));
+    assert_eq!(
+        s.outbox_pending(Queue::Channel(Channel::Email)).await.ok(),
+        Some(0)
+    );
+    let lease = now.plus(std::time::Duration::from_secs(30));
+    let none = s.channel_take_due(Channel::Email, 10, now, lease).await;
+    assert!(none.unwrap_or_default().is_empty(), "another channel's row");
+    let taken = s
+        .channel_take_due(Channel::Slack, 10, now, lease)
+        .await
+        .unwrap_or_default();
+    assert_eq!(taken.len(), 1);
+    let m = &taken[0];
+    assert_eq!(
+        (m.recipient.as_str(), m.user.as_str(), m.attempts),
+        ("U1ALICE", "alice", 0)
+    );
+    assert_eq!(m.interrupt_id.as_deref(), Some("int_x"));
+    let again = s.channel_take_due(Channel::Slack, 10, now, lease).await;
+    assert!(again.unwrap_or_default().is_empty(), "leased");
+    let delivered = Attempt::Delivered {
+        status: 200,
+        reference: Some("1700000000.000100".into()),
+    };
+    s.outbox_record(slack, &m.id, &delivered, now)
+        .await
+        .unwrap_or_else(|e| unreachable!("{e}"));
+    assert_eq!(s.outbox_pending(slack).await.ok(), Some(0));
+    let row = sqlx::query("SELECT status, reference FROM channel_deliveries WHERE id = $1")
+        .bind(m.id.as_str())
+        .fetch_one(s.pool())
+        .await
+        .unwrap_or_else(|e| unreachable!("{e}"));
+    let got: (String, Option<String>) = (
+        row.try_get(0).unwrap_or_default(),
+        row.try_get(1).unwrap_or_default(),
+    );
+    assert_eq!(got, ("delivered".into(), Some("1700000000.000100".into())));
 }

@@ -103,6 +103,29 @@ pub struct UserPermission {
     /// `enforce` or `shadow`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) mode: Option<&'static str>,
+    /// The Slack user id set, or `null` when it was cleared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub(crate) slack_user_id: Option<Option<String>>,
+    /// The e-mail address set, or `null` when it was cleared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub(crate) email: Option<Option<String>>,
+}
+
+/// `GET /v1/admin/users/{user_id}`: a user's settings and contacts.
+#[derive(Serialize, ToSchema)]
+pub struct AdminUser {
+    #[schema(value_type = String)]
+    pub(crate) user_id: UserId,
+    /// Whether they may approve cards now (the deployment's default when none was set).
+    pub(crate) can_approve: bool,
+    /// Their own mode (`enforce` or `shadow`); `null` when the deployment's applies.
+    pub(crate) mode: Option<&'static str>,
+    /// Their Slack user id, which maps a Slack click back to them.
+    pub(crate) slack_user_id: Option<String>,
+    /// Their e-mail address.
+    pub(crate) email: Option<String>,
 }
 
 /// One audit row.
