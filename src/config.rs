@@ -30,6 +30,7 @@ mod control;
 mod merge;
 mod proxy;
 mod raw;
+mod slack;
 mod sources;
 mod validate;
 mod values;
