@@ -11,9 +11,8 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -33,23 +32,13 @@ impl Slack {
     fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slack/fake_slack.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args([SIGNING, BOT])
-            .arg(dir.path().join("log"))
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap()
-            .parse()
-            .unwrap();
+        let (child, port) = spawn_listening(
+            Command::new("python3")
+                .arg(script)
+                .args([SIGNING, BOT])
+                .arg(dir.path().join("log")),
+            "python3 runs the fake Slack",
+        );
         Self { child, dir, port }
     }
 
