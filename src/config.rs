@@ -31,6 +31,7 @@ mod email;
 mod merge;
 mod proxy;
 mod raw;
+mod slack;
 mod sources;
 mod validate;
 mod values;

@@ -11,9 +11,8 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -34,25 +33,15 @@ impl Receiver {
             std::fs::write(dir.path().join("down"), "").unwrap();
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webhooks/receiver.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(dir.path().join("secret"))
-            .arg(dir.path().join("log"))
-            .arg(dir.path().join("down"))
-            .arg(fail_first.to_string())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("receiver said {line:?} (is standardwebhooks installed?)"))
-            .parse()
-            .unwrap();
+        let (child, port) = spawn_listening(
+            Command::new("python3")
+                .arg(script)
+                .arg(dir.path().join("secret"))
+                .arg(dir.path().join("log"))
+                .arg(dir.path().join("down"))
+                .arg(fail_first.to_string()),
+            "is standardwebhooks installed?",
+        );
         Self { child, dir, port }
     }
 

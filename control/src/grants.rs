@@ -114,10 +114,13 @@ impl Grants {
 pub(crate) async fn inspected_patterns(
     state: &crate::state::AppState,
 ) -> Result<Vec<SitePattern>, StoreError> {
-    let mut patterns = state.settings.inspect.clone();
+    patterns(&state.store, &state.settings.inspect).await
+}
+
+async fn patterns(store: &Store, inspect: &[SitePattern]) -> Result<Vec<SitePattern>, StoreError> {
+    let mut patterns = inspect.to_vec();
     patterns.extend(
-        state
-            .store
+        store
             .admin_list(AdminList::Sites)
             .await?
             .into_iter()
@@ -142,7 +145,16 @@ pub(crate) async fn inspected_sites(
     state: &crate::state::AppState,
     sites: &[String],
 ) -> Result<Vec<String>, StoreError> {
-    let inspected = inspected_patterns(state).await?;
+    inspected_in(&state.store, &state.settings.inspect, sites).await
+}
+
+/// [`inspected_sites`] from the parts (the Slack channel has no request state).
+pub(crate) async fn inspected_in(
+    store: &Store,
+    inspect: &[SitePattern],
+    sites: &[String],
+) -> Result<Vec<String>, StoreError> {
+    let inspected = patterns(store, inspect).await?;
     Ok(sites
         .iter()
         .filter(|s| covered(&inspected, s))

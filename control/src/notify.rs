@@ -5,7 +5,9 @@
 
 pub mod channel;
 pub mod email;
+pub mod http;
 pub mod outbox;
+pub mod slack;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use egressgate_store::Host;
 use egressgate_store::ca::SealKey;
 use futures_util::future::BoxFuture;
 
-/// A byte stream to a webhook receiver (TLS already set up for `https`).
+/// A byte stream to a receiver (TLS already set up for `https`).
 pub trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
 
@@ -83,6 +85,29 @@ impl Default for WebhookSettings {
             egress: None,
             channels: Vec::new(),
         }
+    }
+}
+
+/// A configured secret (a signing secret, a bot token, a webhook URL that embeds one): shown
+/// as `..` by `Debug`, so printing the settings never prints it.
+#[derive(Clone)]
+pub struct Confidential(String);
+
+impl Confidential {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that uses it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Confidential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Confidential(..)")
     }
 }
 

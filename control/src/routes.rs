@@ -26,6 +26,7 @@ pub(crate) mod openapi;
 mod pending;
 mod pointer;
 mod resume;
+mod slack;
 mod tokens;
 mod turns;
 mod user_approvals;
@@ -80,6 +81,7 @@ pub(crate) fn router(state: AppState) -> Router {
             post(webhooks::retry),
         )
         .route("/v1/admin/dry-run", get(dry_run::dry_run))
+        .route("/v1/slack/interactions", post(slack::interactions))
         .route("/v1/users/{user_id}/interrupts", get(pending::list))
         .route("/v1/users/{user_id}/inbox-link", post(inbox::inbox_link))
         .route("/v1/inbox/cards", post(inbox::inbox_cards))

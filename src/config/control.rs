@@ -47,7 +47,7 @@ pub(super) fn settings(
         card_max_sites: raw.card_max_sites.unwrap_or(c.card_max_sites),
         card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
         card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
-        internal_suffixes,
+        internal_suffixes: internal_suffixes.clone(),
         allow_whole_host: raw
             .allow_whole_host
             .iter()
@@ -84,6 +84,7 @@ pub(super) fn settings(
             public_url: public,
             ..Default::default()
         },
+        slack: super::slack::settings(raw, &internal_suffixes)?,
         mcp_state_key: raw
             .mcp_state_key
             .as_deref()

@@ -33,14 +33,21 @@ const TEXT_KEYS: &[&str] = &[
 ];
 
 /// Merges the file (if any) under the flags/environment layer. `DATABASE_URL` is an alias of
-/// `EGRESSGATE_DATABASE_URL`, below it in precedence. The MCP state key is never serialised
-/// (so it can never be printed with the settings), so the flag or environment value is
-/// carried across the merge by hand.
+/// `EGRESSGATE_DATABASE_URL`, below it in precedence. The MCP state key and the Slack secrets
+/// are never serialised (so they can never be printed with the settings), so their flag or
+/// environment values are carried across the merge by hand.
 pub fn merge(cli: RawConfig) -> Result<RawConfig> {
-    let key = cli.mcp_state_key.clone();
+    let kept = cli.clone();
     let mut merged = merge_layers(cli)?;
-    if key.is_some() {
-        merged.mcp_state_key = key;
+    for (given, into) in [
+        (kept.mcp_state_key, &mut merged.mcp_state_key),
+        (kept.slack_signing_secret, &mut merged.slack_signing_secret),
+        (kept.slack_webhook_url, &mut merged.slack_webhook_url),
+        (kept.slack_bot_token, &mut merged.slack_bot_token),
+    ] {
+        if given.is_some() {
+            *into = given;
+        }
     }
     Ok(merged)
 }

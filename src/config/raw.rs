@@ -135,6 +135,23 @@ pub struct RawConfig {
     /// PEM CA certificates the relay's certificate may chain to, besides the system roots.
     #[arg(long, env = "EGRESSGATE_SMTP_CA")]
     pub smtp_ca: Option<PathBuf>,
+    /// The Slack app's signing secret: verifies `POST /v1/slack/interactions` (without it,
+    /// Slack clicks are refused). Never printed.
+    #[arg(long, env = "EGRESSGATE_SLACK_SIGNING_SECRET", hide_env_values = true)]
+    #[serde(skip_serializing)]
+    pub slack_signing_secret: Option<String>,
+    /// A Slack incoming webhook URL: each pending card is posted to its channel. Never printed.
+    #[arg(long, env = "EGRESSGATE_SLACK_WEBHOOK_URL", hide_env_values = true)]
+    #[serde(skip_serializing)]
+    pub slack_webhook_url: Option<String>,
+    /// A Slack bot token (`xoxb-…`, scope `chat:write`): each pending card is sent as a DM to
+    /// its user's `slack_user_id`. Never printed.
+    #[arg(long, env = "EGRESSGATE_SLACK_BOT_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing)]
+    pub slack_bot_token: Option<String>,
+    /// Slack's Web API base URL. [default: https://slack.com/api]
+    #[arg(long, env = "EGRESSGATE_SLACK_API_URL")]
+    pub slack_api_url: Option<String>,
     /// How long expired interrupts are kept. [default: 7d]
     #[arg(long, env = "EGRESSGATE_INTERRUPT_RETENTION")]
     pub interrupt_retention: Option<String>,

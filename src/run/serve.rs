@@ -100,10 +100,20 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
             settings.mcp_state_key = Some(mcp_state_key(&store).await?);
         }
         settings.webhooks.seal = Some(webhook_seal(&store, cfg.ca.seal.clone()).await?);
-        settings.webhooks.egress = Some(Arc::new(
+        let egress: Arc<dyn egressgate_control::notify::Egress> = Arc::new(
             super::webhook_egress::WebhookEgress::new(&cfg.proxy)
                 .context("cannot set up TLS for webhook deliveries")?,
-        ));
+        );
+        settings.webhooks.egress = Some(egress.clone());
+        if settings.slack.posts() {
+            let slack = egressgate_control::notify::slack::SlackChannel::new(
+                settings.slack.clone(),
+                egress,
+                store.clone(),
+                &settings,
+            );
+            settings.webhooks.channels.push(Arc::new(slack));
+        }
         let webhooks = settings.webhooks.clone();
         let state = AppState {
             store: store.clone(),

@@ -23,6 +23,7 @@ pub mod revalidate;
 mod rows;
 pub mod schema;
 mod signal;
+pub mod slack;
 mod slots;
 pub mod tokens;
 pub mod turns;

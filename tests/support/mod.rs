@@ -360,6 +360,24 @@ pub fn serve_failure(args: &[&str], data: &std::path::Path) -> String {
 
 /// A port that was free a moment ago on 127.0.0.1 (for `start_on`; tests inside a private
 /// network namespace make the race harmless).
+/// Starts a loopback helper server (a receiver, a fake API) that prints `listening PORT` as
+/// its first line once ready: the child and its port. `hint` says what to install when it
+/// prints anything else.
+pub fn spawn_listening(cmd: &mut Command, hint: &str) -> (Child, u16) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("the helper said {line:?} ({hint})"))
+        .parse()
+        .unwrap();
+    (child, port)
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -39,6 +39,7 @@ import type {
   ResumeBody,
   Revoked,
   SiteBody,
+  SlackAnswer,
   TakeoverAnswer,
   TokenBody,
   ToolAnswer,
@@ -93,6 +94,7 @@ export const OPERATIONS = {
   resumeInterrupt: { method: "POST", path: "/v1/interrupts/{id}/resume", answer: "json" },
   takeOverClaim: { method: "POST", path: "/v1/interrupts/{id}/takeover", answer: "json" },
   viewCard: { method: "POST", path: "/v1/interrupts/{id}/view", answer: "json" },
+  slackInteraction: { method: "POST", path: "/v1/slack/interactions", answer: "json" },
   getApprovalToolSchema: { method: "GET", path: "/v1/tools/approval.json", answer: "json" },
   openTurn: { method: "POST", path: "/v1/turns", answer: "json" },
   requestApproval: { method: "POST", path: "/v1/turns/{turn_id}/approval-requests", answer: "json" },
@@ -290,6 +292,11 @@ export class Client extends Core {
   /** `POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`. */
   viewCard(id: string, body: ViewBody): Promise<CardView> {
     return this.call<CardView>(OPERATIONS.viewCard, { "id": id }, {}, {}, body);
+  }
+
+  /** `POST /v1/slack/interactions`: A verified request: `{"outcome", "text"}`. `outcome` is `approved`, `denied`, `already_answered`, `unknown_user`, `other_user`, `cannot_approve`, `not_found`, `expired`, `in_progress`, `invalid`, `busy` or `ignored`; only `approved` and `denied` changed anything. The clicker is answered through the payload's `response_url`. */
+  slackInteraction(): Promise<SlackAnswer> {
+    return this.call<SlackAnswer>(OPERATIONS.slackInteraction, {}, {}, {}, undefined);
   }
 
   /** `GET /v1/tools/approval.json`: A JSON Schema (2020-12) object with root `type: object`: `reason`, `urls`, `packages`. */

@@ -250,7 +250,7 @@ export interface ErrorBody {
 }
 
 /** Stable machine-readable code (UPPER_SNAKE). */
-export type ErrorCode = "ANSWER_NOT_STORED" | "APPROVAL_NOT_FOUND" | "AUDIT_FAILED" | "BLOB_UNAVAILABLE" | "BUSY" | "CA_NOT_FOUND" | "CHAT_HIDDEN" | "CHAT_NOT_FOUND" | "CLAIM_LOST" | "CONFLICT" | "CROSS_ORIGIN" | "CSRF" | "DEADLINE_PASSED" | "DELIVERY_NOT_FOUND" | "DECISION_CONFLICT" | "DRAFT_NOT_FOUND" | "DRAFT_USED" | "FORBIDDEN" | "INBOX_LINK_EXPIRED" | "INCOMPLETE_RESUME" | "INTERRUPT_EXPIRED" | "INTERRUPT_NOT_FOUND" | "INTERRUPT_PENDING" | "INVALID_BODY" | "INVALID_DECISION" | "INVALID_HEADER" | "INVALID_INPUT" | "METHOD_NOT_ALLOWED" | "MISSING_TURN" | "MISSING_USER" | "NOTHING_TO_APPROVE" | "NOT_FOUND" | "RESUME_IN_PROGRESS" | "SNAPSHOT_FAILED" | "STORE_UNAVAILABLE" | "TOKEN_EXISTS" | "TOKEN_NOT_FOUND" | "TOO_MANY_ATTEMPTS" | "TURN_EXPIRED" | "TURN_NOT_FOUND" | "TURN_SUPERSEDED" | "UNAUTHORIZED" | "USER_NOT_FOUND" | "WEBHOOK_NOT_FOUND";
+export type ErrorCode = "ANSWER_NOT_STORED" | "APPROVAL_NOT_FOUND" | "AUDIT_FAILED" | "BLOB_UNAVAILABLE" | "BUSY" | "CA_NOT_FOUND" | "CHAT_HIDDEN" | "CHAT_NOT_FOUND" | "CLAIM_LOST" | "CONFLICT" | "CROSS_ORIGIN" | "CSRF" | "DEADLINE_PASSED" | "DELIVERY_NOT_FOUND" | "DECISION_CONFLICT" | "DRAFT_NOT_FOUND" | "DRAFT_USED" | "FORBIDDEN" | "INBOX_LINK_EXPIRED" | "INCOMPLETE_RESUME" | "INTERRUPT_EXPIRED" | "INTERRUPT_NOT_FOUND" | "INTERRUPT_PENDING" | "INVALID_BODY" | "INVALID_DECISION" | "INVALID_HEADER" | "INVALID_INPUT" | "METHOD_NOT_ALLOWED" | "MISSING_TURN" | "MISSING_USER" | "NOTHING_TO_APPROVE" | "NOT_FOUND" | "RESUME_IN_PROGRESS" | "SLACK_NOT_CONFIGURED" | "SLACK_REPLAYED" | "SLACK_UNVERIFIED" | "SNAPSHOT_FAILED" | "STORE_UNAVAILABLE" | "TOKEN_EXISTS" | "TOKEN_NOT_FOUND" | "TOO_MANY_ATTEMPTS" | "TURN_EXPIRED" | "TURN_NOT_FOUND" | "TURN_SUPERSEDED" | "UNAUTHORIZED" | "USER_NOT_FOUND" | "WEBHOOK_NOT_FOUND";
 
 /** The inside of an error body. */
 export interface ErrorDetail {
@@ -507,6 +507,14 @@ export interface SiteBody {
   inspect?: boolean;
   note?: string | null;
   pattern: string;
+}
+
+/** `POST /v1/slack/interactions`: what became of a verified click. */
+export interface SlackAnswer {
+  /** `approved`, `denied`, `already_answered`, `unknown_user`, `other_user`, `cannot_approve`, `not_found`, `expired`, `in_progress`, `invalid`, `busy`, `ignored`. */
+  outcome: string;
+  /** What the clicker is told. */
+  text: string;
 }
 
 /** `POST /v1/interrupts/{id}/takeover`: the runtime's own claim, in the resume answer's shape. */

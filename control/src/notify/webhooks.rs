@@ -1,21 +1,20 @@
 //! Signed webhooks per the Standard Webhooks specification: the target URL checked, the body
 //! built from an event (never a resume secret unless the endpoint asked for the link), the
 //! `webhook-id` / `webhook-timestamp` / `webhook-signature` headers, and one POST with a
-//! timeout over the vetted way out.
+//! timeout over the vetted way out ([`super::http`]).
 
 use std::time::Duration;
 
-use axum::body::Bytes;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use egressgate_store::Host;
 use egressgate_store::db::outbox::OutboxEvent;
 use hmac::{KeyInit as _, Mac as _};
-use http_body_util::Full;
 use serde_json::{Value, json};
 
+use super::Egress;
 use super::channel::Sent;
-use super::{Conn, Egress};
+use super::http::{self, Post};
 use crate::links;
 
 type HmacSha256 = hmac::Hmac<sha2_hmac::Sha256>;
@@ -158,59 +157,27 @@ pub async fn post(
     let Some(sig) = signature(signing_secret, id, timestamp, body.as_bytes()) else {
         return Sent::error("the stored signing secret is malformed");
     };
-    let attempt = async {
-        let conn = egress
-            .connect(&target.host, target.port, target.tls)
-            .await?;
-        send(conn, target, id, timestamp, &sig, body).await
+    let post = Post {
+        target,
+        content_type: "application/json",
+        headers: vec![
+            ("webhook-id", id.to_owned()),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", sig),
+        ],
+        body,
     };
-    match tokio::time::timeout(timeout, attempt).await {
-        Err(_) => Sent::error(format!("timed out after {timeout:?}")),
-        Ok(Err(e)) => Sent::error(e),
-        Ok(Ok(status)) if (200..300).contains(&status) => Sent::Accepted {
-            status,
+    match http::post(egress, post, timeout).await {
+        Err(e) => Sent::error(e),
+        Ok(a) if (200..300).contains(&a.status) => Sent::Accepted {
+            status: a.status,
             reference: None,
         },
-        Ok(Ok(status)) => Sent::Refused {
-            status: Some(status),
-            error: format!("HTTP {status}"),
+        Ok(a) => Sent::Refused {
+            status: Some(a.status),
+            error: format!("HTTP {}", a.status),
         },
     }
-}
-
-async fn send(
-    conn: Box<dyn Conn>,
-    target: &Target,
-    id: &str,
-    timestamp: i64,
-    sig: &str,
-    body: String,
-) -> Result<u16, String> {
-    let io = hyper_util::rt::TokioIo::new(conn);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| format!("HTTP handshake: {e}"))?;
-    let driver = tokio::spawn(connection);
-    let default_port = if target.tls { 443 } else { 80 };
-    let host = if target.port == default_port {
-        target.host.to_string()
-    } else {
-        format!("{}:{}", target.host, target.port)
-    };
-    let req = hyper::Request::post(target.path.as_str())
-        .header(hyper::header::HOST, host)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header(hyper::header::USER_AGENT, "egressgate-webhooks")
-        .header("webhook-id", id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header("webhook-signature", sig)
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("request: {e}"))?;
-    let answer = sender.send_request(req).await;
-    driver.abort();
-    answer
-        .map(|r| r.status().as_u16())
-        .map_err(|e| format!("sending: {e}"))
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub(crate) mod shared;
 
 use super::{
     admin, approval, audit, batches, ca, chats, claims, dry_run, events, health, inbox, interrupts,
-    pending, resume, tokens, turns, user_approvals, users, view, webhooks,
+    pending, resume, slack, tokens, turns, user_approvals, users, view, webhooks,
 };
 use schemas::ErrorBody;
 use shared::error_response;
@@ -54,6 +54,7 @@ use shared::error_response;
         pending::list, view::view, claims::takeover, events::stream,
         inbox::inbox_link, inbox::inbox_cards, inbox::inbox_events,
         webhooks::list, webhooks::add, webhooks::remove, webhooks::deliveries, webhooks::retry,
+        slack::interactions,
     ),
     components(schemas(ErrorBody, audit::AuditKindParam)),
     modifiers(&Shared),

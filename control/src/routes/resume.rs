@@ -177,11 +177,50 @@ pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<V
     };
     // 2. The pointer, by id and secret.
     let p = who.authenticate(&state, &id, &body.secret, now).await?;
+    let answerer = Answerer {
+        guard: &who.guard,
+        decider: who
+            .holder
+            .user
+            .as_ref()
+            .map_or(Decider::SecretOnly, Decider::Person),
+        runtime: who.holder.runtime,
+    };
+    let status = ResumeStatus::of(entry.status.as_ref());
+    answer(&state, p, status, entry.payload.as_ref(), answerer, now)
+        .await
+        .map(Json)
+}
+
+/// Who answers a card whose pointer was already read and authenticated (the secret holder of
+/// [`resume`], or a Slack user mapped and checked by the interactions endpoint), and where
+/// their failures are counted.
+pub(crate) struct Answerer<'a> {
+    /// The process's resume limits (an invalid decision or a conflict is tallied there).
+    pub(crate) guard: &'a ResumeGuard,
+    /// Who the audit log names.
+    pub(crate) decider: Decider<'a>,
+    /// The runtime's own claim (`true`), or a handoff claim the runtime takes over.
+    pub(crate) runtime: bool,
+}
+
+/// Steps 2b to 6 of resuming `p` with `status` and `payload`: a done request replays, a live
+/// claim is in progress, an expired one is gone; then the decision, the chat, the resume slot,
+/// the right to approve and the claim, exactly as the card page's resume does them. Answers
+/// the resume endpoint's body (`replayed` or `claimed`).
+pub(crate) async fn answer(
+    state: &AppState,
+    p: Pointer,
+    status: ResumeStatus,
+    payload: Option<&Value>,
+    who: Answerer<'_>,
+    now: Timestamp,
+) -> Result<Value, ApiError> {
     if p.state == InterruptState::Done {
-        let answer = bulk::load_answer(&state, &p).await?;
-        return Ok(Json(
+        let answer = bulk::load_answer(state, &p).await?;
+        return Ok(
             json!({"state": "done", "replayed": true, "decision": p.decision, "answer": answer}),
-        ));
+        );
     }
     if p.lease_live(now) {
         return Err(in_progress());
@@ -189,11 +228,10 @@ pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<V
     if p.state == InterruptState::Expired || p.expires_at.has_passed(now) {
         return Err(expired("it is no longer answerable"));
     }
-    let status = ResumeStatus::of(entry.status.as_ref());
     let allow = Allowances {
         user_scope: state.settings.allow_user_scope,
     };
-    let decision = match decide(&p.card, status, entry.payload.as_ref(), allow) {
+    let decision = match decide(&p.card, status, payload, allow) {
         Ok(d) => d,
         Err(e) => {
             who.guard.tally(&state.store, &p.id, "invalid decision");
@@ -212,7 +250,7 @@ pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<V
     };
     if decision.outcome == Outcome::Approved
         && let Some(what) = per_request
-        && let Some(host) = crate::grants::first_not_inspected(&state, &decision.sites).await?
+        && let Some(host) = crate::grants::first_not_inspected(state, &decision.sites).await?
     {
         who.guard.tally(&state.store, &p.id, "invalid decision");
         return Err(ApiError::new(
@@ -264,11 +302,7 @@ pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<V
         return Err(expired("the user may no longer approve"));
     }
     // 6. The claim (or, past the cap, denial and expiry).
-    let decider = who
-        .holder
-        .user
-        .as_ref()
-        .map_or(Decider::SecretOnly, Decider::Person);
+    let decider = who.decider;
     if p.claim_count >= i64::from(s.claim_cap) {
         return Err(
             if state.store.expire_at_claim_cap(&p, decider, now).await? {
@@ -284,10 +318,7 @@ pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<V
     let lease = now.plus(s.lease).min(deadline);
     let attempt = ClaimAttempt {
         read: &p,
-        worker: worker_label(
-            if who.holder.runtime { "claim" } else { HANDOFF },
-            &claim_hash,
-        ),
+        worker: worker_label(if who.runtime { "claim" } else { HANDOFF }, &claim_hash),
         claim_hash,
         lease_expires_at: lease,
         deadline,
@@ -301,11 +332,11 @@ pub(crate) async fn resume(call: CardCall<Attempt, ResumeBody>) -> Result<Json<V
     if !state.store.claim_interrupt(&attempt, now).await? {
         return Err(in_progress());
     }
-    let snapshot = bulk::load_snapshot(&state, &p).await?;
-    Ok(Json(json!({
+    let snapshot = bulk::load_snapshot(state, &p).await?;
+    Ok(json!({
         "state": "claimed",
         "claim": {"claim_id": claim.expose(), "lease_expires_at": lease, "deadline": deadline},
         "decision": decision,
         "snapshot": snapshot,
-    })))
+    }))
 }

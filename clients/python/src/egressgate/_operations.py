@@ -36,6 +36,7 @@ from ._schemas import (
     ResumeAnswer,
     ResumeEntry,
     Revoked,
+    SlackAnswer,
     TakeoverAnswer,
     ToolAnswer,
     ToolInputSchema,
@@ -87,6 +88,7 @@ OPERATIONS: dict[str, _Op] = {
     "resumeInterrupt": _Op("POST", "/v1/interrupts/{id}/resume", "json"),
     "takeOverClaim": _Op("POST", "/v1/interrupts/{id}/takeover", "json"),
     "viewCard": _Op("POST", "/v1/interrupts/{id}/view", "json"),
+    "slackInteraction": _Op("POST", "/v1/slack/interactions", "json"),
     "getApprovalToolSchema": _Op("GET", "/v1/tools/approval.json", "json"),
     "openTurn": _Op("POST", "/v1/turns", "json"),
     "requestApproval": _Op("POST", "/v1/turns/{turn_id}/approval-requests", "json"),
@@ -253,6 +255,10 @@ class _SyncOperations:
     def view_card(self, id: str, *, secret: str) -> CardView:
         """`POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`."""
         return self._call(OPERATIONS["viewCard"], {"id": id}, {}, {}, {"secret": secret})
+
+    def slack_interaction(self) -> SlackAnswer:
+        """`POST /v1/slack/interactions`: A verified request: `{"outcome", "text"}`. `outcome` is `approved`, `denied`, `already_answered`, `unknown_user`, `other_user`, `cannot_approve`, `not_found`, `expired`, `in_progress`, `invalid`, `busy` or `ignored`; only `approved` and `denied` changed anything. The clicker is answered through the payload's `response_url`."""
+        return self._call(OPERATIONS["slackInteraction"], {}, {}, {}, None)
 
     def get_approval_tool_schema(self) -> ToolInputSchema:
         """`GET /v1/tools/approval.json`: A JSON Schema (2020-12) object with root `type: object`: `reason`, `urls`, `packages`."""
@@ -448,6 +454,10 @@ class _AsyncOperations:
     async def view_card(self, id: str, *, secret: str) -> CardView:
         """`POST /v1/interrupts/{id}/view`: The card for the holder of its resume secret: `interrupt_id`, `state`, `message`, `card`, `expires_at`, `decision`, `interrupt`, `grant_options`."""
         return await self._call(OPERATIONS["viewCard"], {"id": id}, {}, {}, {"secret": secret})
+
+    async def slack_interaction(self) -> SlackAnswer:
+        """`POST /v1/slack/interactions`: A verified request: `{"outcome", "text"}`. `outcome` is `approved`, `denied`, `already_answered`, `unknown_user`, `other_user`, `cannot_approve`, `not_found`, `expired`, `in_progress`, `invalid`, `busy` or `ignored`; only `approved` and `denied` changed anything. The clicker is answered through the payload's `response_url`."""
+        return await self._call(OPERATIONS["slackInteraction"], {}, {}, {}, None)
 
     async def get_approval_tool_schema(self) -> ToolInputSchema:
         """`GET /v1/tools/approval.json`: A JSON Schema (2020-12) object with root `type: object`: `reason`, `urls`, `packages`."""

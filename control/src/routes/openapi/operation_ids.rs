@@ -39,6 +39,7 @@ pub(crate) const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("delete", "/v1/admin/tokens/{name}", "removeAdminToken"),
     ("get", "/v1/admin/audit", "listAuditLog"),
     ("get", "/v1/admin/webhooks", "listWebhooks"),
+    ("post", "/v1/slack/interactions", "slackInteraction"),
     ("post", "/v1/admin/webhooks", "addWebhook"),
     ("delete", "/v1/admin/webhooks/{id}", "removeWebhook"),
     (

@@ -23,7 +23,7 @@ pub use approval::{
     OutcomeAnswer, PendingCards, PendingCode, ResumeAnswer, TakeoverAnswer, ToolAnswer,
 };
 pub use turns::{Egress, Policy, Refusals, TurnOpened};
-pub use webhooks::{WebhookCreated, WebhookDeliveries, WebhookRetry, Webhooks};
+pub use webhooks::{SlackAnswer, WebhookCreated, WebhookDeliveries, WebhookRetry, Webhooks};
 
 /// Every error code the API answers with. A test keeps this list and the handlers' codes in
 /// step, so the document's enum is the whole set.
@@ -61,6 +61,9 @@ pub const ERROR_CODES: &[&str] = &[
     "NOTHING_TO_APPROVE",
     "NOT_FOUND",
     "RESUME_IN_PROGRESS",
+    "SLACK_NOT_CONFIGURED",
+    "SLACK_REPLAYED",
+    "SLACK_UNVERIFIED",
     "SNAPSHOT_FAILED",
     "STORE_UNAVAILABLE",
     "TOKEN_EXISTS",

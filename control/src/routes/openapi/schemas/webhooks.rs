@@ -71,3 +71,13 @@ pub struct WebhookRetry {
     /// `pending`: due now.
     status: String,
 }
+
+/// `POST /v1/slack/interactions`: what became of a verified click.
+#[derive(ToSchema)]
+pub struct SlackAnswer {
+    /// `approved`, `denied`, `already_answered`, `unknown_user`, `other_user`,
+    /// `cannot_approve`, `not_found`, `expired`, `in_progress`, `invalid`, `busy`, `ignored`.
+    outcome: String,
+    /// What the clicker is told.
+    text: String,
+}
