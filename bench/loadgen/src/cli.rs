@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use clap::{Parser, Subcommand};
 
 use crate::work::Target;
-use crate::{client, origin, scale};
+use crate::{client, inspected, miss, origin, scale};
 
 /// The command line: one subcommand per job of the benchmark scripts.
 #[derive(Parser)]
@@ -26,6 +26,10 @@ pub enum Cmd {
     Suite(Box<SuiteArgs>),
     /// Time the cache-miss decision and the approval tool's merge (bench/scale.sh).
     Scale(scale::ScaleArgs),
+    /// Cache-miss decisions per second: a new host per request, many turns (bench/run.sh).
+    Miss(miss::MissArgs),
+    /// Inspected TLS against opaque, and the cost of minting a leaf (bench/run.sh).
+    Inspected(inspected::InspectedArgs),
     /// Print `count` currently free TCP ports on 127.0.0.1 (for proxies that need a fixed port).
     FreePorts {
         #[arg(default_value_t = 1)]
@@ -41,12 +45,15 @@ pub struct OriginArgs {
     /// Also serve TLS 1.3 here, with a fresh self-signed certificate for `--tls-name`.
     #[arg(long, requires = "cert_out")]
     tls_listen: Option<SocketAddr>,
-    /// The TLS certificate's name.
+    /// The TLS certificate's names (repeat; `*.suffix` names every host below it).
     #[arg(long, default_value = "bench.example.com")]
-    tls_name: String,
+    tls_name: Vec<String>,
     /// Where the TLS certificate (DER) is written, for the clients to trust.
     #[arg(long)]
     cert_out: Option<std::path::PathBuf>,
+    /// Where the same certificate is written in PEM (egressgate's `--upstream-ca`).
+    #[arg(long)]
+    cert_pem_out: Option<std::path::PathBuf>,
 }
 
 impl OriginArgs {
@@ -60,8 +67,9 @@ impl OriginArgs {
             .zip(self.cert_out)
             .map(|(listen, cert_out)| origin::TlsOrigin {
                 listen,
-                name: self.tls_name,
+                names: self.tls_name,
                 cert_out,
+                pem_out: self.cert_pem_out,
             });
         Ok((self.listen, tls))
     }

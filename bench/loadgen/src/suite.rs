@@ -12,7 +12,8 @@ use crate::results::Results;
 use crate::work::{self, Kind, Load, REQUEST_WORKLOADS, Target};
 use crate::{client, control, proc, report};
 
-use raw::{Raw, describe};
+use raw::Raw;
+pub use raw::describe;
 
 /// Between measurements: the proxies settle and egressgate's log catches up.
 const PAUSE: Duration = Duration::from_millis(500);
