@@ -52,6 +52,8 @@ row_miss_sqlite() {
 # MISS_PG_URL, or a throwaway cluster (MISS_PG=0 skips the row).
 row_miss_pg() {
     local url=$MISS_PG_URL db=() a b
+    # start_egressgate_as sets EG_*: the run's `serve` gets them back at the end.
+    local serve=("$EG_PID" "$EG_PROXY" "$EG_CONTROL")
     if [ -z "$url" ]; then
         [ "${MISS_PG:-1}" = 1 ] || return 0
         start_pg || {
@@ -79,6 +81,7 @@ row_miss_pg() {
         --label pg --conns "$CONNS" --duration "$DURATION" --reps "$REPS"
     # Stopped now, so they cost nothing during the next rows.
     kill -TERM "${a#*,}" "${b#*,}" "$EG_PID" 2>/dev/null || true
+    EG_PID=${serve[0]} EG_PROXY=${serve[1]} EG_CONTROL=${serve[2]}
 }
 
 # Inspected TLS against opaque, and minting (the client trusts the deployment CA, fetched

@@ -75,6 +75,20 @@ impl OriginArgs {
     }
 }
 
+/// How many clients, how long and how often: every measuring subcommand's first three flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Pace {
+    /// Client connections for request workloads.
+    #[arg(long, default_value_t = 32)]
+    pub conns: usize,
+    /// Seconds per request measurement.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Repetitions (the report shows medians).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+}
+
 /// What a suite run measures and how long; bench/run.sh and profile.sh set most of it.
 #[derive(Parser, Clone, Debug)]
 pub struct SuiteArgs {
@@ -104,15 +118,9 @@ pub struct SuiteArgs {
     /// turns as this needs, each below the default `max-connections-per-turn` (256).
     #[arg(long, default_value_t = 200)]
     pub idle_per_turn: usize,
-    /// Client connections for request workloads.
-    #[arg(long, default_value_t = 32)]
-    pub conns: usize,
-    /// Seconds per request measurement.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Repetitions (the report shows medians).
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
+    /// Client connections, seconds per request measurement, repetitions.
+    #[command(flatten)]
+    pub pace: Pace,
     /// Most requests in one measurement.
     #[arg(long, default_value_t = 3_000_000)]
     pub max_requests: u64,

@@ -39,12 +39,9 @@ pub struct InspectedArgs {
     /// Names minted one after another (`m0` …).
     #[arg(long, default_value_t = 300)]
     pub mint_names: usize,
-    #[arg(long, default_value_t = 32)]
-    pub conns: usize,
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
+    /// Clients, seconds per repetition, repetitions.
+    #[command(flatten)]
+    pub pace: crate::cli::Pace,
 }
 
 /// One request, alone, to `host` over TLS trusting `tls`: its latency in ms, or what failed.
@@ -95,8 +92,8 @@ pub async fn run(a: InspectedArgs) -> std::io::Result<bool> {
         origin: a.tls_origin,
         host: a.host.clone(),
         path: "/small".into(),
-        conns: a.conns,
-        duration: Duration::from_secs_f64(a.duration),
+        conns: a.pace.conns,
+        duration: Duration::from_secs_f64(a.pace.duration),
         max_requests: 3_000_000,
         expect_status: 200,
         tls: Some(TlsLoad::new(a.tls_origin, std::fs::read(&a.tls_cert)?)?),
@@ -112,7 +109,7 @@ pub async fn run(a: InspectedArgs) -> std::io::Result<bool> {
         .map_err(|e| std::io::Error::other(format!("inspected host: {e}")))?;
     let mut ok = true;
     let mut runs: [Vec<Meas>; 2] = [Vec::new(), Vec::new()];
-    for rep in 0..a.reps {
+    for rep in 0..a.pace.reps {
         for k in 0..2 {
             let which = (k + rep) % 2;
             let load = if which == 0 { &opaque } else { &inspected };
@@ -129,7 +126,7 @@ pub async fn run(a: InspectedArgs) -> std::io::Result<bool> {
     }
     println!(
         "\n## Inspected TLS (egressgate)\n\nCONNECT + TLS 1.3 + GET + close, {} clients, {} s, {} repetitions in alternating order, medians: to `{}`, relayed as opaque bytes (the client verifies the origin's certificate), and to `{}`, inspected (egressgate ends the client's TLS with a leaf minted under the deployment CA, which is all the client trusts, judges the GET, and makes its own TLS connection to the same origin, verifying its certificate; the leaf was minted before the clock started).\n\n| host | tunnels/s | p50 / p99 ms | proxy CPU µs per tunnel |\n|---|---:|---:|---:|",
-        a.conns, a.duration, a.reps, opaque.host, inspected.host
+        a.pace.conns, a.pace.duration, a.pace.reps, opaque.host, inspected.host
     );
     let mut rates = [0.0; 2];
     for (which, label) in [(0, "opaque"), (1, "inspected")] {

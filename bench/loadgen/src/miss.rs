@@ -43,12 +43,9 @@ pub struct MissArgs {
     /// Distinguishes this run's chats and hosts from another's.
     #[arg(long, default_value = "miss")]
     pub label: String,
-    #[arg(long, default_value_t = 32)]
-    pub conns: usize,
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
+    /// Clients, seconds per repetition, repetitions.
+    #[command(flatten)]
+    pub pace: crate::cli::Pace,
     /// New hosts per turn (below `max-refusals-per-turn`, 256 by default).
     #[arg(long, default_value_t = 200)]
     pub per_turn: usize,
@@ -165,14 +162,14 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
         println!(
             "\n## Cache-miss decisions (egressgate)\n\nEvery request names a host its turn has never named ({} new hosts per turn, a connection per turn, {} clients, {} s per repetition): nothing in memory decides it, so the proxy asks the database and commits the refusal before the `403` goes out. Turns are opened before the clock starts. CPU is each group's user+system time over the repetition, in cores (the machine has {}): where the database runs in its own processes, its share says when it is the limit. Recorded: `GET /v1/turns/{{id}}/refusals` of the first turn against the 403s it was sent.\n\n| setup | repetition | decisions/s | p50 / p99 ms | proxy CPU µs per decision | CPU cores used: proxies / database / load generator | first turn: 403s / recorded |\n|---|---:|---:|---:|---:|---|---:|",
             a.per_turn,
-            a.conns,
-            a.duration,
+            a.pace.conns,
+            a.pace.duration,
             gate::cores()
         );
     }
     let mut ok = true;
     let mut rates = Vec::new();
-    for rep in 0..a.reps {
+    for rep in 0..a.pace.reps {
         let turns = open_turns(&a, &token, rep).await?;
         let first = turns.first().map(|t| t.id.clone());
         let shared = Arc::new(Shared {
@@ -182,13 +179,13 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
             per_turn: a.per_turn,
             port: a.port,
             label: format!("{}r{rep}", a.label),
-            deadline: Instant::now() + Duration::from_secs_f64(a.duration),
+            deadline: Instant::now() + Duration::from_secs_f64(a.pace.duration),
         });
         let proxies: Vec<u32> = a.proxies.iter().map(|(_, p)| *p).collect();
         let cpu = Cpu::start(&proxies, a.db_pid);
         let none = gate::unmeasured("miss");
         let m = measured(&none, |_| {
-            (0..a.conns)
+            (0..a.pace.conns)
                 .map(|k| tokio::spawn(client(a.proxies[k % a.proxies.len()].0, shared.clone())))
                 .collect()
         })

@@ -50,9 +50,9 @@ fn parameters(s: &mut String, args: &SuiteArgs) {
         "Parameters: {} client connections, {} s per request measurement, {} repetitions (medians shown), \
          bulk {} MiB per stream ({} streams in workload 6), idle tunnels {} per proxy and {} for egressgate. \
          All traffic on 127.0.0.1. ⚠ marks a cell where a repetition had errors (listed at the end).\n",
-        args.conns,
-        args.duration,
-        args.reps,
+        args.pace.conns,
+        args.pace.duration,
+        args.pace.reps,
         args.bulk_mib,
         args.bulk_streams,
         args.idle,
