@@ -23,9 +23,10 @@ APACHE=/usr/sbin/apache2
 APACHE_MODULES=/usr/lib/apache2/modules
 
 # Writes DIR/httpd.conf: a forward proxy on 127.0.0.1:PORT that may CONNECT to the origin's
-# two ports only and serves loopback clients only.
-apache_conf() { # dir, port, origin port, TLS origin port
-    local dir=$1 port=$2 origin_port=$3 tls_port=$4 workers=$((AP_SERVERS * AP_THREADS))
+# two ports only and serves loopback clients only; HOST is how requests name the origin (its
+# address, or the benchmark host with PEER_BY=name), for the pooled worker.
+apache_conf() { # dir, port, origin port, TLS origin port, host
+    local dir=$1 port=$2 origin_port=$3 tls_port=$4 host=$5 workers=$((AP_SERVERS * AP_THREADS))
     local m
     {
         cat <<EOF
@@ -66,7 +67,7 @@ AllowCONNECT $origin_port $tls_port
 </Proxy>
 EOF
         if [ "$AP_POOL" = on ]; then
-            printf '<Proxy "http://127.0.0.1:%s">\n    ProxySet keepalive=On ttl=600\n</Proxy>\n' "$origin_port"
+            printf '<Proxy "http://%s:%s">\n    ProxySet keepalive=On ttl=600\n</Proxy>\n' "$host" "$origin_port"
         fi
         if [ "$AP_ACCESS_LOG" != none ]; then
             printf 'LogFormat "%%h %%l %%u %%t \\"%%r\\" %%>s %%b" common\n'

@@ -173,7 +173,7 @@ SQ_PID=$!
 started "$SQ_PID" "$SQ_PORT" squid
 
 mkdir -p "$WORK/apache"
-apache_conf "$WORK/apache" "$AP_PORT" "$ORIGIN_PORT" "$TLS_PORT"
+apache_conf "$WORK/apache" "$AP_PORT" "$ORIGIN_PORT" "$TLS_PORT" "$PEER_HOST"
 # -DFOREGROUND: the parent stays in the foreground (its children are the workers; the load
 # generator counts the CPU and memory of the whole process tree).
 if [ "$PEER_BY" = name ]; then
