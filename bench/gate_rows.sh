@@ -7,7 +7,7 @@
 # EG_CONTROL, EG_PID, DURATION, REPS, CONNS.
 # shellcheck shell=bash
 
-ROWS=${ROWS:-miss,inspected,capture}
+ROWS=${ROWS-miss,inspected,capture}
 MISS_PG_URL=${MISS_PG_URL:-}
 MINT_NAMES=${MINT_NAMES:-300}
 CAPTURE_N=${CAPTURE_N:-2000}
