@@ -160,7 +160,7 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
     let token = control::runtime_token()?;
     if a.with_head {
         println!(
-            "\n## Cache-miss decisions (egressgate)\n\nEvery request names a host its turn has never named ({} new hosts per turn, a connection per turn, {} clients, {} s per repetition): nothing in memory decides it, so the proxy asks the database and commits the refusal before the `403` goes out. Turns are opened before the clock starts. CPU is each group's user+system time over the repetition, in cores (the machine has {}): where the database runs in its own processes, its share says when it is the limit. Recorded: `GET /v1/turns/{{id}}/refusals` of the first turn against the 403s it was sent.\n\n| setup | repetition | decisions/s | p50 / p99 ms | proxy CPU µs per decision | CPU cores used: proxies / database / load generator | first turn: 403s / recorded |\n|---|---:|---:|---:|---:|---|---:|",
+            "\n## Cache-miss decisions (egressgate)\n\nEvery request names a host its turn has never named ({} new hosts per turn, a connection per turn, {} clients, {} s per repetition): nothing in memory decides it, so the proxy asks the database and commits the refusal before the `403` goes out. Turns are opened before the clock starts. CPU is each group's user+system time over the repetition, in cores (the machine has {}): where the database runs in its own processes, its share says when it is the limit. Recorded: `GET /v1/turns/{{id}}/refusals` of the first turn against the 403s it was sent.\n\n| setup | repetition | decisions/s | p50 / p99 ms | proxy CPU µs per decision | database CPU µs per decision | CPU cores used: proxies / database / load generator | first turn: 403s / recorded |\n|---|---:|---:|---:|---:|---:|---|---:|",
             a.per_turn,
             a.pace.conns,
             a.pace.duration,
@@ -205,12 +205,13 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
         ok &= held;
         rates.push(m.rate());
         println!(
-            "| {} | {} | {} | {} | {} | {} | {sent} / {}{} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {sent} / {}{} |",
             a.setup,
             rep + 1,
             gate::num(m.rate()),
             gate::p50_p99(&m),
             gate::per_req(used.proxies, &m),
+            gate::per_req(used.db, &m),
             used.cores(if a.db_in_proxy {
                 "in the proxy"
             } else {
@@ -224,7 +225,7 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
         }
     }
     println!(
-        "| {} | median | {} | | | | |",
+        "| {} | median | {} | | | | | |",
         a.setup,
         gate::num(crate::report::median(rates).unwrap_or(0.0))
     );
