@@ -9,13 +9,15 @@
 #   bash bench/capture.sh            (root: capture loads an nftables ruleset)
 #   N=2000 EGRESSGATE=path/to/egressgate bash bench/capture.sh
 #
-# Writes bench/results/capture.md. No traffic leaves 127.0.0.1.
+# Writes bench/results/capture.md (or CAPTURE_OUT; bench/run.sh puts it in its own report).
+# No traffic leaves 127.0.0.1.
 set -euo pipefail
 # ROOT, BENCH, LOADGEN; log, die, make_work, cleanup (stops PIDS on exit), build_all,
 # new_tokens, start_origin, start_egressgate.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOG_TAG=capture-bench
 N=${N:-2000}
+OUT=${CAPTURE_OUT:-$BENCH/results/capture.md}
 HOST=bench.example.com
 
 [ "$(id -u)" = 0 ] || die "run as root (capture needs it)"
@@ -93,7 +95,7 @@ PY
 
 log "measuring $N connections per row"
 ROWS=$(EGRESSGATE_PROXY_URL="$PROXY_URL" "$EGRESSGATE" sandbox run -- python3 "$WORK/client.py" "$HOST" "$PORT" "$N")
-mkdir -p "$BENCH/results"
+mkdir -p "$(dirname "$OUT")"
 {
     printf '# Capture: cost per connection against a proxy-aware client\n\n'
     printf 'Run %s with `bash bench/capture.sh` (N=%s) on %s cores, kernel %s, load average at start %s; egressgate %s (%s).\n' \
@@ -102,5 +104,5 @@ mkdir -p "$BENCH/results"
     printf 'Each connection: connect, `GET /small`, read the answer, close; one Python client inside the sandbox. A capture row includes the lookup Python makes for every connection (answered by the sandbox resolver; Python caches nothing), a no-lookup row connects to the pool address looked up once; a proxy-aware row dials the forwarder at 127.0.0.1 and sends its own CONNECT. Both cross one listener inside (forwarder or capture), the Unix socket and the outside relay to the same proxy.\n\n'
     printf '| client | threads | connections | conn/s | p50 µs | p99 µs |\n|---|---|---|---|---|---|\n'
     printf '%s\n' "$ROWS"
-} >"$BENCH/results/capture.md"
-cat "$BENCH/results/capture.md"
+} >"$OUT"
+cat "$OUT"

@@ -12,6 +12,8 @@ RESULTS="$BENCH/results"
 LOADGEN_TARGET=${LOADGEN_TARGET:-/var/tmp/egressgate-bench-target}
 LOADGEN="$LOADGEN_TARGET/release/loadgen"
 PIDS=()
+# Commands cleanup runs before it stops PIDS (a throwaway PostgreSQL's stop, say).
+EXIT_HOOKS=()
 WORK=
 # egressgate's log filter for one start_egressgate call (`EG_LOG_FILTER=… start_egressgate …`);
 # empty: its default (info), as shipped. Not read from the caller's environment.
@@ -30,6 +32,10 @@ make_work() {
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    local hook
+    for hook in "${EXIT_HOOKS[@]}"; do
+        eval "$hook" || true
+    done
     for pid in "${PIDS[@]}"; do
         kill -TERM "$pid" 2>/dev/null || true
     done
@@ -139,17 +145,52 @@ start_origin() {
 # appending its log to LOG; sets EG_PID, EG_PROXY and EG_CONTROL. Logging as EG_LOG_FILTER
 # says; no log filter or database URL from the caller's environment.
 start_egressgate() {
-    local log=$1 skip
+    local log=$1
     shift
+    start_egressgate_as serve "$log" "$@"
+}
+
+# Starts `egressgate CMD` (serve, proxy or control) with its listeners on free loopback ports
+# and "$@" added, appending its log to LOG; sets EG_PID, and EG_PROXY and EG_CONTROL as the
+# command has them. As start_egressgate otherwise.
+start_egressgate_as() {
+    local cmd=$1 log=$2 skip
+    shift 2
     touch "$log"
     skip=$(wc -l <"$log")
-    local logenv=(-u EGRESSGATE_LOG)
+    local logenv=(-u EGRESSGATE_LOG) listen=()
     [ -n "$EG_LOG_FILTER" ] && logenv=("EGRESSGATE_LOG=$EG_LOG_FILTER")
+    [ "$cmd" != control ] && listen+=(--proxy-listen 127.0.0.1:0)
+    [ "$cmd" != proxy ] && listen+=(--control-listen 127.0.0.1:0)
     env -u DATABASE_URL -u EGRESSGATE_DATABASE_URL "${logenv[@]}" \
-        "$EGRESSGATE" serve --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 "$@" \
-        2>>"$log" >/dev/null &
+        "$EGRESSGATE" "$cmd" "${listen[@]}" "$@" 2>>"$log" >/dev/null &
     EG_PID=$!
     PIDS+=("$EG_PID")
-    EG_PROXY=$(wait_addr "$log" "proxy listening" "$EG_PID" "$skip")
-    EG_CONTROL=$(wait_addr "$log" "control plane listening" "$EG_PID" "$skip")
+    if [ "$cmd" != control ]; then
+        EG_PROXY=$(wait_addr "$log" "proxy listening" "$EG_PID" "$skip")
+    fi
+    if [ "$cmd" != proxy ]; then
+        EG_CONTROL=$(wait_addr "$log" "control plane listening" "$EG_PID" "$skip")
+    fi
 }
+
+# Starts a throwaway PostgreSQL cluster in $WORK/pg (as the postgres user when root; fsync off:
+# nothing in it outlives the run) on a free loopback port, stopped on exit; sets PG_URL and
+# PG_PID (the postmaster). Returns 1, starting nothing, when no initdb is installed.
+start_pg() {
+    local pg_bin='' d port
+    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && pg_bin="$d"; done
+    [ -n "$pg_bin" ] || return 1
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    mkdir -p "$WORK/pg" && chown postgres "$WORK/pg"
+    port=$("$LOADGEN" free-ports 1)
+    as_pg "'$pg_bin/initdb' -D '$WORK/pg/data' -A trust -U postgres --no-sync >'$WORK/pg/initdb.log'"
+    as_pg "'$pg_bin/pg_ctl' -D '$WORK/pg/data' -l '$WORK/pg/server.log' -w -o \"-p $port -k '$WORK/pg' -c listen_addresses=127.0.0.1 -c fsync=off\" start >/dev/null"
+    EXIT_HOOKS+=("as_pg \"'$pg_bin/pg_ctl' -D '$WORK/pg/data' -m immediate stop\" >/dev/null 2>&1")
+    PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
+    PG_PID=$(head -1 "$WORK/pg/data/postmaster.pid")
+    log "throwaway PostgreSQL on 127.0.0.1:$port (pid $PG_PID)"
+}
+
+# Runs a shell command line as the postgres user (as the caller when not root).
+as_pg() { if [ "$(id -u)" = 0 ]; then su -s /bin/sh postgres -c "$*"; else sh -c "$*"; fi; }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # egressgate benchmark: one command, `bash bench/run.sh`.
 #
-# Installs tinyproxy and squid (Debian packages) when missing, builds egressgate and the load
-# generator in release mode, starts a loopback origin, egressgate, tinyproxy and squid (all on
-# 127.0.0.1, configs and logs in a temporary directory), runs every workload against the origin
-# itself ("direct") and each proxy, and writes bench/results/latest.md (also printed).
+# Installs tinyproxy, squid and apache2 (Debian packages) when missing, builds egressgate and the
+# load generator in release mode, starts a loopback origin, egressgate, tinyproxy, squid and
+# Apache httpd (all on 127.0.0.1, configs and logs in a temporary directory), runs every workload
+# against the origin itself ("direct") and each proxy, then egressgate's own rows (ROWS), and
+# writes bench/results/latest.md (also printed).
 # Every process it starts is stopped on exit; it exits non-zero if anything failed.
 #
 # Knobs (environment): DURATION (s per measurement, 5), REPS (3), CONNS (32), BULK_MIB (256),
@@ -12,13 +13,22 @@
 # open-file limit), WORKLOADS (1,2,3,4,5,6,7,8,9), KEEP_WORKDIR=1 keeps configs and logs.
 # The peers' settings (their best by default; bench/sweep.sh varies them): PEER_BY (ip: the
 # peers are sent the origin's address; name: the benchmark host, answered from a hosts file),
-# TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (1).
+# TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (1), and
+# Apache's AP_SERVERS, AP_THREADS, AP_KEEPALIVE, AP_ACCESS_LOG, AP_POOL (bench/apache.sh).
+# egressgate's own rows (bench/gate_rows.sh): ROWS (miss,inspected,capture; empty: none),
+# MISS_PG_URL (a throwaway PostgreSQL database for the two-proxy cache-miss row; without it
+# one is started when initdb is installed, MISS_PG=0 skips PostgreSQL), MINT_NAMES (300),
+# CAPTURE_N (2000).
 # EGRESSGATE=path skips the egressgate build; LOADGEN_TARGET is where the load generator is
 # built (/var/tmp/egressgate-bench-target).
 set -euo pipefail
 # ROOT, BENCH, RESULTS, LOADGEN; log, die, make_work, cleanup (stops PIDS on exit), wait_addr,
 # wait_port, started, build_all, new_tokens, start_origin, start_egressgate.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# apache_conf, APACHE and the AP_* settings.
+source "$BENCH/apache.sh"
+# gate_rows (egressgate's own rows after the suite), inspect_flags, ROWS and their knobs.
+source "$BENCH/gate_rows.sh"
 
 HOST=bench.example.com
 BLOCKED=unapproved.example.net
@@ -52,20 +62,26 @@ if [ "$IDLE_EGRESSGATE" -gt "$FD_CAP" ]; then
 fi
 
 # --- install the peers ----------------------------------------------------------------------
-if [ ! -x /usr/bin/tinyproxy ] || [ ! -x /usr/sbin/squid ]; then
-    log "installing tinyproxy and squid"
+if [ ! -x /usr/bin/tinyproxy ] || [ ! -x /usr/sbin/squid ] || [ ! -x "$APACHE" ]; then
+    log "installing tinyproxy, squid and apache2"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tinyproxy squid >/dev/null
+    # policy-rc.d or not, the services the packages enable are not used: every peer runs from
+    # this run's own config in the foreground.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tinyproxy squid apache2 >/dev/null
 fi
 TINYPROXY=/usr/bin/tinyproxy
 SQUID=/usr/sbin/squid
 [ -x "$TINYPROXY" ] || die "tinyproxy is not installed"
 [ -x "$SQUID" ] || die "squid is not installed"
+[ -x "$APACHE" ] || die "apache2 is not installed"
 
 # --- build ----------------------------------------------------------------------------------
 build_all
 # --- origin ---------------------------------------------------------------------------------
-start_origin --tls-listen 127.0.0.1:0 --tls-name "$HOST" --cert-out "$WORK/origin-cert.der"
+# The TLS origin's certificate also names every host below inspect.$HOST: the inspected-TLS
+# row's hosts (egressgate inspects them, and verifies the origin's certificate for each).
+start_origin --tls-listen 127.0.0.1:0 --tls-name "$HOST" --tls-name "*.inspect.$HOST" \
+    --cert-out "$WORK/origin-cert.der" --cert-pem-out "$WORK/origin-cert.pem"
 ORIGIN_PORT=${ORIGIN##*:}
 TLS_ORIGIN=$(wait_addr "$WORK/origin.log" "origin tls listening" "$ORIGIN_PID")
 TLS_PORT=${TLS_ORIGIN##*:}
@@ -73,16 +89,19 @@ log "origin on $ORIGIN, TLS 1.3 on $TLS_ORIGIN"
 
 # --- egressgate -----------------------------------------------------------------------------
 new_tokens
+mapfile -t INSPECT_FLAGS < <(inspect_flags)
 start_egressgate "$WORK/egressgate.log" --data-dir "$WORK/egressgate-data" \
     --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 \
-    --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000
+    --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000 \
+    "${INSPECT_FLAGS[@]}"
 log "egressgate proxy on $EG_PROXY, control plane on $EG_CONTROL (pid $EG_PID)"
 
-# --- tinyproxy and squid --------------------------------------------------------------------
-mapfile -t PORTS < <("$LOADGEN" free-ports 2)
-[ "${#PORTS[@]}" = 2 ] || die "could not pick two free ports"
+# --- tinyproxy, squid and apache ------------------------------------------------------------
+mapfile -t PORTS < <("$LOADGEN" free-ports 3)
+[ "${#PORTS[@]}" = 3 ] || die "could not pick three free ports"
 TP_PORT=${PORTS[0]}
 SQ_PORT=${PORTS[1]}
+AP_PORT=${PORTS[2]}
 printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$HOST" >"$WORK/hosts"
 chmod 644 "$WORK/hosts"
 
@@ -153,12 +172,25 @@ if [ "$SQ_WORKERS" = 1 ]; then SQ_MODE=-N; else SQ_MODE=--foreground; fi
 SQ_PID=$!
 started "$SQ_PID" "$SQ_PORT" squid
 
+mkdir -p "$WORK/apache"
+apache_conf "$WORK/apache" "$AP_PORT" "$ORIGIN_PORT" "$TLS_PORT" "$PEER_HOST"
+# -DFOREGROUND: the parent stays in the foreground (its children are the workers; the load
+# generator counts the CPU and memory of the whole process tree).
+if [ "$PEER_BY" = name ]; then
+    unshare -m sh -c 'mount --bind "$1" /etc/hosts && exec "$2" -f "$3" -DFOREGROUND' sh \
+        "$WORK/hosts" "$APACHE" "$WORK/apache/httpd.conf" >"$WORK/apache/stdout.log" 2>&1 &
+else
+    "$APACHE" -f "$WORK/apache/httpd.conf" -DFOREGROUND >"$WORK/apache/stdout.log" 2>&1 &
+fi
+AP_PID=$!
+started "$AP_PID" "$AP_PORT" apache
+
 # --- run ------------------------------------------------------------------------------------
 mkdir -p "$RESULTS"
 CPU_MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
 EG_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -1)" ]; then EG_REV="$EG_REV + uncommitted changes"; fi
-NOTE="Run $(date -u +%Y-%m-%dT%H:%MZ) with \`$COMMAND\` (DURATION=$DURATION REPS=$REPS CONNS=$CONNS; peers: PEER_BY=$PEER_BY TP_LOGLEVEL=$TP_LOGLEVEL TP_MAXCLIENTS=$TP_MAXCLIENTS SQ_ACCESS_LOG=$SQ_ACCESS_LOG SQ_WORKERS=$SQ_WORKERS) on $(nproc) cores (${CPU_MODEL:-unknown CPU}), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg). egressgate $EG_REV (release build, default info logging to a file), $("$TINYPROXY" -v 2>&1 | head -1), $("$SQUID" -v | head -1 | sed 's/ Cache: Version//'). The origin, the load generator and the proxy share the same $(nproc) cores."
+NOTE="Run $(date -u +%Y-%m-%dT%H:%MZ) with \`$COMMAND\` (DURATION=$DURATION REPS=$REPS CONNS=$CONNS; peers: PEER_BY=$PEER_BY TP_LOGLEVEL=$TP_LOGLEVEL TP_MAXCLIENTS=$TP_MAXCLIENTS SQ_ACCESS_LOG=$SQ_ACCESS_LOG SQ_WORKERS=$SQ_WORKERS AP_SERVERS=$AP_SERVERS AP_THREADS=$AP_THREADS AP_KEEPALIVE=$AP_KEEPALIVE AP_ACCESS_LOG=$AP_ACCESS_LOG AP_POOL=$AP_POOL) on $(nproc) cores (${CPU_MODEL:-unknown CPU}), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg). egressgate $EG_REV (release build, default info logging to a file), $("$TINYPROXY" -v 2>&1 | head -1), $("$SQUID" -v | head -1 | sed 's/ Cache: Version//'), $("$APACHE" -v | head -1 | sed 's/^Server version: //') (event MPM). The origin, the load generator and the proxy share the same $(nproc) cores."
 
 log "running workloads $WORKLOADS (this takes several minutes)"
 set +e
@@ -166,6 +198,7 @@ set +e
     --proxy "egressgate,$EG_PROXY,$EG_PID" \
     --proxy "tinyproxy,127.0.0.1:$TP_PORT,$TP_PID,$PEER_HOST" \
     --proxy "squid,127.0.0.1:$SQ_PORT,$SQ_PID,$PEER_HOST" \
+    --proxy "apache,127.0.0.1:$AP_PORT,$AP_PID,$PEER_HOST" \
     --control "$EG_CONTROL" --egressgate-log "$WORK/egressgate.log" \
     --tls-origin "$TLS_ORIGIN" --tls-cert "$WORK/origin-cert.der" \
     --conns "$CONNS" --duration "$DURATION" --reps "$REPS" \
@@ -176,6 +209,12 @@ set +e
     --note "$NOTE" >/dev/null
 SUITE_RC=$?
 set -e
+if [ -n "$ROWS" ]; then
+    log "egressgate's own rows: $ROWS"
+    gate_rows
+    [ -f "$RESULTS/$OUT_NAME.md" ] && cat "$WORK/rows.md" >>"$RESULTS/$OUT_NAME.md"
+    [ "$ROWS_RC" = 0 ] || SUITE_RC=1
+fi
 
 # What egressgate logged, so a warning or error under load is not missed.
 if [ -f "$RESULTS/$OUT_NAME.md" ]; then
@@ -193,7 +232,7 @@ if [ -f "$RESULTS/$OUT_NAME.md" ]; then
     cat "$RESULTS/$OUT_NAME.md"
 fi
 
-for pid in "$ORIGIN_PID" "$EG_PID" "$TP_PID" "$SQ_PID"; do
+for pid in "$ORIGIN_PID" "$EG_PID" "$TP_PID" "$SQ_PID" "$AP_PID"; do
     kill -0 "$pid" 2>/dev/null || { log "process $pid died during the run"; SUITE_RC=1; }
 done
 [ "$SUITE_RC" = 0 ] || die "the suite reported failures (exit $SUITE_RC); see $RESULTS/$OUT_NAME.md"

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use clap::{Parser, Subcommand};
 
 use crate::work::Target;
-use crate::{client, origin, scale};
+use crate::{client, inspected, miss, origin, scale};
 
 /// The command line: one subcommand per job of the benchmark scripts.
 #[derive(Parser)]
@@ -26,6 +26,10 @@ pub enum Cmd {
     Suite(Box<SuiteArgs>),
     /// Time the cache-miss decision and the approval tool's merge (bench/scale.sh).
     Scale(scale::ScaleArgs),
+    /// Cache-miss decisions per second: a new host per request, many turns (bench/run.sh).
+    Miss(miss::MissArgs),
+    /// Inspected TLS against opaque, and the cost of minting a leaf (bench/run.sh).
+    Inspected(inspected::InspectedArgs),
     /// Print `count` currently free TCP ports on 127.0.0.1 (for proxies that need a fixed port).
     FreePorts {
         #[arg(default_value_t = 1)]
@@ -41,12 +45,15 @@ pub struct OriginArgs {
     /// Also serve TLS 1.3 here, with a fresh self-signed certificate for `--tls-name`.
     #[arg(long, requires = "cert_out")]
     tls_listen: Option<SocketAddr>,
-    /// The TLS certificate's name.
+    /// The TLS certificate's names (repeat; `*.suffix` names every host below it).
     #[arg(long, default_value = "bench.example.com")]
-    tls_name: String,
+    tls_name: Vec<String>,
     /// Where the TLS certificate (DER) is written, for the clients to trust.
     #[arg(long)]
     cert_out: Option<std::path::PathBuf>,
+    /// Where the same certificate is written in PEM (egressgate's `--upstream-ca`).
+    #[arg(long)]
+    cert_pem_out: Option<std::path::PathBuf>,
 }
 
 impl OriginArgs {
@@ -60,11 +67,26 @@ impl OriginArgs {
             .zip(self.cert_out)
             .map(|(listen, cert_out)| origin::TlsOrigin {
                 listen,
-                name: self.tls_name,
+                names: self.tls_name,
                 cert_out,
+                pem_out: self.cert_pem_out,
             });
         Ok((self.listen, tls))
     }
+}
+
+/// How many clients, how long and how often: every measuring subcommand's first three flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Pace {
+    /// Client connections for request workloads.
+    #[arg(long, default_value_t = 32)]
+    pub conns: usize,
+    /// Seconds per request measurement.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Repetitions (the report shows medians).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
 }
 
 /// What a suite run measures and how long; bench/run.sh and profile.sh set most of it.
@@ -96,15 +118,9 @@ pub struct SuiteArgs {
     /// turns as this needs, each below the default `max-connections-per-turn` (256).
     #[arg(long, default_value_t = 200)]
     pub idle_per_turn: usize,
-    /// Client connections for request workloads.
-    #[arg(long, default_value_t = 32)]
-    pub conns: usize,
-    /// Seconds per request measurement.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Repetitions (the report shows medians).
-    #[arg(long, default_value_t = 3)]
-    pub reps: usize,
+    /// Client connections, seconds per request measurement, repetitions.
+    #[command(flatten)]
+    pub pace: Pace,
     /// Most requests in one measurement.
     #[arg(long, default_value_t = 3_000_000)]
     pub max_requests: u64,

@@ -65,7 +65,8 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn base64(input: &[u8]) -> String {
+/// Standard base64 with padding (credentials, and the origin's PEM certificate).
+pub fn base64(input: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for ch in input.chunks(3) {

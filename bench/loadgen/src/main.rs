@@ -5,7 +5,10 @@
 mod cli;
 mod client;
 mod control;
+mod gate;
+mod inspected;
 mod logwatch;
+mod miss;
 mod origin;
 mod ports;
 mod proc;
@@ -52,17 +55,25 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::Scale(args) => finished("scale", rt.block_on(scale::run(args))),
+        Cmd::Miss(args) => passed("miss", rt.block_on(miss::run(args))),
+        Cmd::Inspected(args) => passed("inspected", rt.block_on(inspected::run(args))),
         Cmd::Suite(args) => {
             proc::CLK_TCK.store(args.clk_tck, std::sync::atomic::Ordering::Relaxed);
-            match rt.block_on(suite::run(*args)) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => {
-                    eprintln!("suite finished with failures (see the report)");
-                    ExitCode::from(2)
-                }
-                Err(e) => finished("suite", Err(e)),
-            }
+            passed("suite", rt.block_on(suite::run(*args)))
         }
+    }
+}
+
+/// Success when the measurement ran and everything in it held; a failed check is exit code 2
+/// (the section is printed all the same), an error `NAME failed: …` and exit code 1.
+fn passed(name: &str, r: std::io::Result<bool>) -> ExitCode {
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("{name} finished with failures (see the report)");
+            ExitCode::from(2)
+        }
+        Err(e) => finished(name, Err(e)),
     }
 }
 

@@ -98,19 +98,24 @@ fn answer(req: &Request<Incoming>, chunk: &Bytes) -> Response<OriginBody> {
 /// Where the origin also serves TLS.
 pub struct TlsOrigin {
     pub listen: SocketAddr,
-    /// The certificate's name (what clients verify).
-    pub name: String,
+    /// The certificate's names (what clients verify; `*.suffix` for every name below it).
+    pub names: Vec<String>,
     /// The self-signed certificate (DER) is written here for the clients to trust.
     pub cert_out: std::path::PathBuf,
+    /// The same certificate in PEM, for egressgate's `--upstream-ca` (inspected hosts).
+    pub pem_out: Option<std::path::PathBuf>,
 }
 
-/// A TLS 1.3-only server config with a fresh self-signed certificate for `name`, whose DER
-/// is written to `cert_out`.
-fn tls_config(name: &str, cert_out: &std::path::Path) -> std::io::Result<rustls::ServerConfig> {
+/// A TLS 1.3-only server config with a fresh self-signed certificate for `tls.names`, whose
+/// DER is written to `tls.cert_out` (and PEM to `tls.pem_out`).
+fn tls_config(tls: &TlsOrigin) -> std::io::Result<rustls::ServerConfig> {
     let key =
-        rcgen::generate_simple_self_signed(vec![name.to_owned()]).map_err(std::io::Error::other)?;
+        rcgen::generate_simple_self_signed(tls.names.clone()).map_err(std::io::Error::other)?;
     let der = key.cert.der().clone();
-    std::fs::write(cert_out, der.as_ref())?;
+    std::fs::write(&tls.cert_out, der.as_ref())?;
+    if let Some(pem) = &tls.pem_out {
+        std::fs::write(pem, pem_certificate(der.as_ref()))?;
+    }
     let pkcs8 = rustls::pki_types::PrivatePkcs8KeyDer::from(key.signing_key.serialize_der());
     rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -122,6 +127,18 @@ fn tls_config(name: &str, cert_out: &std::path::Path) -> std::io::Result<rustls:
     .map_err(std::io::Error::other)
 }
 
+/// A DER certificate as one PEM block (64 base64 characters a line).
+fn pem_certificate(der: &[u8]) -> String {
+    let b64 = crate::control::base64(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
 /// Serves forever on `listen` (and on `tls.listen` over TLS; loopback only); prints
 /// `origin listening addr=…` (and `origin tls listening addr=…`) on stderr.
 pub async fn serve(listen: SocketAddr, tls: Option<TlsOrigin>) -> std::io::Result<()> {
@@ -129,7 +146,7 @@ pub async fn serve(listen: SocketAddr, tls: Option<TlsOrigin>) -> std::io::Resul
     eprintln!("origin listening addr={}", listener.local_addr()?);
     let chunk = Bytes::from(vec![0u8; CHUNK]);
     if let Some(tls) = tls {
-        let cfg = tls_config(&tls.name, &tls.cert_out)?;
+        let cfg = tls_config(&tls)?;
         let tls_listener = TcpListener::bind(tls.listen).await?;
         eprintln!("origin tls listening addr={}", tls_listener.local_addr()?);
         let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg));
@@ -174,14 +191,29 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-    /// The origin's certificate verifies for its name, and only for it: the TLS workload's
-    /// client really checks what it talks to.
+    /// The origin's certificate verifies for its names (a wildcard's too), and only for them:
+    /// the TLS workloads' client really checks what it talks to.
     #[tokio::test]
     async fn the_client_verifies_the_origin_certificate() {
         let dir = std::env::temp_dir().join(format!("loadgen-cert-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let cert = dir.join("origin.der");
-        let server = tls_config("bench.example.com", &cert).unwrap();
+        let pem = dir.join("origin.pem");
+        let server = tls_config(&TlsOrigin {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            names: vec![
+                "bench.example.com".into(),
+                "*.inspect.bench.example.com".into(),
+            ],
+            cert_out: cert.clone(),
+            pem_out: Some(pem.clone()),
+        })
+        .unwrap();
+        assert!(
+            std::fs::read_to_string(&pem)
+                .unwrap()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
         let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -209,11 +241,16 @@ mod tests {
             }
         };
         assert_eq!(connect("bench.example.com").await.unwrap(), b"hi");
-        let wrong = connect("other.example.com").await;
-        assert!(
-            wrong.is_err(),
-            "a certificate for another name must be refused"
+        assert_eq!(
+            connect("m1.inspect.bench.example.com").await.unwrap(),
+            b"hi"
         );
+        for wrong in ["other.example.com", "a.b.inspect.bench.example.com"] {
+            assert!(
+                connect(wrong).await.is_err(),
+                "a certificate for another name must be refused: {wrong}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -14,7 +14,9 @@ use crate::cli::SuiteArgs;
 use crate::results::Results;
 use crate::work::REQUEST_WORKLOADS;
 
+pub use fmt::num as num_cell;
 use medians::Medians;
+pub use medians::median;
 use tables::Row;
 
 /// Renders the report; the flag is false when any measurement failed.
@@ -48,9 +50,9 @@ fn parameters(s: &mut String, args: &SuiteArgs) {
         "Parameters: {} client connections, {} s per request measurement, {} repetitions (medians shown), \
          bulk {} MiB per stream ({} streams in workload 6), idle tunnels {} per proxy and {} for egressgate. \
          All traffic on 127.0.0.1. ⚠ marks a cell where a repetition had errors (listed at the end).\n",
-        args.conns,
-        args.duration,
-        args.reps,
+        args.pace.conns,
+        args.pace.duration,
+        args.pace.reps,
         args.bulk_mib,
         args.bulk_streams,
         args.idle,
@@ -111,7 +113,7 @@ mod tests {
     /// a refusal count that does not match and one that could not be read, a log finding with
     /// a `|` in it, and a process that died.
     fn everything() -> Results {
-        let targets = ["direct", "egressgate", "tinyproxy", "squid"];
+        let targets = ["direct", "egressgate", "tinyproxy", "squid", "apache"];
         let mut res = Results {
             targets: targets.iter().map(|t| (*t).to_owned()).collect(),
             ..Results::default()
@@ -150,6 +152,7 @@ mod tests {
             ("egressgate", 10_000, 9_000, 40_000),
             ("tinyproxy", 500, 500, 9_000),
             ("squid", 500, 500, 30_000),
+            ("apache", 500, 500, 20_000),
         ] {
             res.idle.push((
                 t.to_owned(),
@@ -186,6 +189,18 @@ mod tests {
         res
     }
 
+    /// `text` is the pinned file `testdata/NAME`; `LOADGEN_UPDATE_TESTDATA=1` rewrites the
+    /// file instead (then review the diff).
+    fn pinned(text: &str, name: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata")
+            .join(name);
+        if std::env::var_os("LOADGEN_UPDATE_TESTDATA").is_some() {
+            std::fs::write(&path, text).unwrap();
+        }
+        assert_eq!(text, std::fs::read_to_string(&path).unwrap());
+    }
+
     #[test]
     fn the_report_keeps_its_shape() {
         let a = args(&["--note", "A note.", "--idle-egressgate", "10000"]);
@@ -194,12 +209,36 @@ mod tests {
             !ok,
             "a failed cell, a refusal mismatch and a dead process fail the run"
         );
-        assert_eq!(
-            text,
-            include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/testdata/report-full.md"
-            ))
+        pinned(&text, "report-full.md");
+    }
+
+    /// Every peer counts toward "best peer": with apache the fastest peer in workload 3 (and
+    /// the cheapest in CPU), the ratios are against apache's figures, not squid's.
+    #[test]
+    fn the_best_peer_is_any_peer() {
+        let mut res = everything();
+        res.runs.retain(|(w, _, _)| *w == 3);
+        for (_, t, m) in &mut res.runs {
+            match t.as_str() {
+                "apache" => {
+                    m.ok = 100_000;
+                    m.cpu_s = Some(0.5);
+                }
+                "egressgate" => m.ok = 150_000,
+                _ => {}
+            }
+        }
+        let v = Medians::new(&res);
+        let best = v.best_peer(3, &|m| Some(m.rate()), true).unwrap();
+        assert_eq!(best, 20_000.0);
+        let cheapest = v.best_peer(3, &Meas::cpu_us_per_req, false).unwrap();
+        assert_eq!(cheapest, 5.0);
+        let (text, _) = render(&args(&[]), &res);
+        assert!(
+            text.contains(
+                "| new tunnels/s (CONNECT + GET + close) ≥ 1.5× best peer | 1.50× | yes |"
+            ),
+            "{text}"
         );
     }
 
@@ -213,12 +252,6 @@ mod tests {
             .push((1, "direct".into(), meas(12_345, 1.0, &[80, 90, 300], None)));
         let (text, ok) = render(&args(&["--duration", "1", "--reps", "1"]), &res);
         assert!(ok);
-        assert_eq!(
-            text,
-            include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/testdata/report-direct.md"
-            ))
-        );
+        pinned(&text, "report-direct.md");
     }
 }

@@ -12,7 +12,8 @@ use crate::results::Results;
 use crate::work::{self, Kind, Load, REQUEST_WORKLOADS, Target};
 use crate::{client, control, proc, report};
 
-use raw::{Raw, describe};
+use raw::Raw;
+pub use raw::describe;
 
 /// Between measurements: the proxies settle and egressgate's log catches up.
 const PAUSE: Duration = Duration::from_millis(500);
@@ -125,8 +126,8 @@ fn load(args: &SuiteArgs) -> std::io::Result<Load> {
         origin: args.origin,
         host: args.host.clone(),
         path: "/small".into(),
-        conns: args.conns,
-        duration: Duration::from_secs_f64(args.duration),
+        conns: args.pace.conns,
+        duration: Duration::from_secs_f64(args.pace.duration),
         max_requests: args.max_requests,
         expect_status: 200,
         tls: match (&args.tls_origin, &args.tls_cert) {
@@ -203,7 +204,7 @@ async fn repeated(
     w: u8,
     job: Job,
 ) {
-    for rep in 0..args.reps {
+    for rep in 0..args.pace.reps {
         for i in 0..targets.len() {
             // Rotate the order per repetition so background load spreads evenly.
             let t = &targets[(i + rep) % targets.len()];
@@ -231,7 +232,7 @@ async fn refusals(
     load: &Load,
     run: &mut Run,
 ) -> std::io::Result<()> {
-    for rep in 0..args.reps {
+    for rep in 0..args.pace.reps {
         let chat = format!("bench-refusals-{rep}");
         let turn = control::open_turn(*control, token, &chat, &[&args.host]).await?;
         let t = Target {

@@ -10,6 +10,6 @@ mod requests;
 
 pub use bulk::bulk;
 pub use idle::{Idle, idle};
-pub use load::{Kind, Load, REQUEST_WORKLOADS, Target, TlsLoad};
-pub use meas::Meas;
+pub use load::{Kind, Load, REQUEST_TIMEOUT, REQUEST_WORKLOADS, Target, TlsLoad};
+pub use meas::{Meas, measured};
 pub use requests::requests;
