@@ -1,8 +1,9 @@
 # Shared by the bench scripts (sourced, not run: `source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"`):
 # where things are (ROOT, BENCH, RESULTS, LOADGEN), logging, a work directory WORK whose
 # processes (PIDS) are stopped on exit (WORK is removed unless KEEP_WORKDIR=1 or the run
-# failed), building the two binaries, starting the origin and egressgate, and waiting for a
-# process to log its address or to listen.
+# failed), building the two binaries, starting the origin and egressgate (one process, or a
+# proxy-only or control-only one), a throwaway PostgreSQL, and waiting for a process to log its
+# address or to listen.
 # shellcheck shell=bash
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -135,21 +136,65 @@ start_origin() {
     ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$ORIGIN_PID")
 }
 
-# Starts `egressgate serve` with both listeners on a free loopback port and "$@" added,
-# appending its log to LOG; sets EG_PID, EG_PROXY and EG_CONTROL. Logging as EG_LOG_FILTER
-# says; no log filter or database URL from the caller's environment.
-start_egressgate() {
-    local log=$1 skip
+# Starts `egressgate ARGS…` in the background, appending its log to LOG; sets EG_PID (noted
+# for the stop on exit) and EG_SKIP (the log's lines before this start). Logging as
+# EG_LOG_FILTER says; no log filter or database URL from the caller's environment.
+launch_egressgate() {
+    local log=$1
     shift
     touch "$log"
-    skip=$(wc -l <"$log")
+    EG_SKIP=$(wc -l <"$log")
     local logenv=(-u EGRESSGATE_LOG)
     [ -n "$EG_LOG_FILTER" ] && logenv=("EGRESSGATE_LOG=$EG_LOG_FILTER")
     env -u DATABASE_URL -u EGRESSGATE_DATABASE_URL "${logenv[@]}" \
-        "$EGRESSGATE" serve --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 "$@" \
-        2>>"$log" >/dev/null &
+        "$EGRESSGATE" "$@" 2>>"$log" >/dev/null &
     EG_PID=$!
     PIDS+=("$EG_PID")
-    EG_PROXY=$(wait_addr "$log" "proxy listening" "$EG_PID" "$skip")
-    EG_CONTROL=$(wait_addr "$log" "control plane listening" "$EG_PID" "$skip")
 }
+
+# Starts `egressgate serve` with both listeners on a free loopback port and "$@" added,
+# appending its log to LOG; sets EG_PID, EG_PROXY and EG_CONTROL.
+start_egressgate() {
+    local log=$1
+    shift
+    launch_egressgate "$log" serve --proxy-listen 127.0.0.1:0 --control-listen 127.0.0.1:0 "$@"
+    EG_PROXY=$(wait_addr "$log" "proxy listening" "$EG_PID" "$EG_SKIP")
+    EG_CONTROL=$(wait_addr "$log" "control plane listening" "$EG_PID" "$EG_SKIP")
+}
+
+# Starts `egressgate SUB` (proxy or control) with its listener on a free loopback port and "$@"
+# added, appending its log to LOG; sets EG_PID and EG_ADDR (the proxy's or the control
+# plane's address).
+start_egressgate_part() {
+    local sub=$1 log=$2 listen pattern
+    shift 2
+    case "$sub" in
+    proxy) listen=--proxy-listen pattern="proxy listening" ;;
+    control) listen=--control-listen pattern="control plane listening" ;;
+    *) die "start_egressgate_part: proxy or control, not $sub" ;;
+    esac
+    launch_egressgate "$log" "$sub" "$listen" 127.0.0.1:0 "$@"
+    EG_ADDR=$(wait_addr "$log" "$pattern" "$EG_PID" "$EG_SKIP")
+}
+
+# Starts a throwaway PostgreSQL cluster in $WORK/pg on a free loopback port (as the postgres
+# user when root; initdb from the newest /usr/lib/postgresql/*/bin) and stops it on exit; sets
+# PG_URL. Returns non-zero, with PG_URL empty, when no initdb is installed.
+start_throwaway_pg() {
+    PG_URL=
+    local pg_bin=
+    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && pg_bin="$d"; done
+    [ -n "$pg_bin" ] || return 1
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    mkdir -p "$WORK/pg" && chown postgres "$WORK/pg"
+    local pg_port
+    pg_port=$("$LOADGEN" free-ports 1)
+    PG_BIN=$pg_bin
+    as_pg "'$pg_bin/initdb' -D '$WORK/pg/data' -A trust -U postgres --no-sync >'$WORK/pg/initdb.log'"
+    as_pg "'$pg_bin/pg_ctl' -D '$WORK/pg/data' -l '$WORK/pg/server.log' -w -o \"-p $pg_port -k '$WORK/pg' -c listen_addresses=127.0.0.1 -c fsync=off\" start >/dev/null"
+    trap 'rc=$?; stop_pg; (exit "$rc"); cleanup' EXIT
+    PG_URL="postgres://postgres@127.0.0.1:$pg_port/postgres"
+    log "throwaway PostgreSQL on 127.0.0.1:$pg_port"
+}
+as_pg() { if [ "$(id -u)" = 0 ]; then su -s /bin/sh postgres -c "$*"; else sh -c "$*"; fi; }
+stop_pg() { as_pg "'$PG_BIN/pg_ctl' -D '$WORK/pg/data' -m immediate stop" >/dev/null 2>&1 || true; }

@@ -30,22 +30,7 @@ new_tokens
 # --- PostgreSQL: a throwaway cluster, as .ci/run starts one ----------------------------------
 PG_URL=${SCALE_PG_URL:-}
 if [ -z "$PG_URL" ] && [ "${SCALE_PG:-1}" = 1 ]; then
-    pg_bin=
-    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && pg_bin="$d"; done
-    if [ -n "$pg_bin" ]; then
-        id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
-        mkdir -p "$WORK/pg" && chown postgres "$WORK/pg"
-        pg_port=$("$LOADGEN" free-ports 1)
-        as_pg() { if [ "$(id -u)" = 0 ]; then su -s /bin/sh postgres -c "$*"; else sh -c "$*"; fi; }
-        as_pg "'$pg_bin/initdb' -D '$WORK/pg/data' -A trust -U postgres --no-sync >'$WORK/pg/initdb.log'"
-        as_pg "'$pg_bin/pg_ctl' -D '$WORK/pg/data' -l '$WORK/pg/server.log' -w -o \"-p $pg_port -k '$WORK/pg' -c listen_addresses=127.0.0.1 -c fsync=off\" start >/dev/null"
-        stop_pg() { as_pg "'$pg_bin/pg_ctl' -D '$WORK/pg/data' -m immediate stop" >/dev/null 2>&1 || true; }
-        trap 'rc=$?; stop_pg; (exit "$rc"); cleanup' EXIT
-        PG_URL="postgres://postgres@127.0.0.1:$pg_port/postgres"
-        log "throwaway PostgreSQL on 127.0.0.1:$pg_port"
-    else
-        log "no PostgreSQL (initdb not found): SQLite only"
-    fi
+    start_throwaway_pg || log "no PostgreSQL (initdb not found): SQLite only"
 fi
 
 # --- egressgate on a backend -----------------------------------------------------------------

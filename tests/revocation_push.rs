@@ -142,3 +142,13 @@ async fn a_change_no_push_reaches_is_found_by_the_poll() {
     held.assert_closed_within_a_second(Instant::now(), "removed by another process")
         .await;
 }
+
+#[test]
+fn a_poll_too_short_to_be_meant_is_one_error_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["0s", "5ms", "soon"] {
+        let e = serve_failure(&["--epoch-poll", bad], &dir.path().join("data"));
+        assert!(e.contains("epoch-poll"), "{bad}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{bad}: one line: {e}");
+    }
+}

@@ -1,10 +1,13 @@
 //! Load generator for the egressgate benchmark. `origin` runs the loopback origin; `suite`
-//! measures every workload against the origin itself and each proxy and writes the report.
+//! measures every workload against the origin itself and each proxy and writes the report;
+//! `scale` and `gate` time the database-bound steps and the approval gate's own latencies.
 //! Everything stays on 127.0.0.0/8; every loop is bounded by time and count.
 
+mod cards;
 mod cli;
 mod client;
 mod control;
+mod gate;
 mod logwatch;
 mod origin;
 mod ports;
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::Scale(args) => finished("scale", rt.block_on(scale::run(args))),
+        Cmd::Gate(args) => finished("gate", rt.block_on(gate::run(args))),
         Cmd::Suite(args) => {
             proc::CLK_TCK.store(args.clk_tck, std::sync::atomic::Ordering::Relaxed);
             match rt.block_on(suite::run(*args)) {

@@ -138,6 +138,9 @@ async fn listen(url: String, signals: Arc<Signals>) {
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "database listener lost; reconnecting");
+                            // Subscribers read now: if the database itself is gone, that read
+                            // fails and they stop trusting what they cached.
+                            signals.bump_all();
                             break;
                         }
                     }
