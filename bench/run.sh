@@ -10,7 +10,8 @@
 #
 # Knobs (environment): DURATION (s per measurement, 5), REPS (3), CONNS (32), BULK_MIB (256),
 # BULK_STREAMS (8), IDLE (idle tunnels per proxy, 500), IDLE_EGRESSGATE (10000, capped by the
-# open-file limit), WORKLOADS (1,2,3,4,5,6,7,8,9), KEEP_WORKDIR=1 keeps configs and logs.
+# open-file limit), WORKLOADS (1,2,3,4,5,6,7,8,9), KEEP_WORKDIR=1 keeps configs and logs,
+# GATE_ROWS=0 skips the gate's own latencies (bench/gate.sh, run after the workloads).
 # The peers' settings (their best by default; bench/sweep.sh varies them): PEER_BY (ip: the
 # peers are sent the origin's address; name: the benchmark host, answered from a hosts file),
 # TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (1), and
@@ -216,6 +217,15 @@ if [ -n "$ROWS" ]; then
     [ "$ROWS_RC" = 0 ] || SUITE_RC=1
 fi
 
+# The approval gate's own latencies (click to first allowed byte, revoke to closed) on one
+# process and on two proxies + a control on PostgreSQL: bench/gate.sh, with this build, its
+# own processes, writing bench/results/gate.md. GATE_ROWS=0 skips them.
+if [ "${GATE_ROWS:-1}" = 1 ]; then
+    log "the gate's own latencies (bench/gate.sh)"
+    rm -f "$RESULTS/gate.md"
+    EGRESSGATE=$EGRESSGATE bash "$BENCH/gate.sh" >/dev/null || { log "bench/gate.sh failed"; SUITE_RC=1; }
+fi
+
 # What egressgate logged, so a warning or error under load is not missed.
 if [ -f "$RESULTS/$OUT_NAME.md" ]; then
     {
@@ -227,6 +237,9 @@ if [ -f "$RESULTS/$OUT_NAME.md" ]; then
             printf '\nDistinct warnings and errors (count, message):\n\n```\n'
             grep -E ' (WARN|ERROR) ' "$WORK/egressgate.log" | sed -e 's/^[^ ]* *//' | sort | uniq -c | sort -rn | head -10
             printf '```\n'
+        fi
+        if [ "${GATE_ROWS:-1}" = 1 ] && [ -f "$RESULTS/gate.md" ]; then
+            sed -e '1s/^# /\n## /' "$RESULTS/gate.md"
         fi
     } >>"$RESULTS/$OUT_NAME.md"
     cat "$RESULTS/$OUT_NAME.md"

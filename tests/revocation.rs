@@ -1,7 +1,9 @@
 //! Revocation closes what is open: an open tunnel and a keep-alive forwarded connection that
 //! relied on a grant are closed within one second of each kind of revocation (an approval
-//! revoked, an admin site removed, a chat hidden, a user losing `can_approve`), the next
-//! request is refused as usual, and another chat's connections to the same host stay open.
+//! revoked, an admin site removed, a chat hidden, a user losing `can_approve`, a card past its
+//! claim cap), the next request is refused as usual, and another chat's connections to the
+//! same host stay open. Every gate here polls the cache epoch only once an hour
+//! ([`NO_POLL`]): each revocation is pushed to the proxy as it commits, or the test fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,10 +15,19 @@ use serde_json::json;
 use support::held::{FILES, Held, approve, assert_closed_in_a_second};
 use support::*;
 
-/// A gate that may reach the origin as [`FILES`], with nothing listed.
+/// The poll of the cache epoch, set out of the tests' reach: what closes a connection within
+/// their second is the push.
+const NO_POLL: [&str; 2] = ["--epoch-poll", "1h"];
+
+/// A gate that may reach the origin as [`FILES`], with nothing listed (and [`NO_POLL`]).
 async fn setup() -> (Gate, Origin, u16) {
     let o = origin().await;
-    let g = gate().reach(&o).names(&[FILES]).ready().await;
+    let g = gate()
+        .reach(&o)
+        .names(&[FILES])
+        .args(&NO_POLL)
+        .ready()
+        .await;
     let port = o.port();
     (g, o, port)
 }
@@ -162,6 +173,7 @@ async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
         .reach(&o)
         .names(&[FILES])
         .args(&["--claim-cap", "1", "--lease", "1s"])
+        .args(&NO_POLL)
         .ready()
         .await;
     let api = g.api();
@@ -183,4 +195,50 @@ async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
         r.text()
     );
     assert_eq!(g.get(&c1, &url(port)).await.status, 403);
+}
+
+/// A user-scope grant (all of a person's chats) revoked closes every chat's connections that
+/// relied on it, and no other user's.
+#[tokio::test]
+async fn revoking_a_user_grant_closes_every_chat_it_let_through() {
+    let o = origin().await;
+    let port = o.port();
+    let g = gate()
+        .reach(&o)
+        .names(&[FILES])
+        .args(&["--allow-user-scope"])
+        .args(&NO_POLL)
+        .ready()
+        .await;
+    let api = g.api();
+    let c1 = g.turn("alice", "c1").await;
+    let (id, secret) = ask(&api, &c1, &[&url(port)]).await;
+    let r = answer_card(
+        &api,
+        &id,
+        &secret,
+        json!({"approved": true, "scope": "user"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let c2 = g.turn("alice", "c2").await;
+    let [bob] = approved_turns(&g, port, [("bob", "c1")]).await;
+    let mut first = Held::open(g.proxy(), &c1, port).await;
+    let mut second = Held::open(g.proxy(), &c2, port).await;
+    let mut stays = Held::open(g.proxy(), &bob, port).await;
+    let path = format!("/v1/users/alice/approvals/site/{FILES}");
+    let r = api
+        .call("DELETE", &path, Some(RUNTIME), Some("alice"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let since = Instant::now();
+    first
+        .assert_closed_within_a_second(since, "the user grant's first chat")
+        .await;
+    second
+        .assert_closed_within_a_second(since, "the user grant's other chat")
+        .await;
+    stays
+        .assert_open(&bob, port, "another user's approval")
+        .await;
 }

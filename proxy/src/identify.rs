@@ -78,7 +78,7 @@ pub struct TurnEntry {
     pub active: Arc<AtomicUsize>,
     /// The cache epoch read before the turn was loaded. Once the epoch moves on (hiding a chat
     /// ends its turns and bumps it) the entry is re-read before it is trusted again, so a
-    /// hidden chat's credential stops working within one poll.
+    /// hidden chat's credential stops working as soon as the proxy learns of it (pushed).
     loaded_epoch: Option<i64>,
 }
 

@@ -16,6 +16,7 @@ pub mod addr;
 pub mod decide;
 pub mod decision_log;
 pub mod dial;
+mod epoch_watch;
 pub mod first_bytes;
 pub mod http1;
 pub mod identify;

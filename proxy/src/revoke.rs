@@ -1,7 +1,8 @@
 //! Revocation closes what is open. Every open tunnel and every keep-alive client connection
 //! that forwarded a request is registered here, keyed by turn and host, with the grant that
 //! let it through and a stop signal. When the store's cache epoch changes (a revocation, a
-//! decline, an admin removal, a hidden chat, a user losing `can_approve`), [`sweep`] reads in
+//! decline, an admin removal, a hidden chat, a user losing `can_approve`; pushed to
+//! [`crate::epoch_watch`] as the change commits), [`sweep`] reads in
 //! one batch what still allows the open connections and stops the ones nothing allows any
 //! more; the rest (another chat's tunnel to the same host, a launch-time site) stay open.
 //!
@@ -93,8 +94,10 @@ pub(crate) struct Registry {
     shards: [Mutex<HashMap<u64, Watched>>; SHARDS],
     next: AtomicU64,
     /// Set when a connection registered after its decision's epoch had moved on: the sweep
-    /// for the new epoch may have missed it, so the next poll sweeps again.
+    /// for the new epoch may have missed it, so the epoch watcher sweeps again.
     late: AtomicBool,
+    /// Wakes the epoch watcher when `late` is set, so that sweep does not wait for a poll.
+    late_wake: Notify,
     /// Set by [`Registry::stop_all`]: a connection registered after it is stopped at once.
     drained: AtomicBool,
 }
@@ -105,6 +108,7 @@ impl Default for Registry {
             shards: std::array::from_fn(|_| Mutex::default()),
             next: AtomicU64::new(0),
             late: AtomicBool::new(false),
+            late_wake: Notify::new(),
             drained: AtomicBool::new(false),
         }
     }
@@ -161,6 +165,7 @@ impl Registry {
         // epoch may have taken its snapshot before this entry was there.
         if epoch.get() != decided || decided.is_none() {
             self.late.store(true, Ordering::Release);
+            self.late_wake.notify_one();
         }
         Registration {
             registry: self.clone(),
@@ -195,6 +200,14 @@ pub(crate) struct Swept {
     pub checked: usize,
     /// Connections told to stop.
     pub stopped: usize,
+}
+
+impl Registry {
+    /// Resolves once a connection registered late (see [`Registry::register`]), at once if
+    /// one did since the last wait.
+    pub(crate) async fn late_registered(&self) {
+        self.late_wake.notified().await;
+    }
 }
 
 /// Whether a connection registered late since the last call (see [`Registry::register`]).

@@ -79,7 +79,7 @@ impl Proxy {
             settings,
             draining,
         });
-        tokio::spawn(watch_epoch(Arc::downgrade(&shared)));
+        tokio::spawn(crate::epoch_watch::watch_epoch(Arc::downgrade(&shared)));
         if let Some(home) = shared.settings.ca_home.clone() {
             tokio::spawn(watch_ca(Arc::downgrade(&shared), home));
         }
@@ -184,15 +184,6 @@ impl Proxy {
     }
 }
 
-/// How often the proxy checks whether cached allow decisions must be dropped.
-const EPOCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// Polls the store's cache epoch (bumped by revocations, declines and admin removals in any
-/// process). Cached allows are tagged with the epoch they were decided under, so a change
-/// invalidates them; a failed read makes the epoch unknown, which trusts no cached allow and
-/// drops cached turns, so nothing is allowed on unknown state. Each new epoch also re-checks
-/// the open connections ([`crate::revoke::sweep`]) and closes those nothing allows any more.
-/// Ends with the proxy.
 /// Re-reads the deployment CA every `ca_poll`, so `egressgate ca rotate` reaches this proxy
 /// without a restart (a failed read keeps the CA in use and says so once).
 async fn watch_ca(shared: std::sync::Weak<Shared>, home: egressgate_store::ca::CaHome) {
@@ -228,49 +219,6 @@ async fn watch_ca(shared: std::sync::Weak<Shared>, home: egressgate_store::ca::C
         }
         drop(s);
         tokio::time::sleep(poll).await;
-    }
-}
-
-async fn watch_epoch(shared: std::sync::Weak<Shared>) {
-    let mut healthy = true;
-    // The epoch the open connections were last checked under.
-    let mut swept: Option<i64> = None;
-    let mut last_read = std::time::Instant::now();
-    loop {
-        let Some(s) = shared.upgrade() else { return };
-        match s.store.cache_epoch().await {
-            Ok(epoch) => {
-                s.epoch.set(Some(epoch));
-                last_read = std::time::Instant::now();
-                s.metrics.cache_epoch.set(epoch);
-                healthy = true;
-                if swept != Some(epoch) || crate::revoke::take_late(&s.registry) {
-                    match crate::revoke::sweep(&s.registry, &s.store).await {
-                        Ok(done) => {
-                            s.metrics.revoked_connections.inc_by(done.stopped as u64);
-                            swept = Some(epoch);
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot re-check open connections; retrying");
-                            swept = None;
-                        }
-                    }
-                }
-            }
-            Err(e) => {
-                if healthy {
-                    tracing::error!(error = %e, "database unreachable; trusting no cached decision");
-                }
-                s.epoch.set(None);
-                s.turns.clear();
-                healthy = false;
-            }
-        }
-        s.metrics
-            .cache_epoch_age_seconds
-            .set(last_read.elapsed().as_secs_f64());
-        drop(s);
-        tokio::time::sleep(EPOCH_POLL).await;
     }
 }
 

@@ -58,6 +58,9 @@ pub struct Settings {
     pub max_connections: usize,
     /// How long graceful shutdown waits for open tunnels.
     pub drain_timeout: Duration,
+    /// How often the cache epoch is read when no change was pushed: changes are pushed as
+    /// they commit, so this only bounds how long a lost push goes unnoticed.
+    pub epoch_poll: Duration,
     /// How long an in-memory allow decision may be reused (bounded also by the turn).
     pub allow_cache_ttl: Duration,
     /// TLS for the proxy listener itself (clients speak TLS to the proxy).
@@ -98,6 +101,7 @@ impl Default for Settings {
             max_connections_per_turn: 256,
             max_connections: 10_000,
             drain_timeout: Duration::from_secs(30),
+            epoch_poll: Duration::from_secs(1),
             allow_cache_ttl: Duration::from_secs(3600),
             tls: None,
             inspect: Vec::new(),

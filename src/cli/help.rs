@@ -87,6 +87,7 @@ const PROXY_ONLY: &[&str] = &[
     "max_header_bytes",
     "max_connections",
     "max_connections_per_turn",
+    "epoch_poll",
 ];
 
 /// The command line with each subcommand's `--help` showing only the settings that

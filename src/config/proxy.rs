@@ -125,9 +125,23 @@ pub(super) fn settings(
             .unwrap_or(d.max_connections_per_turn),
         max_connections: raw.max_connections.unwrap_or(d.max_connections),
         drain_timeout: setting!(duration, raw.drain_timeout, d),
+        epoch_poll: epoch_poll(raw, d.epoch_poll)?,
         allow_cache_ttl: d.allow_cache_ttl,
         tls: tls.map(Arc::new),
     })
+}
+
+/// `--epoch-poll`: at least 10 ms, so a typo cannot make every proxy read the database in a
+/// loop.
+fn epoch_poll(raw: &RawConfig, default: std::time::Duration) -> Result<std::time::Duration> {
+    let poll = setting!(duration, raw.epoch_poll, default = default);
+    if poll < std::time::Duration::from_millis(10) {
+        bail!(
+            "{} {poll:?}: at least 10ms",
+            raw.sources.label("epoch-poll")
+        );
+    }
+    Ok(poll)
 }
 
 /// `--registry pypi|npm` and `--registry-mirror ECOSYSTEM=HOST[,HOST…]`.

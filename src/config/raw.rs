@@ -241,6 +241,11 @@ pub struct RawConfig {
     /// Tunnel idle timeout. [default: 5m]
     #[arg(long, env = "EGRESSGATE_IDLE_TIMEOUT")]
     pub idle_timeout: Option<String>,
+    /// How often a proxy reads the cache epoch when no change was pushed to it (revocations
+    /// are pushed as they commit; this only bounds how long a lost push goes unnoticed).
+    /// [default: 1s]
+    #[arg(long, env = "EGRESSGATE_EPOCH_POLL")]
+    pub epoch_poll: Option<String>,
     /// Graceful-shutdown drain deadline. [default: 30s]
     #[arg(long, env = "EGRESSGATE_DRAIN_TIMEOUT")]
     pub drain_timeout: Option<String>,

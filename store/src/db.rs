@@ -9,6 +9,7 @@ mod backup;
 pub mod contacts;
 pub mod drafts;
 pub mod egress;
+mod epoch;
 pub mod events;
 pub mod inbox_links;
 pub mod interrupts;
@@ -95,7 +96,7 @@ impl Default for PoolOptions {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
-    signal: std::sync::Arc<signal::EventSignal>,
+    signal: std::sync::Arc<signal::Signals>,
     /// Path-style multi-tenant hosts the administrator opted in (`--allow-whole-host`): what
     /// the refusal record's `approvable` needs to agree with the proxy and the tool.
     whole_host_ok: std::sync::Arc<[crate::Host]>,
@@ -245,7 +246,7 @@ impl Store {
         Ok(Self {
             pool,
             backend,
-            signal: signal::EventSignal::new(listen_url),
+            signal: signal::Signals::new(listen_url),
             whole_host_ok: std::sync::Arc::from(Vec::new()),
         })
     }
@@ -266,15 +267,6 @@ impl Store {
         host: &str,
     ) -> bool {
         crate::refusal_approvable(reason, names_package, host, &self.whole_host_ok)
-    }
-
-    /// The cache epoch: proxies drop cached allow decisions when it changes (see migration 2).
-    pub async fn cache_epoch(&self) -> Result<i64, StoreError> {
-        use sqlx::Row as _;
-        let row = sqlx::query("SELECT epoch FROM cache_epoch WHERE id = 1")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get(0)?)
     }
 
     /// Which dialect this store speaks.

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use clap::{Parser, Subcommand};
 
 use crate::work::Target;
-use crate::{client, inspected, miss, origin, scale};
+use crate::{client, gate, inspected, miss, origin, scale};
 
 /// The command line: one subcommand per job of the benchmark scripts.
 #[derive(Parser)]
@@ -17,7 +17,7 @@ pub struct Cli {
     pub cmd: Cmd,
 }
 
-/// What the scripts ask for (bench/run.sh, scale.sh, capture.sh, profile.sh).
+/// What the scripts ask for (bench/run.sh, scale.sh, gate.sh, capture.sh, profile.sh).
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Serve the loopback origin (`/small`, `/bulk?mib=N`), and the same over TLS 1.3.
@@ -30,6 +30,9 @@ pub enum Cmd {
     Miss(miss::MissArgs),
     /// Inspected TLS against opaque, and the cost of minting a leaf (bench/run.sh).
     Inspected(inspected::InspectedArgs),
+    /// Time the gate's own latencies: click to first allowed byte, revoke to closed, an
+    /// expiring grant to closed (bench/gate.sh).
+    Gate(gate::GateArgs),
     /// Print `count` currently free TCP ports on 127.0.0.1 (for proxies that need a fixed port).
     FreePorts {
         #[arg(default_value_t = 1)]

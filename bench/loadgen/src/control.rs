@@ -1,4 +1,5 @@
-//! Just enough of egressgate's control API: open a turn, read a turn's refusals.
+//! Just enough of egressgate's control API: open a turn, read a turn's refusals, and the
+//! approval loop the gate's own latencies need (ask, register, resume, complete, revoke).
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,17 +13,31 @@ pub struct Turn {
     pub auth: String,
 }
 
-async fn call(
+/// Who calls: the runtime token speaking for a user, or nobody (a card's resume carries its
+/// own secret).
+#[derive(Clone, Copy)]
+pub enum Caller<'a> {
+    Runtime { token: &'a str, user: &'a str },
+    Anonymous,
+}
+
+pub(crate) async fn call(
     addr: SocketAddr,
     method: &str,
     path: &str,
-    token: &str,
+    who: Caller<'_>,
     body: Option<&str>,
 ) -> io::Result<(u16, String)> {
     let mut c = Conn::connect(addr).await?;
     let body = body.unwrap_or("");
+    let auth = match who {
+        Caller::Runtime { token, user } => {
+            format!("Authorization: Bearer {token}\r\nX-Egressgate-User: {user}\r\n")
+        }
+        Caller::Anonymous => String::new(),
+    };
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nX-Egressgate-User: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     c.send(req.as_bytes()).await?;
@@ -39,7 +54,7 @@ async fn read_text(c: &mut Conn, head: &crate::client::Head) -> io::Result<Strin
 }
 
 /// The string value of `"key":"…"` in a flat JSON text (no escapes expected in our fields).
-fn json_str(text: &str, key: &str) -> Option<String> {
+pub(crate) fn json_str(text: &str, key: &str) -> Option<String> {
     let pat = format!("\"{key}\":");
     let at = text.find(&pat)? + pat.len();
     let rest = text[at..].trim_start().strip_prefix('"')?;
@@ -95,22 +110,39 @@ pub fn runtime_token() -> io::Result<String> {
         .map_err(|_| io::Error::other("EGRESSGATE_RUNTIME_TOKEN is not set"))
 }
 
-/// `POST /v1/turns` for `chat` with `sites` approved at launch.
+/// The user every workload but the gate's own latencies opens turns for.
+pub const USER: &str = "bench";
+
+/// `POST /v1/turns` for [`USER`]'s `chat` with `sites` approved at launch.
 pub async fn open_turn(
     addr: SocketAddr,
     token: &str,
     chat: &str,
     sites: &[&str],
 ) -> io::Result<Turn> {
+    open_turn_for(addr, Caller::Runtime { token, user: USER }, chat, sites).await
+}
+
+/// `POST /v1/turns` for the caller's user's `chat` with `sites` approved at launch.
+pub async fn open_turn_for(
+    addr: SocketAddr,
+    who: Caller<'_>,
+    chat: &str,
+    sites: &[&str],
+) -> io::Result<Turn> {
+    let user = match who {
+        Caller::Runtime { user, .. } => user,
+        Caller::Anonymous => return Err(io::Error::other("a turn is opened by the runtime")),
+    };
     let sites_json = sites
         .iter()
         .map(|s| format!("\"{s}\""))
         .collect::<Vec<_>>()
         .join(",");
     let body = format!(
-        "{{\"user_id\":\"bench\",\"chat_id\":\"{chat}\",\"can_ask_human\":true,\"sites\":[{sites_json}]}}"
+        "{{\"user_id\":\"{user}\",\"chat_id\":\"{chat}\",\"can_ask_human\":true,\"sites\":[{sites_json}]}}"
     );
-    let (status, text) = call(addr, "POST", "/v1/turns", token, Some(&body)).await?;
+    let (status, text) = call(addr, "POST", "/v1/turns", who, Some(&body)).await?;
     if status != 201 {
         return Err(io::Error::other(format!(
             "open turn answered {status}: {text}"
@@ -147,7 +179,7 @@ pub async fn approval_request(
         addr,
         "POST",
         &format!("/v1/turns/{turn}/approval-requests"),
-        token,
+        Caller::Runtime { token, user: USER },
         Some(r#"{"reason":"The scale benchmark asks for the host it was refused."}"#),
     )
     .await?;
@@ -160,7 +192,7 @@ pub async fn refusal_count(addr: SocketAddr, token: &str, turn: &str) -> io::Res
         addr,
         "GET",
         &format!("/v1/turns/{turn}/refusals"),
-        token,
+        Caller::Runtime { token, user: USER },
         None,
     )
     .await?;

@@ -1,156 +1,234 @@
-//! What egressgate's own rows share (`loadgen miss`, `loadgen inspected`): they measure the
-//! gate alone, outside `suite`, and print markdown sections that bench/run.sh appends to the
-//! report. Here: parsing a process on the command line, the CPU of several process groups
-//! over one measurement, and the cells every row writes the same way.
+//! `loadgen gate`: the approval gate's own latencies, as a sandbox and a person meet them.
+//!
+//! - click to first allowed byte: from sending the resume that approves a card to the
+//!   sandbox's next request for that host answered `200` (a new connection, as a refused
+//!   script's retry is), through `--proxy2`;
+//! - revoke to closed: from sending `DELETE` of the approval to the open tunnel's close (the
+//!   tunnel through `--proxy2`, opened and carrying a `GET` first);
+//! - an expiring grant: from a user-scope approval's `expires_at` to its open tunnel's close
+//!   (the deployment runs with a short `--user-grant-ttl`; these trials wait for it, in
+//!   batches).
+//!
+//! With two proxies and a control process on one PostgreSQL (bench/gate.sh), the refusal is
+//! made through `--proxy`, the 200 and the tunnel through `--proxy2`, the decisions through
+//! `--control`: every step crosses processes.
 
+use std::io;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::proc;
-use crate::work::{Meas, Target};
+use tokio::io::AsyncReadExt as _;
 
-pub use crate::report::num_cell as cell;
+use crate::cards::{self, Card};
+use crate::client::{self, Conn};
+use crate::control::{self, Caller};
 
-/// `ADDR,PID` of a process the load goes to, its address checked to be loopback.
-pub fn parse_proc(s: &str) -> Result<(SocketAddr, u32), String> {
-    let (addr, pid) = s.split_once(',').ok_or("expected ADDR,PID")?;
-    let addr: SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
-    crate::client::check_loopback(addr).map_err(|e| e.to_string())?;
-    let pid = pid.parse().map_err(|e| format!("{pid}: {e}"))?;
-    Ok((addr, pid))
+/// What `gate` needs.
+#[derive(clap::Parser, Clone, Debug)]
+pub struct GateArgs {
+    /// The proxy the first (refused) request goes through.
+    #[arg(long)]
+    pub proxy: SocketAddr,
+    /// The proxy of the request after the click and of the tunnels (default: `--proxy`).
+    #[arg(long)]
+    pub proxy2: Option<SocketAddr>,
+    /// egressgate's control plane.
+    #[arg(long)]
+    pub control: SocketAddr,
+    /// The host the sandbox asks for (the proxies resolve it to the origin).
+    #[arg(long, default_value = "bench.example.com")]
+    pub host: String,
+    /// The origin's port.
+    #[arg(long)]
+    pub port: u16,
+    /// Click and revoke trials (one after another).
+    #[arg(long, default_value_t = 200)]
+    pub trials: usize,
+    /// Untimed click and revoke trials first (connection pools filled, code paths warm).
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// Expiring-grant trials.
+    #[arg(long, default_value_t = 60)]
+    pub expiry_trials: usize,
+    /// Expiring-grant trials run at once (each waits for its grant's expiry).
+    #[arg(long, default_value_t = 20)]
+    pub expiry_batch: usize,
+    /// Distinguishes this run's users and chats from another's on the same database.
+    #[arg(long, default_value = "run")]
+    pub label: String,
 }
 
-/// A target whose process is not read (the caller reads the CPU of several itself).
-pub fn unmeasured(name: &str) -> Target {
-    Target {
-        name: name.to_owned(),
-        proxy: None,
-        pid: None,
-        auth: None,
-        host: None,
+/// Longest a trial waits for a tunnel to close before it counts as failed.
+const CLOSE_LIMIT: Duration = Duration::from_secs(30);
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// A GET of `/small` on the host through `proxy` on a new connection, absolute form.
+async fn get(a: &GateArgs, proxy: SocketAddr, auth: &str) -> io::Result<u16> {
+    let mut c = Conn::connect(proxy).await?;
+    let req = format!(
+        "GET http://{h}:{p}/small HTTP/1.1\r\nHost: {h}:{p}\r\nProxy-Authorization: {auth}\r\nConnection: close\r\n\r\n",
+        h = a.host,
+        p = a.port
+    );
+    Ok(c.exchange(req.as_bytes()).await?.0.status)
+}
+
+/// A tunnel to the host through `--proxy2` that carried one `GET` (so it is established,
+/// decided and registered).
+async fn tunnel(a: &GateArgs, auth: &str) -> io::Result<Conn> {
+    let mut c = Conn::connect(a.proxy2.unwrap_or(a.proxy)).await?;
+    let (h, p) = (&a.host, a.port);
+    let req =
+        format!("CONNECT {h}:{p} HTTP/1.1\r\nHost: {h}:{p}\r\nProxy-Authorization: {auth}\r\n\r\n");
+    c.send(req.as_bytes()).await?;
+    let head = c.read_head(true).await?;
+    if head.status != 200 {
+        return Err(io::Error::other(format!(
+            "CONNECT answered {}",
+            head.status
+        )));
+    }
+    let get = format!("GET /small HTTP/1.1\r\nHost: {h}:{p}\r\n\r\n");
+    let (head, _) = c.exchange(get.as_bytes()).await?;
+    if head.status != 200 {
+        return Err(io::Error::other(format!(
+            "GET in the tunnel answered {}",
+            head.status
+        )));
+    }
+    Ok(c)
+}
+
+/// Waits for the proxy to close the tunnel; fails if it carries bytes or outlives the limit.
+async fn closed(c: &mut Conn) -> io::Result<()> {
+    let mut buf = [0u8; 512];
+    match tokio::time::timeout(CLOSE_LIMIT, c.stream.read(&mut buf)).await {
+        Ok(Ok(0)) => Ok(()),
+        // A reset is a close too.
+        Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
+        Ok(Ok(n)) => Err(io::Error::other(format!(
+            "{n} unexpected bytes in the tunnel"
+        ))),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(io::Error::other("the tunnel stayed open")),
     }
 }
 
-/// The machine's cores, as the CPU columns count them.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-/// CPU seconds of the proxies' trees, the database's tree and this process, at the start.
-pub struct Cpu {
-    proxies: Vec<u32>,
-    db: Option<u32>,
-    at_start: [Option<f64>; 3],
-}
-
-/// CPU seconds each group used over a measurement of `elapsed` seconds.
-pub struct Used {
-    pub proxies: Option<f64>,
-    pub db: Option<f64>,
-    pub me: Option<f64>,
-    elapsed: f64,
-}
-
-impl Cpu {
-    fn read(&self) -> [Option<f64>; 3] {
-        let proxies = self
-            .proxies
-            .iter()
-            .map(|p| proc::cpu_seconds(*p))
-            .sum::<Option<f64>>();
-        [
-            proxies,
-            self.db.and_then(proc::cpu_seconds),
-            proc::cpu_seconds(std::process::id()),
-        ]
+/// A turn of (user, chat) refused the host once through `--proxy`, and its card asking for
+/// it: (the turn, the card).
+async fn refused_and_asked(
+    a: &GateArgs,
+    who: Caller<'_>,
+    chat: &str,
+) -> io::Result<(control::Turn, Card)> {
+    let turn = control::open_turn_for(a.control, who, chat, &[]).await?;
+    let status = get(a, a.proxy, &turn.auth).await?;
+    if status != 403 {
+        return Err(io::Error::other(format!(
+            "the first GET answered {status} (expected 403)"
+        )));
     }
+    let url = format!("http://{}:{}/small", a.host, a.port);
+    let card = cards::ask(a.control, who, &turn.id, &url).await?;
+    Ok((turn, card))
+}
 
-    /// Reads every group now.
-    pub fn start(proxies: &[u32], db: Option<u32>) -> Self {
-        let mut c = Self {
-            proxies: proxies.to_vec(),
-            db,
-            at_start: [None; 3],
-        };
-        c.at_start = c.read();
-        c
+/// One click trial and one revoke trial on the same approval: (click ms, revoke ms).
+async fn click_then_revoke(a: &GateArgs, token: &str, i: usize) -> io::Result<(f64, f64)> {
+    let user = format!("gate-{}", a.label);
+    let who = Caller::Runtime { token, user: &user };
+    let chat = format!("click-{i}");
+    let (turn, card) = refused_and_asked(a, who, &chat).await?;
+    let t0 = Instant::now();
+    let claim = cards::resume(a.control, &card, r#"{"approved":true}"#).await?;
+    let status = get(a, a.proxy2.unwrap_or(a.proxy), &turn.auth).await?;
+    let click = t0.elapsed();
+    if status != 200 {
+        return Err(io::Error::other(format!(
+            "the GET after the click answered {status}"
+        )));
     }
+    cards::complete(a.control, &card, &claim).await?;
+    let mut t = tunnel(a, &turn.auth).await?;
+    let t0 = Instant::now();
+    cards::revoke(a.control, who, &chat, &a.host).await?;
+    closed(&mut t).await?;
+    Ok((ms(click), ms(t0.elapsed())))
+}
 
-    /// What each group used since [`Cpu::start`].
-    pub fn stop(self, elapsed: f64) -> Used {
-        let end = self.read();
-        let d = |i: usize| self.at_start[i].zip(end[i]).map(|(a, b)| b - a);
-        Used {
-            proxies: d(0),
-            db: d(1),
-            me: d(2),
-            elapsed,
+/// One expiring-grant trial: how long after its user-scope approval's expiry the tunnel it
+/// let through closed, in ms.
+async fn expiring(a: &GateArgs, token: &str, i: usize) -> io::Result<f64> {
+    let user = format!("gate-{}-exp-{i}", a.label);
+    let who = Caller::Runtime { token, user: &user };
+    let (turn, card) = refused_and_asked(a, who, "c").await?;
+    let claim = cards::resume(a.control, &card, r#"{"approved":true,"scope":"user"}"#).await?;
+    cards::complete(a.control, &card, &claim).await?;
+    let mut t = tunnel(a, &turn.auth).await?;
+    let expires = cards::user_grant_expiry(a.control, who, &a.host).await?;
+    closed(&mut t).await?;
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_err(io::Error::other)?;
+    Ok(ms(now) - expires as f64)
+}
+
+/// Runs the trials and prints one line: `click_p50_ms=… click_p99_ms=… revoke_p50_ms=…
+/// revoke_p99_ms=… expiry_p50_ms=… expiry_p99_ms=… trials=… expiry_trials=…`.
+pub async fn run(a: GateArgs) -> io::Result<()> {
+    for addr in [a.proxy, a.control].into_iter().chain(a.proxy2) {
+        client::check_loopback(addr)?;
+    }
+    let token = control::runtime_token()?;
+    let (mut click, mut revoke) = (Vec::new(), Vec::new());
+    for i in 0..a.warmup + a.trials {
+        let (c, r) = click_then_revoke(&a, &token, i)
+            .await
+            .map_err(|e| io::Error::other(format!("click/revoke trial {i}: {e}")))?;
+        if i >= a.warmup {
+            click.push(c);
+            revoke.push(r);
         }
     }
-}
-
-impl Used {
-    /// `proxies / database / load generator` in cores; `no_db` stands for the database's
-    /// figure when no database process was read.
-    pub fn cores(&self, no_db: &str) -> String {
-        let c = |v: Option<f64>| {
-            v.filter(|_| self.elapsed > 0.0)
-                .map_or("–".to_owned(), |s| format!("{:.2}", s / self.elapsed))
-        };
-        let db = if self.db.is_some() {
-            c(self.db)
-        } else {
-            no_db.to_owned()
-        };
-        format!("{} / {db} / {}", c(self.proxies), c(self.me))
+    let mut expiry = Vec::new();
+    let mut next = 0;
+    while next < a.expiry_trials {
+        let batch: Vec<_> = (next..a.expiry_trials.min(next + a.expiry_batch.max(1)))
+            .map(|i| {
+                let (a, token) = (a.clone(), token.clone());
+                tokio::spawn(async move { (i, expiring(&a, &token, i).await) })
+            })
+            .collect();
+        for h in batch {
+            let (i, r) = h.await.map_err(io::Error::other)?;
+            expiry.push(r.map_err(|e| io::Error::other(format!("expiry trial {i}: {e}")))?);
+            next += 1;
+        }
     }
-}
-
-/// A measurement's p50 and p99 in ms.
-pub fn p50_p99(m: &Meas) -> String {
-    let f = |p| m.pct_ms(p).map_or("–".to_owned(), |v| format!("{v:.2}"));
-    format!("{} / {}", f(0.5), f(0.99))
-}
-
-/// CPU microseconds per answer.
-pub fn per_req(cpu_s: Option<f64>, m: &Meas) -> String {
-    let n = m.ok + m.bad_status;
-    cell(cpu_s.filter(|_| n > 0).map(|c| c * 1e6 / n as f64))
-}
-
-/// A rate as the report writes figures.
-pub fn num(v: f64) -> String {
-    cell(Some(v))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn processes_and_cells() {
-        assert_eq!(
-            parse_proc("127.0.0.1:3128,42").unwrap(),
-            ("127.0.0.1:3128".parse().unwrap(), 42)
-        );
-        assert!(parse_proc("10.0.0.1:3128,42").is_err());
-        assert_eq!(
-            parse_proc("127.0.0.1:3128").unwrap_err(),
-            "expected ADDR,PID"
-        );
-        let m = Meas {
-            ok: 4,
-            lat_us: vec![1000, 2000, 3000, 4000],
-            ..Meas::default()
-        };
-        assert_eq!(p50_p99(&m), "3.00 / 4.00");
-        assert_eq!(per_req(Some(0.001), &m), "250");
-        assert_eq!(per_req(None, &m), "–");
-        let u = Used {
-            proxies: Some(1.0),
-            db: None,
-            me: Some(0.5),
-            elapsed: 2.0,
-        };
-        assert_eq!(u.cores("in the proxy"), "0.50 / in the proxy / 0.25");
+    for v in [&mut click, &mut revoke, &mut expiry] {
+        v.sort_by(f64::total_cmp);
     }
+    println!(
+        "click_p50_ms={:.1} click_p99_ms={:.1} revoke_p50_ms={:.1} revoke_p99_ms={:.1} \
+         expiry_p50_ms={:.1} expiry_p99_ms={:.1} trials={} expiry_trials={}",
+        pct(&click, 0.5),
+        pct(&click, 0.99),
+        pct(&revoke, 0.5),
+        pct(&revoke, 0.99),
+        pct(&expiry, 0.5),
+        pct(&expiry, 0.99),
+        click.len(),
+        expiry.len()
+    );
+    Ok(())
 }

@@ -10,13 +10,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::work::{self, Kind, Load, Meas, Target, TlsLoad};
-use crate::{client, control, gate};
+use crate::{client, control, rows};
 
 /// What `inspected` needs.
 #[derive(clap::Parser, Clone, Debug)]
 pub struct InspectedArgs {
     /// egressgate's proxy: ADDR,PID.
-    #[arg(long, value_parser = gate::parse_proc)]
+    #[arg(long, value_parser = rows::parse_proc)]
     pub proxy: (SocketAddr, u32),
     #[arg(long)]
     pub control: SocketAddr,
@@ -137,10 +137,10 @@ pub async fn run(a: InspectedArgs) -> std::io::Result<bool> {
         let p = |q| med(&|m| m.pct_ms(q)).map_or("–".into(), |v| format!("{v:.2}"));
         println!(
             "| {label} | {} | {} / {} | {} |",
-            gate::num(rates[which]),
+            rows::num(rates[which]),
             p(0.5),
             p(0.99),
-            gate::cell(med(&Meas::cpu_us_per_req)),
+            rows::cell(med(&Meas::cpu_us_per_req)),
         );
     }
     if rates[0] > 0.0 {

@@ -1,7 +1,9 @@
 //! Load generator for the egressgate benchmark. `origin` runs the loopback origin; `suite`
-//! measures every workload against the origin itself and each proxy and writes the report.
+//! measures every workload against the origin itself and each proxy and writes the report;
+//! `scale` and `gate` time the database-bound steps and the approval gate's own latencies.
 //! Everything stays on 127.0.0.0/8; every loop is bounded by time and count.
 
+mod cards;
 mod cli;
 mod client;
 mod control;
@@ -14,6 +16,7 @@ mod ports;
 mod proc;
 mod report;
 mod results;
+mod rows;
 mod scale;
 mod suite;
 mod work;
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Cmd::Scale(args) => finished("scale", rt.block_on(scale::run(args))),
         Cmd::Miss(args) => passed("miss", rt.block_on(miss::run(args))),
         Cmd::Inspected(args) => passed("inspected", rt.block_on(inspected::run(args))),
+        Cmd::Gate(args) => finished("gate", rt.block_on(gate::run(args))),
         Cmd::Suite(args) => {
             proc::CLK_TCK.store(args.clk_tck, std::sync::atomic::Ordering::Relaxed);
             passed("suite", rt.block_on(suite::run(*args)))

@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 
 use crate::client::{self, Conn};
 use crate::control::{self, Turn};
-use crate::gate::{self, Cpu};
+use crate::rows::{self, Cpu};
 use crate::work::{Meas, REQUEST_TIMEOUT, measured};
 
 /// What `miss` needs.
 #[derive(clap::Parser, Clone, Debug)]
 pub struct MissArgs {
     /// A proxy process: ADDR,PID (repeat for several processes on one database).
-    #[arg(long = "proxy", value_parser = gate::parse_proc, required = true)]
+    #[arg(long = "proxy", value_parser = rows::parse_proc, required = true)]
     pub proxies: Vec<(SocketAddr, u32)>,
     /// The control plane that opens the turns.
     #[arg(long)]
@@ -164,7 +164,7 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
             a.per_turn,
             a.pace.conns,
             a.pace.duration,
-            gate::cores()
+            rows::cores()
         );
     }
     let mut ok = true;
@@ -183,7 +183,7 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
         });
         let proxies: Vec<u32> = a.proxies.iter().map(|(_, p)| *p).collect();
         let cpu = Cpu::start(&proxies, a.db_pid);
-        let none = gate::unmeasured("miss");
+        let none = rows::unmeasured("miss");
         let m = measured(&none, |_| {
             (0..a.pace.conns)
                 .map(|k| tokio::spawn(client(a.proxies[k % a.proxies.len()].0, shared.clone())))
@@ -208,10 +208,10 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
             "| {} | {} | {} | {} | {} | {} | {} | {sent} / {}{} |",
             a.setup,
             rep + 1,
-            gate::num(m.rate()),
-            gate::p50_p99(&m),
-            gate::per_req(used.proxies, &m),
-            gate::per_req(used.db, &m),
+            rows::num(m.rate()),
+            rows::p50_p99(&m),
+            rows::per_req(used.proxies, &m),
+            rows::per_req(used.db, &m),
             used.cores(if a.db_in_proxy {
                 "in the proxy"
             } else {
@@ -227,7 +227,7 @@ pub async fn run(a: MissArgs) -> std::io::Result<bool> {
     println!(
         "| {} | median | {} | | | | | |",
         a.setup,
-        gate::num(crate::report::median(rates).unwrap_or(0.0))
+        rows::num(crate::report::median(rates).unwrap_or(0.0))
     );
     Ok(ok)
 }

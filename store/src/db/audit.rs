@@ -215,8 +215,9 @@ fn event_of(kind: AuditKind) -> Option<EventKind> {
 impl Store {
     /// Ends an audited change: writes `entry` last in `tx` (the chat event it publishes holds
     /// PostgreSQL's ordering lock until commit, so it must come last), commits, and wakes this
-    /// process's event subscribers when a chat event was written. Nothing commits unless the
-    /// audit row was written.
+    /// process's event subscribers when a chat event was written. A change of a kind that may
+    /// move the cache epoch is announced to every proxy as it commits (see [`super::epoch`]).
+    /// Nothing commits unless the audit row was written.
     pub(crate) async fn commit_audited(
         &self,
         mut tx: Transaction<'static, Any>,
@@ -224,8 +225,16 @@ impl Store {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         let publishes = publishes_event(&entry);
+        let epoch = entry.kind.may_move_epoch();
+        if epoch {
+            self.announce_epoch(&mut tx).await?;
+        }
         write(&mut tx, entry, now).await?;
-        self.commit_events(tx, publishes).await
+        self.commit_events(tx, publishes).await?;
+        if epoch {
+            self.epoch_committed();
+        }
+        Ok(())
     }
 
     /// Reads the audit log, oldest first, from `since`, optionally of one kind.

@@ -15,7 +15,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Acquire as _, Any, Row as _, Transaction};
 use tokio::sync::watch;
 
-use super::signal::CHANNEL;
+use super::signal::Topic;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, UserId};
 use crate::time::Timestamp;
@@ -124,10 +124,7 @@ async fn order_appends(tx: &mut Transaction<'static, Any>) -> Result<(), StoreEr
         .bind(APPEND_LOCK)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("SELECT 1 FROM (SELECT pg_notify($1, '')) AS n")
-        .bind(CHANNEL)
-        .execute(&mut *conn)
-        .await?;
+    super::signal::notify(conn, Topic::Events).await?;
     Ok(())
 }
 
@@ -142,7 +139,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         tx.commit().await?;
         if appended {
-            self.signal.bump();
+            self.signal.bump(Topic::Events);
         }
         Ok(())
     }
@@ -150,7 +147,7 @@ impl Store {
     /// A receiver that changes whenever events may have been committed (in this process, or
     /// in any process on PostgreSQL). Subscribers still poll as a fallback.
     pub fn subscribe_events(&self) -> watch::Receiver<u64> {
-        self.signal.subscribe()
+        self.signal.subscribe(Topic::Events)
     }
 
     /// The chat's events after `after`, oldest first, at most `limit` (`approval.expired`,

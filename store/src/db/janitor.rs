@@ -77,6 +77,11 @@ impl Store {
                 .await?
                 .rows_affected();
         }
+        if counts.approvals > 0 {
+            // The deletion moved the cache epoch (migration 2): proxies drop what they
+            // remembered of those rows now rather than at their next poll.
+            self.epoch_moved().await?;
+        }
         let horizon = now
             .millis()
             .saturating_sub(i64::try_from(super::events::RETENTION.as_millis()).unwrap_or(0));
