@@ -99,13 +99,13 @@ async fn every_change_that_moves_the_epoch_announces_it() {
     let (bob, _) = ids("bob", "c1");
     let lost = UserChange {
         can_approve: Some(false),
-        mode: None,
+        ..UserChange::default()
     };
     let change = s.set_user(&bob, lost, "admin", now);
     assert_announced(s, "a user losing can_approve", change).await;
     let shadow = UserChange {
-        can_approve: None,
         mode: Some(Mode::Shadow),
+        ..UserChange::default()
     };
     let change = s.set_user(&bob, shadow, "admin", now);
     assert_announced(s, "a user's mode set", change).await;
