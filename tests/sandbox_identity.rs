@@ -42,15 +42,6 @@ fn sandbox(
         .unwrap()
 }
 
-fn explain(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }

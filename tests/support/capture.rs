@@ -67,15 +67,6 @@ pub fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-pub fn explain(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        out(o),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// A gate that resolves `hosts` to the loopback origins and allows their ports.
 pub fn gate_for(hosts: &[&str], ports: &[u16], extra: &[&str]) -> Gate {
     let mut builder = gate().args(&["--allow-cidr", "127.0.0.0/8"]);
