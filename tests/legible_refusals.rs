@@ -28,11 +28,6 @@ async fn run(mut cmd: Command) -> Output {
         .unwrap()
 }
 
-/// The proxy URL of `turn` on `g`.
-fn proxy_url(g: &Gate, turn: &Turn) -> String {
-    format!("http://{}@{}", turn.credential, g.proxy())
-}
-
 /// Reads until the peer closes (bounded); what arrived, and whether it ended by a reset.
 async fn until_closed<S: tokio::io::AsyncRead + Unpin>(s: &mut S, secs: u64) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
@@ -46,7 +41,7 @@ async fn until_closed<S: tokio::io::AsyncRead + Unpin>(s: &mut S, secs: u64) -> 
 async fn curl_shows_the_reason_phrase_of_forwarded_tunnelled_and_connect_refusals() {
     let (g, o) = reachable(&[FILES, OTHER]).await;
     let turn = g.turn("u", "c").await;
-    let proxy = proxy_url(&g, &turn);
+    let proxy = g.proxy_url(&turn);
     let curl = |url: String| {
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "-v", "--max-time", "20", "-w", "code=%{http_code}\n"])
@@ -125,7 +120,7 @@ async fn pip_prints_the_tunnel_failure_with_the_next_step() {
     // only the last one at `-v`.
     cmd.args(["download", "--no-deps", "--no-cache-dir", "--retries", "1"])
         .args(["--disable-pip-version-check", "--timeout", "20"])
-        .args(["--proxy", &proxy_url(&g, &turn), "--index-url", &index])
+        .args(["--proxy", &g.proxy_url(&turn), "--index-url", &index])
         .args(["-d", "/nonexistent-never-written", "sampleproject"])
         .env("PIP_CONFIG_FILE", "/dev/null")
         .env_remove("PIP_FIND_LINKS");
@@ -145,7 +140,7 @@ async fn npm_view_prints_the_next_step() {
     let turn = g.turn("u", "c").await;
     let cache = tempfile::tempdir().unwrap();
     let registry = format!("https://{}/", o.at(FILES));
-    let proxy = proxy_url(&g, &turn);
+    let proxy = g.proxy_url(&turn);
     let mut cmd = Command::new("npm");
     cmd.args(["view", "left-pad", "version", "--registry", &registry])
         .args(["--proxy", &proxy, "--https-proxy", &proxy])

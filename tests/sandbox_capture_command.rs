@@ -54,12 +54,11 @@ async fn the_card_shows_the_command_the_sandbox_reported_and_only_from_the_sandb
     if !have("curl") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for(&[CAPTURED, PROXIED, MARKED], &[port], &[]);
+    let (o, g) = capture_bench(&[CAPTURED, PROXIED, MARKED]).await;
+    let port = o.port();
     let api = g.api();
     let turn = api.turn("u-command", "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
 
     // A client that reads no proxy settings: captured, refused inside its stream.
     let url = format!("http://{CAPTURED}:{port}/data.csv");

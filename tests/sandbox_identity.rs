@@ -90,7 +90,7 @@ async fn a_root_launchers_command_can_neither_read_the_gates_key_nor_write_its_d
     let api = g.api();
     api.admin_site(APPROVED).await;
     let turn = api.turn("u-root", "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let script = format!(
         "id -u; id -g; id -G; \
          cat {key} > /dev/null 2>&1; echo key=$?; \

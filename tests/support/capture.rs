@@ -67,6 +67,13 @@ pub fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A loopback origin and a gate that resolves `hosts` to it and allows its port.
+pub async fn capture_bench(hosts: &[&str]) -> (Origin, Gate) {
+    let o = origin().await;
+    let g = gate_for(hosts, &[o.port()], &[]);
+    (o, g)
+}
+
 /// A gate that resolves `hosts` to the loopback origins and allows their ports.
 pub fn gate_for(hosts: &[&str], ports: &[u16], extra: &[&str]) -> Gate {
     let mut builder = gate().args(&["--allow-cidr", "127.0.0.0/8"]);
