@@ -96,14 +96,7 @@ async fn the_card_shows_the_command_the_sandbox_reported_and_only_from_the_sandb
         format!("https://{PROXIED}:{port}/"),
         format!("https://{MARKED}:{port}/"),
     ];
-    let path = format!("/v1/turns/{}/approval-requests", turn.id);
-    let r = api
-        .post(
-            &path,
-            RUNTIME,
-            json!({"reason": "fetch data", "urls": urls}),
-        )
-        .await;
+    let r = approval_request(&api, &turn, json!({"reason": "fetch data", "urls": urls})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let card = r.json()["card"].clone();
 
