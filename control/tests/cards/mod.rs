@@ -190,6 +190,20 @@ pub async fn approve(app: &TestApp, r: &Registered) -> String {
     body["claim"]["claim_id"].as_str().unwrap().to_owned()
 }
 
+/// A card for `sites` in a fresh turn of (user, chat), registered and approved, its run
+/// holding the claim: (turn id, the card, claim id), for rows that go on in the same turn.
+pub async fn claimed(
+    app: &TestApp,
+    user: &str,
+    chat: &str,
+    sites: &[&str],
+) -> (String, Registered, String) {
+    let (turn, d) = draft(app, user, chat, sites, &[], None).await;
+    let r = register(app, &d, json!({})).await;
+    let claim = approve(app, &r).await;
+    (turn, r, claim)
+}
+
 /// A card for `sites` in a fresh turn of (user, chat), approved and its run completed: the
 /// card, whose approval rows now stand on their own.
 pub async fn completed(app: &TestApp, user: &str, chat: &str, sites: &[&str]) -> Registered {
