@@ -178,8 +178,7 @@ pub async fn resume(app: &TestApp, id: &str, secret: &str, payload: Value) -> (S
 pub async fn dismiss(app: &TestApp, r: &Registered) -> StatusCode {
     let resume =
         json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "cancelled"}]});
-    let path = format!("/v1/interrupts/{}/resume", r.id);
-    app.anonymous().post(&path, resume).await.0
+    resume_as(app, r, resume).await.0
 }
 
 /// Approves a card, asserting the claim; returns the claim id.
