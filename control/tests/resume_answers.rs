@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use support::{TestApp, assert_code, code};
+use support::{TestApp, assert_code, assert_error, code};
 
 #[tokio::test]
 async fn only_an_explicit_true_approves() {
@@ -88,10 +88,11 @@ async fn an_entry_without_its_interrupt_id_is_incomplete() {
         json!({"secret": r.secret}),
     ] {
         let (status, resp) = cards::resume_as(&app, &r, body.clone()).await;
-        assert_eq!(
-            (status, code(&resp)),
+        assert_error(
+            status,
+            &resp,
             (StatusCode::UNPROCESSABLE_ENTITY, "INCOMPLETE_RESUME"),
-            "{body}: {resp}"
+            &body.to_string(),
         );
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
@@ -234,10 +235,11 @@ async fn a_key_named_twice_is_a_400_and_claims_nothing() {
         ),
     ] {
         let (status, body) = app.anonymous().post_raw(&path, &raw).await;
-        assert_eq!(
-            (status, code(&body)),
+        assert_error(
+            status,
+            &body,
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),
-            "{raw}: {body}"
+            &raw,
         );
     }
     let untouched = format!(
