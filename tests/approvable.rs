@@ -45,13 +45,8 @@ async fn record(api: &Api, turn: &Turn) -> Vec<(String, bool)> {
 }
 
 async fn tool(api: &Api, turn: &Turn) -> Resp {
-    let path = format!("/v1/turns/{}/approval-requests", turn.id);
-    api.post(
-        &path,
-        RUNTIME,
-        json!({"reason": "the analysis needs the data file"}),
-    )
-    .await
+    let body = json!({"reason": "the analysis needs the data file"});
+    approval_request(api, turn, body).await
 }
 
 #[tokio::test]

@@ -75,11 +75,7 @@ fn the_generated_files_are_what_the_document_gives() {
         .arg("--check")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

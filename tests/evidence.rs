@@ -31,12 +31,6 @@ async fn proxy_post(g: &Gate, turn: &Turn, url: &str, body: &str) -> Resp {
     .await
 }
 
-/// The approval tool's first call for `turn`.
-async fn ask(api: &Api, turn: &Turn, body: Value) -> Resp {
-    let path = format!("/v1/turns/{}/approval-requests", turn.id);
-    api.post(&path, RUNTIME, body).await
-}
-
 /// An evidence entry with its times checked (RFC 3339, first ≤ last) and then blanked, so
 /// the rest compares exactly.
 fn without_times(mut e: Value) -> Value {
@@ -80,7 +74,7 @@ async fn the_card_shows_what_the_script_tried_its_upload_and_what_it_never_tried
     // The agent tells its own story and names a URL nothing tried.
     let never = "https://holidays.example.org/calendar.ics";
     let why = "I need to download the public holiday calendar";
-    let r = ask(&api, &turn, json!({"reason": why, "urls": [never]})).await;
+    let r = approval_request(&api, &turn, json!({"reason": why, "urls": [never]})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let asked = r.json();
     assert_eq!(asked["outcome"], "ask");
@@ -181,7 +175,7 @@ async fn nothing_to_approve_says_why_when_only_unfixable_refusals_were_recorded(
             .status,
         403
     );
-    let r = ask(&api, &turn, json!({"reason": "needs the data"})).await;
+    let r = approval_request(&api, &turn, json!({"reason": "needs the data"})).await;
     assert_eq!(r.status, 422, "{}", r.text());
     let b = r.json();
     assert_eq!(b["error"]["code"], "NOTHING_TO_APPROVE");

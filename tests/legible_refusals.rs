@@ -28,20 +28,6 @@ async fn run(mut cmd: Command) -> Output {
         .unwrap()
 }
 
-fn both(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// The proxy URL of `turn` on `g`.
-fn proxy_url(g: &Gate, turn: &Turn) -> String {
-    format!("http://{}@{}", turn.credential, g.proxy())
-}
-
 /// Reads until the peer closes (bounded); what arrived, and whether it ended by a reset.
 async fn until_closed<S: tokio::io::AsyncRead + Unpin>(s: &mut S, secs: u64) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
@@ -55,7 +41,7 @@ async fn until_closed<S: tokio::io::AsyncRead + Unpin>(s: &mut S, secs: u64) -> 
 async fn curl_shows_the_reason_phrase_of_forwarded_tunnelled_and_connect_refusals() {
     let (g, o) = reachable(&[FILES, OTHER]).await;
     let turn = g.turn("u", "c").await;
-    let proxy = proxy_url(&g, &turn);
+    let proxy = g.proxy_url(&turn);
     let curl = |url: String| {
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "-v", "--max-time", "20", "-w", "code=%{http_code}\n"])
@@ -71,12 +57,12 @@ async fn curl_shows_the_reason_phrase_of_forwarded_tunnelled_and_connect_refusal
     assert!(
         stderr.contains(&format!("< HTTP/1.1 403 {ASK}\r\n")),
         "{}",
-        both(&got)
+        explain(&got)
     );
     assert!(
         stdout.contains("egressgate refused files.example.com") && stdout.ends_with("code=403\n"),
         "{}",
-        both(&got)
+        explain(&got)
     );
     assert!(
         stderr.contains("< x-egress-refused: not_approved"),
@@ -88,16 +74,16 @@ async fn curl_shows_the_reason_phrase_of_forwarded_tunnelled_and_connect_refusal
     assert!(
         stderr.contains(&format!("< HTTP/1.1 403 {IP}\r\n")),
         "{}",
-        both(&got)
+        explain(&got)
     );
     // CONNECT: curl's failure carries the status and -v the whole line.
     let got = run(curl(format!("https://{}/", o.at(FILES)))).await;
     let stderr = String::from_utf8_lossy(&got.stderr);
-    assert_eq!(got.status.code(), Some(56), "{}", both(&got));
+    assert_eq!(got.status.code(), Some(56), "{}", explain(&got));
     assert!(
         stderr.contains(&format!("< HTTP/1.1 403 {ASK}\r\n")),
         "{}",
-        both(&got)
+        explain(&got)
     );
     assert!(
         stderr.contains("CONNECT tunnel failed, response 403"),
@@ -134,12 +120,12 @@ async fn pip_prints_the_tunnel_failure_with_the_next_step() {
     // only the last one at `-v`.
     cmd.args(["download", "--no-deps", "--no-cache-dir", "--retries", "1"])
         .args(["--disable-pip-version-check", "--timeout", "20"])
-        .args(["--proxy", &proxy_url(&g, &turn), "--index-url", &index])
+        .args(["--proxy", &g.proxy_url(&turn), "--index-url", &index])
         .args(["-d", "/nonexistent-never-written", "sampleproject"])
         .env("PIP_CONFIG_FILE", "/dev/null")
         .env_remove("PIP_FIND_LINKS");
     let got = run(cmd).await;
-    let text = both(&got);
+    let text = explain(&got);
     assert_ne!(got.status.code(), Some(0), "{text}");
     assert!(
         text.contains(&format!("Tunnel connection failed: 403 {ASK}")),
@@ -154,7 +140,7 @@ async fn npm_view_prints_the_next_step() {
     let turn = g.turn("u", "c").await;
     let cache = tempfile::tempdir().unwrap();
     let registry = format!("https://{}/", o.at(FILES));
-    let proxy = proxy_url(&g, &turn);
+    let proxy = g.proxy_url(&turn);
     let mut cmd = Command::new("npm");
     cmd.args(["view", "left-pad", "version", "--registry", &registry])
         .args(["--proxy", &proxy, "--https-proxy", &proxy])
@@ -163,7 +149,7 @@ async fn npm_view_prints_the_next_step() {
         .env("npm_config_userconfig", "/dev/null")
         .env("npm_config_update_notifier", "false");
     let got = run(cmd).await;
-    let text = both(&got);
+    let text = explain(&got);
     assert_ne!(got.status.code(), Some(0), "{text}");
     assert!(text.contains(&format!("403 {ASK}")), "{text}");
     assert_eq!(o.connection_count(), 0);
@@ -308,6 +294,21 @@ async fn a_marked_tls_connect_is_refused_inside_tls_under_a_leaf_for_the_normali
     assert_eq!(o.connection_count(), 0, "a refused connection was dialled");
 }
 
+/// Sends an oversized request head `big`: the stream closes with a `431` at most, never the
+/// refusal's text.
+async fn assert_cut_at_the_head_bound<S>(s: &mut S, big: &str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let _ = s.write_all(big.as_bytes()).await;
+    let (got, _) = until_closed(s, 10).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 431 "),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn an_oversized_or_slow_request_inside_the_refusal_is_cut_at_the_bound() {
     let (g, o, ca) = marked_bench().await;
@@ -320,13 +321,7 @@ async fn an_oversized_or_slow_request_inside_the_refusal_is_cut_at_the_bound() {
         "GET / HTTP/1.1\r\nHost: {FILES}\r\nx-fill: {}\r\n",
         "a".repeat(128 * 1024)
     );
-    let _ = tls.write_all(big.as_bytes()).await;
-    let (got, _) = until_closed(&mut tls, 10).await;
-    let text = String::from_utf8_lossy(&got);
-    assert!(
-        text.is_empty() || text.starts_with("HTTP/1.1 431 "),
-        "{text}"
-    );
+    assert_cut_at_the_head_bound(&mut tls, &big).await;
     // A head that never ends: closed once `header-read-timeout` (2 s) has passed.
     let (_, s) = marked_connect(&g, &turn, &o.at(FILES)).await;
     let mut tls = handshake(s, client, FILES).await.unwrap();
@@ -344,13 +339,7 @@ async fn an_oversized_or_slow_request_inside_the_refusal_is_cut_at_the_bound() {
     );
     // A plain request head that is too large is cut the same way.
     let (_, mut s) = marked_connect(&g, &turn, &o.at(FILES)).await;
-    let _ = s.write_all(big.as_bytes()).await;
-    let (got, _) = until_closed(&mut s, 10).await;
-    let text = String::from_utf8_lossy(&got);
-    assert!(
-        text.is_empty() || text.starts_with("HTTP/1.1 431 "),
-        "{text}"
-    );
+    assert_cut_at_the_head_bound(&mut s, &big).await;
     assert_eq!(o.connection_count(), 0);
 }
 

@@ -8,7 +8,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use tempfile::TempDir;
 
 use support::registry::{self, Server};
 use support::tls_front::{TlsFront, tls_front};
@@ -17,18 +19,22 @@ use support::{Gate, Turn};
 const INDEX: &str = "pypi.test";
 
 /// pypiserver with the test's wheels behind a TLS front for [`INDEX`], a gate that knows it
-/// as a PyPI mirror and trusts the front's CA upstream, and the deployment CA's PEM file.
+/// as a PyPI mirror and trusts the front's CA upstream, the deployment CA's PEM file, and the
+/// directory they and every install work in. Fields drop in order: the directory last.
 struct Setup {
     _server: Server,
     front: TlsFront,
     gate: Gate,
     deployment_ca: PathBuf,
+    dir: TempDir,
 }
 
-async fn setup(dir: &Path) -> Option<Setup> {
+async fn setup() -> Option<Setup> {
     if !registry::pip_tools() {
         return None;
     }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let wheels = dir.join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
     registry::write_wheel(&wheels, "alpha", "1.0", &["beta>=1.0"]);
@@ -48,30 +54,30 @@ async fn setup(dir: &Path) -> Option<Setup> {
         front,
         gate,
         deployment_ca,
+        dir: tmp,
     })
 }
 
 impl Setup {
-    fn pip(&self, turn: &Turn, work: &Path, specs: &[&str]) -> std::process::Output {
+    fn pip(&self, turn: &Turn, specs: &[&str]) -> std::process::Output {
         let index = registry::Index {
             url: format!("https://{INDEX}:{}/simple/", self.front.port),
             host: INDEX,
             cert: Some(self.deployment_ca.clone()),
         };
-        registry::pip_install_from(self.gate.proxy(), turn, &index, work, specs)
+        registry::pip_install_from(self.gate.proxy(), turn, &index, self.dir.path(), specs)
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_https_a_package_and_its_dependency_install_after_one_card_and_nothing_else_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(s) = setup(dir.path()).await else {
+    let Some(s) = setup().await else {
         return;
     };
     let api = s.gate.api();
     let turn = api.turn("u", "c", &[]).await;
 
-    let out = s.pip(&turn, dir.path(), &["alpha"]);
+    let out = s.pip(&turn, &["alpha"]);
     assert!(!out.status.success(), "alpha is not approved");
     // Inside TLS the proxy saw the wheel request, refused it by package, and read the refused
     // wheel's METADATA over verified TLS to name its dependency.
@@ -102,7 +108,7 @@ async fn over_https_a_package_and_its_dependency_install_after_one_card_and_noth
     );
     support::approve_card(&api, &id, &secret).await;
 
-    let out = s.pip(&turn, dir.path(), &["alpha"]);
+    let out = s.pip(&turn, &["alpha"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -115,15 +121,14 @@ async fn over_https_a_package_and_its_dependency_install_after_one_card_and_noth
     );
 
     // What the card did not name stays shut, inside the same approved index.
-    let out = s.pip(&turn, dir.path(), &["secret-thing"]);
+    let out = s.pip(&turn, &["secret-thing"]);
     assert!(!out.status.success(), "secret-thing was on no card");
     assert!(registry::was_refused(&api, &turn, "secret-thing").await);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_https_an_installer_that_does_not_trust_the_deployment_ca_gets_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(s) = setup(dir.path()).await else {
+    let Some(s) = setup().await else {
         return;
     };
     let api = s.gate.api();
@@ -135,7 +140,7 @@ async fn over_https_an_installer_that_does_not_trust_the_deployment_ca_gets_noth
         host: INDEX,
         cert: Some(s.front.ca_file.clone()),
     };
-    let out = registry::pip_install_from(s.gate.proxy(), &turn, &index, dir.path(), &["beta"]);
+    let out = registry::pip_install_from(s.gate.proxy(), &turn, &index, s.dir.path(), &["beta"]);
     assert!(!out.status.success());
     assert_eq!(
         registry::refused_packages(&api, &turn).await,

@@ -35,8 +35,8 @@ async fn approved_packages_install_and_nothing_else_does() {
         return;
     };
     let api = m.gate.api();
-    registry::admin_package(&api, "npm:approved-js").await;
-    registry::admin_package(&api, "npm:js-pinned@^1").await;
+    api.admin_package("npm:approved-js").await;
+    api.admin_package("npm:js-pinned@^1").await;
     // A scoped package on the turn's launch-time list.
     let turn = turn_with(
         &api,

@@ -10,8 +10,8 @@ mod support;
 
 use std::path::Path;
 
+use support::registry;
 use support::registry::file_mirror::{FileMirror, file_mirror};
-use support::registry::{self, admin_package};
 use support::{Gate, Turn, proxy_get, proxy_raw};
 
 /// The body every unapproved file carries: it must never reach the client.
@@ -49,11 +49,7 @@ async fn mirror_rows(
     write_files(dir.path(), files);
     let mirror = file_mirror(dir.path());
     let gate = registry::mirror_gate(ecosystem, host, mirror.port).start();
-    let api = gate.api();
-    for name in approved {
-        admin_package(&api, name).await;
-    }
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = registry::listed_turn(&gate.api(), approved).await;
     let base = format!("http://{host}:{}", mirror.port);
     check_rows(&gate, &turn, &base, rows).await;
     Mirror {
@@ -270,11 +266,8 @@ async fn the_origin_receives_the_path_re_encoded_from_the_judged_segments() {
     let m = file_mirror(dir.path());
     let port = m.port.to_string();
     let g = registry::mirrors_gate(&[("npm", "npm.test"), ("pypi", "pypi.test")], m.port).start();
-    let api = g.api();
-    for name in ["npm:lodash", "npm:@types/node", "torch", "numpy"] {
-        admin_package(&api, name).await;
-    }
-    let turn = api.turn("u", "c", &[]).await;
+    let approved = ["npm:lodash", "npm:@types/node", "torch", "numpy"];
+    let turn = registry::listed_turn(&g.api(), &approved).await;
     let rows = [
         ("npm.test", "/lod%61sh", "/lodash"),
         ("npm.test", "/@types%2Fnode", "/@types%2fnode"),

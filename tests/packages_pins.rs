@@ -58,9 +58,7 @@ async fn pip_pins_admit_no_pre_dev_or_local_release_unless_they_name_one() {
         return;
     };
     let g = &m.gate;
-    registry::admin_package(&g.api(), "pre-pin==1.*").await;
-    registry::admin_package(&g.api(), "local-pin==1.*").await;
-    let turn = g.api().turn("u", "c", &[]).await;
+    let turn = registry::listed_turn(&g.api(), &["pre-pin==1.*", "local-pin==1.*"]).await;
     check_installs(
         &m,
         &turn,
@@ -115,8 +113,7 @@ async fn npm_pins_are_npm_ranges_with_the_semver_pre_release_rule() {
         return;
     };
     let g = &m.gate;
-    registry::admin_package(&g.api(), "npm:js-exact@1.0.0").await;
-    let turn = g.api().turn("u", "c", &[]).await;
+    let turn = registry::listed_turn(&g.api(), &["npm:js-exact@1.0.0"]).await;
     // A bare version is exactly that version, as npm reads it.
     check_installs(
         &m,

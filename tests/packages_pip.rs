@@ -34,10 +34,8 @@ async fn approved_packages_install_and_nothing_else_does() {
         return;
     };
     let api = m.gate.api();
-    registry::admin_package(&api, "Approved_Pkg").await;
-    registry::admin_package(&api, "pinned==1.*").await;
     // No site approval for the index host: the package approval is enough.
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = registry::listed_turn(&api, &["Approved_Pkg", "pinned==1.*"]).await;
 
     assert!(m.installs(&turn, "approved-pkg"));
     assert!(m.installs(&turn, "pinned==1.0"));
@@ -128,8 +126,7 @@ async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
         return;
     };
     let api = m.gate.api();
-    registry::admin_package(&api, "approved-pkg").await;
-    let turn = api.turn("u", "c", &[]).await;
+    let turn = registry::listed_turn(&api, &["approved-pkg"]).await;
     let authority = format!("{INDEX}:{}", m.server.port);
 
     // Plain HTTP inside a CONNECT tunnel is served request by request: each one is judged

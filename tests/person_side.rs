@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::json;
-use support::person::{card, page_resume, raw, setup};
+use support::person::{page_resume, raw, refused_card, runtime_as, setup};
 use support::*;
 
 #[tokio::test]
@@ -17,14 +17,9 @@ async fn the_card_is_shown_only_for_its_secret() {
     let api = g.api();
     let turn = g.turn("alice", "c1").await;
     let url = o.url(FILES, "/data.csv?token=x");
-    assert_eq!(g.get(&turn, &url).await.status, 403);
-    let (id, secret) = card(&api, &turn, &["requests"]).await;
+    let (id, secret) = refused_card(&g, &turn, &url, &["requests"]).await;
     let view = |id: String, body: String, user: Option<&'static str>| async move {
-        let mut h = vec![];
-        if let Some(u) = user {
-            h.push(("authorization", "Bearer test-runtime-token-0123456789"));
-            h.push(("x-egressgate-user", u));
-        }
+        let h = user.map(|u| runtime_as(u, &[])).unwrap_or_default();
         raw(
             &api,
             "POST",
@@ -89,8 +84,7 @@ async fn a_page_click_is_taken_over_by_exactly_one_runtime_worker() {
     let api = g.api();
     let turn = g.turn("alice", "c1").await;
     let url = o.url(FILES, "/data.csv");
-    assert_eq!(g.get(&turn, &url).await.status, 403);
-    let (id, secret) = card(&api, &turn, &[]).await;
+    let (id, secret) = refused_card(&g, &turn, &url, &[]).await;
     // The page resumes with the secret only (no runtime token): a handoff claim.
     let r = page_resume(&api, &id, &secret, true).await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -165,8 +159,7 @@ async fn pending_cards_are_listed_per_user_without_secrets() {
     let mut ids = vec![];
     for chat in ["c1", "c2", "c3"] {
         let turn = g.turn("alice", chat).await;
-        assert_eq!(g.get(&turn, &url).await.status, 403);
-        let (id, secret) = card(&api, &turn, &[]).await;
+        let (id, secret) = refused_card(&g, &turn, &url, &[]).await;
         ids.push(id);
         secrets.push(secret);
     }

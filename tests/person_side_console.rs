@@ -21,6 +21,11 @@ fn quoted_after(html: &str, opening: &str) -> String {
         .to_owned()
 }
 
+/// The console adds a site (`body`) with these headers (cookie, CSRF token, Origin).
+async fn add_site(api: &Api, headers: &[(&str, &str)], body: &str) -> Resp {
+    raw(api, "POST", "/v1/admin/sites", headers, body).await
+}
+
 #[tokio::test]
 async fn the_console_session_is_a_hashed_cookie_with_csrf() {
     let (g, _o) = setup(&[]).await;
@@ -51,29 +56,18 @@ async fn the_console_session_is_a_hashed_cookie_with_csrf() {
         );
     }
     let body = json!({"pattern": "files.example.com", "note": "team data"}).to_string();
-    let no_csrf = raw(
-        &api,
-        "POST",
-        "/v1/admin/sites",
-        &[("cookie", &cookie)],
-        &body,
-    )
-    .await;
+    let no_csrf = add_site(&api, &[("cookie", &cookie)], &body).await;
     assert_eq!(no_csrf.status, 403);
     assert_eq!(no_csrf.json()["error"]["code"], "CSRF");
-    let wrong = raw(
+    let wrong = add_site(
         &api,
-        "POST",
-        "/v1/admin/sites",
         &[("cookie", &cookie), ("x-egressgate-csrf", "00")],
         &body,
     )
     .await;
     assert_eq!(wrong.status, 403);
-    let cross = raw(
+    let cross = add_site(
         &api,
-        "POST",
-        "/v1/admin/sites",
         &[
             ("cookie", &cookie),
             ("x-egressgate-csrf", &csrf),
@@ -92,10 +86,8 @@ async fn the_console_session_is_a_hashed_cookie_with_csrf() {
     );
     let host = api.addr.to_string();
     let origin = format!("http://{host}");
-    let ok = raw(
+    let ok = add_site(
         &api,
-        "POST",
-        "/v1/admin/sites",
         &[
             ("cookie", &cookie),
             ("x-egressgate-csrf", &csrf),

@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::person::{card, page_resume, raw, setup};
+use support::person::{card, page_resume, raw, runtime_as, setup};
 use support::sse::Events;
 use support::*;
 
@@ -74,10 +74,7 @@ async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
         &api,
         "GET",
         "/v1/chats/c1/events",
-        &[
-            ("authorization", "Bearer test-runtime-token-0123456789"),
-            ("x-egressgate-user", "bob"),
-        ],
+        &runtime_as("bob", &[]),
         "",
     )
     .await;
@@ -88,11 +85,7 @@ async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
         &api,
         "GET",
         "/v1/chats/c1/events",
-        &[
-            ("authorization", "Bearer test-runtime-token-0123456789"),
-            ("x-egressgate-user", "alice"),
-            ("last-event-id", "yesterday"),
-        ],
+        &runtime_as("alice", &[("last-event-id", "yesterday")]),
         "",
     )
     .await;

@@ -25,7 +25,7 @@ async fn closes_the_approval_loop(client: &str, argv: &[String]) {
     let api = g.api();
     api.admin_site(APPROVED).await;
     let turn = api.turn(&format!("u-{client}"), "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let with_url = |url: String| {
         let mut argv = argv.to_vec();
         argv.push(url);
@@ -204,7 +204,7 @@ for host in ("203.0.113.7", "2001:db8::7"):
     except ConnectionResetError:
         print(host, "reset")
 "#;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let got = sandbox(
         &proxy_url,
         &[],
@@ -236,9 +236,8 @@ async fn a_client_that_prefers_aaaa_answers_works() {
     if !have("python3") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for(&[APPROVED], &[port], &[]);
+    let (o, g) = capture_bench(&[APPROVED]).await;
+    let port = o.port();
     let api = g.api();
     api.admin_site(APPROVED).await;
     let turn = api.turn("u-v6", "c1", &[]).await;
@@ -259,7 +258,7 @@ while not data.endswith(b"origin says hi"):
 print(addr[0], data.split(b"\r\n\r\n", 1)[-1].decode())
 "#
     );
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let got = sandbox(&proxy_url, &[], &["python3".into(), "-c".into(), script]).await;
     assert_eq!(got.status.code(), Some(0), "{}", explain(&got));
     assert_eq!(out(&got), "2001:2::2 origin says hi\n", "{}", explain(&got));
@@ -319,7 +318,7 @@ print("tcp", "rcode=%d answers=%d" % (struct.unpack(">H", r[4:6])[0] & 0xF, stru
 "#,
         upstream_port = upstream_addr.port()
     );
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let got = sandbox(&proxy_url, &[], &["python3".into(), "-c".into(), script]).await;
     assert_eq!(got.status.code(), Some(0), "{}", explain(&got));
     assert_eq!(

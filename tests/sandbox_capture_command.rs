@@ -54,12 +54,11 @@ async fn the_card_shows_the_command_the_sandbox_reported_and_only_from_the_sandb
     if !have("curl") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for(&[CAPTURED, PROXIED, MARKED], &[port], &[]);
+    let (o, g) = capture_bench(&[CAPTURED, PROXIED, MARKED]).await;
+    let port = o.port();
     let api = g.api();
     let turn = api.turn("u-command", "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
 
     // A client that reads no proxy settings: captured, refused inside its stream.
     let url = format!("http://{CAPTURED}:{port}/data.csv");
@@ -97,14 +96,7 @@ async fn the_card_shows_the_command_the_sandbox_reported_and_only_from_the_sandb
         format!("https://{PROXIED}:{port}/"),
         format!("https://{MARKED}:{port}/"),
     ];
-    let path = format!("/v1/turns/{}/approval-requests", turn.id);
-    let r = api
-        .post(
-            &path,
-            RUNTIME,
-            json!({"reason": "fetch data", "urls": urls}),
-        )
-        .await;
+    let r = approval_request(&api, &turn, json!({"reason": "fetch data", "urls": urls})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let card = r.json()["card"].clone();
 

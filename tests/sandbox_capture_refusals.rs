@@ -36,11 +36,10 @@ async fn captured_plain_http_gets_the_403_and_curl_shows_the_next_step() {
     if !have("curl") {
         return;
     }
-    let o = origin().await;
-    let port = o.addr.port();
-    let g = gate_for(&[ASKED], &[port], &[]);
+    let (o, g) = capture_bench(&[ASKED]).await;
+    let port = o.port();
     let turn = g.api().turn("u-curl", "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let script = format!(
         "curl --noproxy '*' -sS -v --max-time 20 -w 'code=%{{http_code}}' http://{ASKED}:{port}/data.csv"
     );
@@ -67,7 +66,7 @@ async fn with_the_deployment_ca_trusted_refused_https_gets_the_403_inside_tls() 
     let port = o.addr.port();
     let g = gate_for(&[ASKED], &[port], &[]);
     let turn = g.api().turn("u-tls", "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     // The launcher fetches the deployment CA and the command trusts it (see docs/sandbox.md).
     let control = format!("http://{}", g.control.unwrap());
     let flags = ["--control-url", control.as_str()];

@@ -42,15 +42,6 @@ fn sandbox(
         .unwrap()
 }
 
-fn explain(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -99,7 +90,7 @@ async fn a_root_launchers_command_can_neither_read_the_gates_key_nor_write_its_d
     let api = g.api();
     api.admin_site(APPROVED).await;
     let turn = api.turn("u-root", "c1", &[]).await;
-    let proxy_url = format!("http://{}@{}", turn.credential, g.proxy());
+    let proxy_url = g.proxy_url(&turn);
     let script = format!(
         "id -u; id -g; id -G; \
          cat {key} > /dev/null 2>&1; echo key=$?; \

@@ -69,13 +69,7 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
     );
 
     // The agent was never refused: nothing to ask a person for.
-    let r = api
-        .post(
-            &format!("/v1/turns/{}/approval-requests", turn.id),
-            RUNTIME,
-            json!({"reason": "needs the data"}),
-        )
-        .await;
+    let r = approval_request(&api, &turn, json!({"reason": "needs the data"})).await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["error"]["code"], "NOTHING_TO_APPROVE");
 

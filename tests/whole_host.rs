@@ -48,8 +48,7 @@ async fn open_turn(api: &Api, sites: &[&str]) -> Resp {
 
 async fn tool(api: &Api, turn: &Turn, url: &str) -> Resp {
     let body = json!({"reason": "the analysis needs the data file", "urls": [url]});
-    let path = format!("/v1/turns/{}/approval-requests", turn.id);
-    api.post(&path, RUNTIME, body).await
+    approval_request(api, turn, body).await
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ mod support;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use support::{TestApp, code};
+use support::{TestApp, assert_code, assert_error};
 
 const PATH: &str = "/v1/batches/decide";
 
@@ -77,26 +77,14 @@ async fn bad_requests() {
         r#"{"approval_tool": "x", "tool_uses": [{"tool_use_id": "a", "name": "x"}]}"#,
     ] {
         let (s, b) = app.as_runtime().post_raw(PATH, raw).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::BAD_REQUEST, "INVALID_BODY"),
-            "{raw}: {b}"
-        );
+        assert_error(s, &b, (StatusCode::BAD_REQUEST, "INVALID_BODY"), raw);
     }
     let dup = json!({"approval_tool": "x", "tool_uses": [{"toolUseId": "a", "name": "x"}, {"toolUseId": "a", "name": "y"}]});
     let (s, b) = app.as_runtime().post(PATH, dup).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
-        "{b}"
-    );
+    assert_code(s, &b, (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"));
     let (s, b) = app
         .as_runtime()
         .post(PATH, json!({"approval_tool": "", "tool_uses": []}))
         .await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
-        "{b}"
-    );
+    assert_code(s, &b, (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"));
 }

@@ -143,9 +143,7 @@ async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
 #[tokio::test]
 async fn a_closed_request_makes_room_for_the_next_card() {
     let app = TestApp::new().await;
-    let (turn, d) = cards::draft(&app, "alice", "c1", &["a.example.com"], &[], None).await;
-    let r = cards::register(&app, &d, json!({})).await;
-    let claim = cards::approve(&app, &r).await;
+    let (turn, r, claim) = cards::claimed(&app, "alice", "c1", &["a.example.com"]).await;
     let (status, _) = cards::claim(&app, &r, "complete", &claim).await;
     assert_eq!(status, StatusCode::OK);
     // Done: a new card may replace it (in the same turn, as a resumed run would).
@@ -240,9 +238,7 @@ async fn outcome_answers_from_stored_data() {
 #[tokio::test]
 async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     let app = TestApp::new().await;
-    let (turn, d) = cards::draft(&app, "alice", "c1", &["a.example.com"], &[], None).await;
-    let first = cards::register(&app, &d, json!({})).await;
-    let claim = cards::approve(&app, &first).await;
+    let (turn, first, claim) = cards::claimed(&app, "alice", "c1", &["a.example.com"]).await;
 
     // A claim id nobody holds: CLAIM_LOST and nothing written.
     let d2 = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;

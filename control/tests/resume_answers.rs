@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::json;
-use support::{TestApp, assert_code, code};
+use support::{TestApp, assert_code, assert_error, code};
 
 #[tokio::test]
 async fn only_an_explicit_true_approves() {
@@ -83,16 +83,16 @@ async fn an_unknown_or_missing_status_declines() {
 async fn an_entry_without_its_interrupt_id_is_incomplete() {
     let app = TestApp::new().await;
     let r = cards::files_card(&app, "alice", "c1").await;
-    let path = format!("/v1/interrupts/{}/resume", r.id);
     for body in [
         json!({"secret": r.secret, "resume": [{"status": "resolved", "payload": {"approved": true}}]}),
         json!({"secret": r.secret}),
     ] {
-        let (status, resp) = app.anonymous().post(&path, body.clone()).await;
-        assert_eq!(
-            (status, code(&resp)),
+        let (status, resp) = cards::resume_as(&app, &r, body.clone()).await;
+        assert_error(
+            status,
+            &resp,
             (StatusCode::UNPROCESSABLE_ENTITY, "INCOMPLETE_RESUME"),
-            "{body}: {resp}"
+            &body.to_string(),
         );
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 0);
@@ -183,14 +183,11 @@ async fn wrong_secret_unknown_id_and_another_user_look_the_same() {
 async fn an_incomplete_resume_is_refused() {
     let app = TestApp::new().await;
     let r = cards::files_card(&app, "alice", "c1").await;
-    let path = format!("/v1/interrupts/{}/resume", r.id);
     let entry = json!({"interruptId": r.id, "status": "resolved", "payload": {"approved": true}});
     let other = json!({"interruptId": "int_BBBBBBBBBBBBBBBBBBBBBB", "status": "resolved"});
     for resume in [json!([]), json!([entry, entry]), json!([other])] {
-        let (status, body) = app
-            .anonymous()
-            .post(&path, json!({"secret": r.secret, "resume": resume}))
-            .await;
+        let answer = json!({"secret": r.secret, "resume": resume});
+        let (status, body) = cards::resume_as(&app, &r, answer).await;
         assert_code(
             status,
             &body,
@@ -198,12 +195,12 @@ async fn an_incomplete_resume_is_refused() {
         );
     }
     let bad = json!({"secret": r.secret, "resume": [entry], "extra": 1});
-    let (status, body) = app.anonymous().post(&path, bad).await;
+    let (status, body) = cards::resume_as(&app, &r, bad).await;
     assert_code(status, &body, (StatusCode::BAD_REQUEST, "INVALID_BODY"));
     // A payload field the gate does not know fails closed (issue 25): refused, nothing claimed.
     let unknown = json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "resolved",
         "payload": {"approved": true, "note": "fine"}}]});
-    let (status, body) = app.anonymous().post(&path, unknown).await;
+    let (status, body) = cards::resume_as(&app, &r, unknown).await;
     assert_code(
         status,
         &body,
@@ -212,7 +209,7 @@ async fn an_incomplete_resume_is_refused() {
     // metadata is accepted and ignored.
     let ok = json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "resolved",
         "payload": {"approved": true}, "metadata": {"client": "x"}}]});
-    let (status, _) = app.anonymous().post(&path, ok).await;
+    let (status, _) = cards::resume_as(&app, &r, ok).await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -238,10 +235,11 @@ async fn a_key_named_twice_is_a_400_and_claims_nothing() {
         ),
     ] {
         let (status, body) = app.anonymous().post_raw(&path, &raw).await;
-        assert_eq!(
-            (status, code(&body)),
+        assert_error(
+            status,
+            &body,
             (StatusCode::BAD_REQUEST, "INVALID_BODY"),
-            "{raw}: {body}"
+            &raw,
         );
     }
     let untouched = format!(

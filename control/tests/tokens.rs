@@ -10,7 +10,7 @@ mod support;
 use axum::http::StatusCode;
 use egressgate_store::Secret;
 use serde_json::{Value, json};
-use support::{TestApp, assert_code, code, message};
+use support::{TestApp, assert_code, assert_error, code, message};
 
 async fn create(app: &TestApp, name: &str, scopes: &[&str]) -> String {
     let (s, b) = app
@@ -223,7 +223,7 @@ async fn bad_token_requests_are_refused_and_write_nothing() {
     ];
     for (body, status, want) in cases {
         let (s, b) = app.as_admin().post("/v1/admin/tokens", body.clone()).await;
-        assert_eq!((s, code(&b)), (status, want), "{body}: {b}");
+        assert_error(s, &b, (status, want), &body.to_string());
     }
     let (s, b) = app
         .as_admin()

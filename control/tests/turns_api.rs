@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use egressgate_store::{ChatId, Secret, Timestamp, TurnId, UserId};
 use serde_json::json;
-use support::{TestApp, assert_code, assert_invalid_input, code, message};
+use support::{TestApp, assert_code, assert_error, assert_invalid_input, message};
 
 fn credential(proxy_url: &str) -> (String, String) {
     let rest = proxy_url.strip_prefix("http://").expect("http scheme");
@@ -89,10 +89,11 @@ async fn ttl_seconds_is_bounded() {
                 json!({"user_id": "u", "chat_id": "c", "can_ask_human": true, "ttl_seconds": bad}),
             )
             .await;
-        assert_eq!(
-            (s, code(&b)),
+        assert_error(
+            s,
+            &b,
             (StatusCode::UNPROCESSABLE_ENTITY, "INVALID_INPUT"),
-            "{bad}: {b}"
+            &bad.to_string(),
         );
         assert!(message(&b).contains("ttl_seconds"));
     }
@@ -170,11 +171,7 @@ async fn malformed_bodies_are_400_invalid_body_and_nothing_is_written() {
         "",
     ] {
         let (s, b) = app.as_runtime().post_raw("/v1/turns", raw).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::BAD_REQUEST, "INVALID_BODY"),
-            "{raw}: {b}"
-        );
+        assert_error(s, &b, (StatusCode::BAD_REQUEST, "INVALID_BODY"), raw);
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM turns").await, 0);
 }
@@ -207,7 +204,7 @@ async fn a_hidden_chat_takes_no_new_turns_but_the_same_chat_id_of_another_user_d
             json!({"user_id": "alice", "chat_id": "c", "can_ask_human": true}),
         )
         .await;
-    assert_eq!((s, code(&b)), (StatusCode::GONE, "CHAT_HIDDEN"), "{b}");
+    assert_code(s, &b, (StatusCode::GONE, "CHAT_HIDDEN"));
     assert_eq!(
         app.count("SELECT COUNT(*) FROM turns").await,
         1,
@@ -258,11 +255,7 @@ async fn every_request_on_an_expired_turn_is_410_turn_expired() {
             .as_runtime()
             .get(&format!("/v1/turns/{}/{what}", t))
             .await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::GONE, "TURN_EXPIRED"),
-            "{what}: {b}"
-        );
+        assert_error(s, &b, (StatusCode::GONE, "TURN_EXPIRED"), what);
         assert!(!message(&b).is_empty(), "{what}: {b}");
     }
     let (s, b) = app
@@ -272,19 +265,19 @@ async fn every_request_on_an_expired_turn_is_410_turn_expired() {
             json!({"reason": "r"}),
         )
         .await;
-    assert_eq!((s, code(&b)), (StatusCode::GONE, "TURN_EXPIRED"), "{b}");
+    assert_code(s, &b, (StatusCode::GONE, "TURN_EXPIRED"));
 }
 
 #[tokio::test]
 async fn unknown_paths_and_methods_answer_with_the_error_shape() {
     let app = TestApp::new().await;
     let (s, b) = app.as_runtime().get("/v1/no-such-endpoint").await;
-    assert_eq!((s, code(&b)), (StatusCode::NOT_FOUND, "NOT_FOUND"), "{b}");
+    assert_code(s, &b, (StatusCode::NOT_FOUND, "NOT_FOUND"));
     assert!(!message(&b).is_empty(), "{b}");
     let (s, b) = app.as_runtime().delete("/v1/turns").await;
-    assert_eq!(
-        (s, code(&b)),
+    assert_code(
+        s,
+        &b,
         (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED"),
-        "{b}"
     );
 }

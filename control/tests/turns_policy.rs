@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use egressgate_store::{Host, TurnId};
 use serde_json::json;
-use support::{TestApp, assert_code, code};
+use support::{TestApp, assert_code, assert_error, code};
 
 #[tokio::test]
 async fn policy_merges_admin_launch_and_chat_grants_for_this_turn_only() {
@@ -210,21 +210,13 @@ async fn the_turn_credential_reads_its_own_policy_and_nothing_else() {
     let unknown = turn_credential("http://t_AAAAAAAAAAAAAAAAAAAAAA:s@x");
     for bad in [wrong.as_str(), unknown.as_str(), "Basic !!!", "Basic "] {
         let (s, b) = get_with(&app, "GET", &path, bad).await;
-        assert_eq!(
-            (s, code(&b)),
-            (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
-            "{bad}: {b}"
-        );
+        assert_error(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"), bad);
     }
 
     // An expired turn's credential no longer reads anything.
     app.expire_turn(&t.turn_id).await;
     let (s, b) = get_with(&app, "GET", &path, &cred).await;
-    assert_eq!(
-        (s, code(&b)),
-        (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
-        "{b}"
-    );
+    assert_code(s, &b, (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"));
 }
 
 #[tokio::test]

@@ -138,6 +138,12 @@ impl Gate {
         self.api().turn(user, chat, &[]).await
     }
 
+    /// The proxy URL with the turn's credential (`http://TURN:SECRET@ADDR`), as a sandbox or
+    /// a client's `--proxy` gets it.
+    pub fn proxy_url(&self, turn: &Turn) -> String {
+        format!("http://{}@{}", turn.credential, self.proxy())
+    }
+
     /// `GET url` through this gate's proxy with the turn's credential.
     pub async fn get(&self, turn: &Turn, url: &str) -> Resp {
         proxy_get(self.proxy(), turn, url).await

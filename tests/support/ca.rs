@@ -97,12 +97,7 @@ pub fn psql(url: &str, query: &str) -> String {
         .args(["-At", "-v", "ON_ERROR_STOP=1", "-c", query])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{query}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    super::stdout_of(&out, query).trim_end().to_owned()
 }
 
 /// The certificates of a PEM bundle, in order.

@@ -67,13 +67,11 @@ pub fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-pub fn explain(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        out(o),
-        String::from_utf8_lossy(&o.stderr)
-    )
+/// A loopback origin and a gate that resolves `hosts` to it and allows its port.
+pub async fn capture_bench(hosts: &[&str]) -> (Origin, Gate) {
+    let o = origin().await;
+    let g = gate_for(hosts, &[o.port()], &[]);
+    (o, g)
 }
 
 /// A gate that resolves `hosts` to the loopback origins and allows their ports.

@@ -336,6 +336,16 @@ pub fn stdout_of(out: &std::process::Output, what: &str) -> String {
     stdout
 }
 
+/// A finished command's exit code and both its streams, for an assertion's message.
+pub fn explain(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout {}\nstderr {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs a CLI command that must fail, asserts it did, and returns its standard error.
 #[track_caller]
 pub fn cli_failure(cmd: &mut Command) -> String {

@@ -23,6 +23,28 @@ pub async fn card(api: &Api, turn: &Turn, packages: &[&str]) -> (String, String)
     (id, secret)
 }
 
+/// A card asked for after `url` was refused: asserts the `403`, then registers the card for
+/// `packages` (and what the turn was refused): (interrupt id, resume secret).
+pub async fn refused_card(g: &Gate, turn: &Turn, url: &str, packages: &[&str]) -> (String, String) {
+    assert_eq!(
+        g.get(turn, url).await.status,
+        403,
+        "{url} must be refused first"
+    );
+    card(&g.api(), turn, packages).await
+}
+
+/// The headers of a runtime call on behalf of `user` (the runtime token and the user), then
+/// `extra`.
+pub fn runtime_as<'a>(user: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![
+        ("authorization", "Bearer test-runtime-token-0123456789"),
+        ("x-egressgate-user", user),
+    ];
+    h.extend_from_slice(extra);
+    h
+}
+
 /// Any request with any headers, read to the end.
 pub async fn raw(
     api: &Api,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use super::{ADMIN, Api, GateBuilder, Turn, gate};
+use super::{Api, GateBuilder, Turn, gate};
 
 pub mod file_mirror;
 pub mod mirror;
@@ -250,16 +250,13 @@ pub async fn ask_packages(
     super::ask_with(api, turn, body).await
 }
 
-/// Puts `name` (a package, maybe pinned) on the administrators' list.
-pub async fn admin_package(api: &Api, name: &str) {
-    let r = api
-        .post(
-            "/v1/admin/packages",
-            ADMIN,
-            serde_json::json!({"name": name}),
-        )
-        .await;
-    assert!(r.status == 201 || r.status == 200, "{}", r.text());
+/// The administrators list `packages` (maybe pinned), then user `u` opens a turn in chat `c`:
+/// where most package rows run.
+pub async fn listed_turn(api: &Api, packages: &[&str]) -> Turn {
+    for name in packages {
+        api.admin_package(name).await;
+    }
+    api.turn("u", "c", &[]).await
 }
 
 /// Whether an installer's run succeeded; prints its output when it did not.

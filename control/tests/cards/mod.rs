@@ -178,8 +178,7 @@ pub async fn resume(app: &TestApp, id: &str, secret: &str, payload: Value) -> (S
 pub async fn dismiss(app: &TestApp, r: &Registered) -> StatusCode {
     let resume =
         json!({"secret": r.secret, "resume": [{"interruptId": r.id, "status": "cancelled"}]});
-    let path = format!("/v1/interrupts/{}/resume", r.id);
-    app.anonymous().post(&path, resume).await.0
+    resume_as(app, r, resume).await.0
 }
 
 /// Approves a card, asserting the claim; returns the claim id.
@@ -188,6 +187,20 @@ pub async fn approve(app: &TestApp, r: &Registered) -> String {
     assert_eq!(status, StatusCode::OK, "resume: {body}");
     assert_eq!(body["state"], "claimed");
     body["claim"]["claim_id"].as_str().unwrap().to_owned()
+}
+
+/// A card for `sites` in a fresh turn of (user, chat), registered and approved, its run
+/// holding the claim: (turn id, the card, claim id), for rows that go on in the same turn.
+pub async fn claimed(
+    app: &TestApp,
+    user: &str,
+    chat: &str,
+    sites: &[&str],
+) -> (String, Registered, String) {
+    let (turn, d) = draft(app, user, chat, sites, &[], None).await;
+    let r = register(app, &d, json!({})).await;
+    let claim = approve(app, &r).await;
+    (turn, r, claim)
 }
 
 /// A card for `sites` in a fresh turn of (user, chat), approved and its run completed: the
