@@ -7,6 +7,9 @@
 # against the origin itself ("direct") and each proxy, then egressgate's own rows (ROWS), and
 # writes bench/results/latest.md (also printed).
 # Every process it starts is stopped on exit; it exits non-zero if anything failed.
+# Longer than the house's ~400 lines on purpose: it is the one fair run, read top to bottom as
+# the order things start and are measured in; each peer's own configuration lives beside it
+# (apache.sh), and what several scripts share in lib.sh.
 #
 # Knobs (environment): DURATION (s per measurement, 5), REPS (3), CONNS (32), BULK_MIB (256),
 # BULK_STREAMS (8), IDLE (idle tunnels per proxy, 500), IDLE_EGRESSGATE (10000, capped by the

@@ -92,7 +92,7 @@ pub struct Settings {
     /// Webhook delivery: timeouts, retries, the seal for secrets and the way out.
     pub webhooks: crate::notify::WebhookSettings,
     /// The Slack front end (`--slack-*`).
-    pub slack: crate::notify::slack::SlackSettings,
+    pub slack: crate::notify::slack::settings::SlackSettings,
 }
 
 /// A symmetric key: never printed, not even by `Debug`.
@@ -144,7 +144,7 @@ impl Default for Settings {
             inbox_link_ttl: Duration::from_secs(15 * 60),
             mcp_state_key: None,
             webhooks: crate::notify::WebhookSettings::default(),
-            slack: crate::notify::slack::SlackSettings::default(),
+            slack: crate::notify::slack::settings::SlackSettings::default(),
         }
     }
 }

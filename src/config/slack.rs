@@ -4,8 +4,8 @@
 
 use anyhow::{Result, anyhow};
 use egressgate_control::notify::Confidential;
+use egressgate_control::notify::http::Target;
 use egressgate_control::notify::slack::{DEFAULT_API_URL, SlackSettings};
-use egressgate_control::notify::webhooks::Target;
 use egressgate_store::Host;
 
 use super::raw::RawConfig;

@@ -41,7 +41,7 @@ pub struct InspectedArgs {
     pub mint_names: usize,
     /// Clients, seconds per repetition, repetitions.
     #[command(flatten)]
-    pub pace: crate::cli::Pace,
+    pub pace: crate::args::Pace,
 }
 
 /// One request, alone, to `host` over TLS trusting `tls`: its latency in ms, or what failed.

@@ -3,6 +3,7 @@
 //! `scale` and `gate` time the database-bound steps and the approval gate's own latencies.
 //! Everything stays on 127.0.0.0/8; every loop is bounded by time and count.
 
+mod args;
 mod cards;
 mod cli;
 mod client;

@@ -45,7 +45,7 @@ pub struct MissArgs {
     pub label: String,
     /// Clients, seconds per repetition, repetitions.
     #[command(flatten)]
-    pub pace: crate::cli::Pace,
+    pub pace: crate::args::Pace,
     /// New hosts per turn (below `max-refusals-per-turn`, 256 by default).
     #[arg(long, default_value_t = 200)]
     pub per_turn: usize,

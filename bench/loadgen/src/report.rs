@@ -10,7 +10,7 @@ mod targets;
 
 use std::fmt::Write as _;
 
-use crate::cli::SuiteArgs;
+use crate::args::SuiteArgs;
 use crate::results::Results;
 use crate::work::REQUEST_WORKLOADS;
 

@@ -6,7 +6,7 @@ mod raw;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::cli::SuiteArgs;
+use crate::args::SuiteArgs;
 use crate::logwatch::LogWatch;
 use crate::results::Results;
 use crate::work::{self, Kind, Load, REQUEST_WORKLOADS, Target};

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 
 use super::Egress;
-use super::webhooks::Target;
+use egressgate_store::Host;
 
 /// Most of an answer's body read (Slack's answers are small; webhooks' bodies are ignored).
 const ANSWER_MAX_BYTES: usize = 64 * 1024;
@@ -87,4 +87,86 @@ async fn send(egress: &dyn Egress, post: Post<'_>) -> Result<Answer, String> {
     };
     driver.abort();
     result
+}
+
+/// A receiver's URL (a webhook endpoint, Slack's API, an incoming webhook), checked: `http` or `https`, a host name (not an address: like the
+/// proxy, a literal address is refused), no credentials, no fragment, not internal-looking.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The host to resolve and vet.
+    pub host: Host,
+    /// Port (the scheme's default when absent).
+    pub port: u16,
+    /// `https`.
+    pub tls: bool,
+    /// Path and query of the request.
+    pub path: String,
+}
+
+impl Target {
+    /// Parses and checks `url`; the error is the message for a `422`.
+    pub fn parse(url: &str, internal_suffixes: &[Host]) -> Result<Self, String> {
+        let u = url::Url::parse(url).map_err(|e| format!("url: not a URL ({e})"))?;
+        let tls = match u.scheme() {
+            "https" => true,
+            "http" => false,
+            s => return Err(format!("url: the scheme must be http or https, not {s}")),
+        };
+        if !u.username().is_empty() || u.password().is_some() {
+            return Err("url: credentials in the URL are not accepted".into());
+        }
+        if u.fragment().is_some() {
+            return Err("url: a fragment is never sent; remove it".into());
+        }
+        let host = match u.host() {
+            Some(url::Host::Domain(d)) => Host::parse(d).map_err(|e| format!("url: {e}"))?,
+            Some(_) => {
+                return Err(
+                    "url: use a host name, not an address (an internal receiver: a name \
+                            through --resolve, its range through --allow-cidr)"
+                        .into(),
+                );
+            }
+            None => return Err("url: no host".into()),
+        };
+        if host.is_internal(internal_suffixes) {
+            return Err(format!("url: {host} is an internal name"));
+        }
+        let port = u
+            .port_or_known_default()
+            .unwrap_or(if tls { 443 } else { 80 });
+        let path = match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_owned(),
+        };
+        Ok(Self {
+            host,
+            port,
+            tls,
+            path,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_checked() {
+        let ok = Target::parse("https://hooks.example.com/in?x=1", &[]).map(|t| t.path);
+        assert_eq!(ok.as_deref(), Ok("/in?x=1"));
+        for bad in [
+            "ftp://hooks.example.com/",
+            "https://user:pw@hooks.example.com/",
+            "https://10.0.0.1/",
+            "http://[::1]/",
+            "http://localhost/",
+            "http://db.internal/",
+            "https://hooks.example.com/#f",
+            "not a url",
+        ] {
+            assert!(Target::parse(bad, &[]).is_err(), "{bad}");
+        }
+    }
 }

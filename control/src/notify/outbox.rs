@@ -23,7 +23,8 @@ use prometheus_client::registry::Registry;
 
 use super::WebhookSettings;
 use super::channel::{Channel, Sent};
-use super::webhooks::{self, Target};
+use super::http::Target;
+use super::webhooks;
 
 /// Events fanned out per transaction, and deliveries taken per round.
 const BATCH: i64 = 100;

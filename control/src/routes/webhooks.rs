@@ -16,7 +16,8 @@ use super::openapi::shared::errors;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
 use crate::error::ApiError;
-use crate::notify::webhooks::{EVENT_TYPES, Target, new_secret};
+use crate::notify::http::Target;
+use crate::notify::webhooks::{EVENT_TYPES, new_secret};
 use crate::state::AppState;
 use crate::validate;
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::checks::refusals_held;
 use super::fmt::{group, mib, num, ratio, short};
 use super::medians::{EG, Medians, median, throughput};
-use crate::cli::SuiteArgs;
+use crate::args::SuiteArgs;
 use crate::work::{Meas, REQUEST_WORKLOADS};
 
 /// One target: what it asks, what was measured, and whether it was met (none: not judged).

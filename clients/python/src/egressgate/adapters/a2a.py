@@ -4,7 +4,7 @@ agent asks for what the sandbox was refused, and continues, exactly once, when t
 answers in the same task after the person decided on the card.
 
     approval = A2AApproval(eg, agent, turn_for=lambda ctx: open_turn(eg, user_of(ctx), ctx.context_id))
-    app = approval.app(agent_card(url, "Data agent", "Downloads and summarises data"))
+    app = build_app(approval, agent_card(url, "Data agent", "Downloads and summarises data"))
     uvicorn.run(app, host="127.0.0.1", port=8000)       # or `async with serving(...)`
     # a client's task pauses in input-required with the card; after the person answered, the
     # client's next message in that task ("approve" or "deny") continues it. In a new process:
@@ -129,12 +129,6 @@ class A2AApproval(AgentExecutor):
         """The card each paused task waits on, by task id, with its secret: for the runtime that
         shows the card itself (no `--control-public-url`). The task carries no secret."""
         self._held: dict[str, Claim] = {}
-
-    def app(self, card: Any) -> Any:
-        """The Starlette app serving this agent: its agent card and JSON-RPC endpoint."""
-        from .a2a_server import build_app  # starlette, only when serving
-
-        return build_app(self, card)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """A new task runs until the agent ends or pauses on a card; a message in a paused task

@@ -31,7 +31,7 @@ from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, Task, TaskState
 
 from .. import Client
 from ..adapters.a2a import A2AApproval, ApprovalCall
-from ..adapters.a2a_server import agent_card, serving
+from ..adapters.a2a_server import agent_card, build_app, serving
 from ..adapters.claim import APPROVAL_TOOL, AlreadyDone, Paused, Turn, open_turn
 from ._script import DOWNLOAD_TOOL, REASON, Example, Step, download, main, next_move
 
@@ -109,7 +109,7 @@ def ask(eg: Client, turn: Turn, urls: list[str]) -> Any:
     approval = A2AApproval(eg, agent, turn_for=lambda _: turn)
 
     async def run() -> Any:
-        async with serving(lambda url: approval.app(_card(url))) as url, _client(url) as client:
+        async with serving(lambda url: build_app(approval, _card(url))) as url, _client(url) as client:
             out = _outcome(approval, await _send(client, " ".join([PROMPT, *urls]), context_id=turn.chat))
         if isinstance(out, Paused):
             return out
@@ -128,7 +128,7 @@ def resume(eg: Client, interrupt_id: str, user: str) -> Any:
     approval = A2AApproval(eg, ScriptedAgent(), turn_for=_no_new_tasks)
 
     async def run() -> Any:
-        async with serving(lambda url: approval.app(_card(url))) as url, _client(url) as client:
+        async with serving(lambda url: build_app(approval, _card(url))) as url, _client(url) as client:
             task = await approval.restore(interrupt_id, user)
             if isinstance(task, AlreadyDone):
                 return task
@@ -148,7 +148,7 @@ def serve(eg: Client, host: str, port: int) -> None:
     approval = A2AApproval(eg, ScriptedAgent(), turn_for=turn_for)
 
     async def run() -> None:
-        async with serving(lambda url: approval.app(_card(url)), host, port) as url:
+        async with serving(lambda url: build_app(approval, _card(url)), host, port) as url:
             print(json.dumps({"url": url}), flush=True)
             await asyncio.Event().wait()
 
