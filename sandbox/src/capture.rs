@@ -13,6 +13,7 @@
 //! back before the command starts, which then cannot touch the ruleset at all.
 
 mod ambient;
+mod diag;
 mod dns;
 mod files;
 mod nft;
@@ -160,6 +161,7 @@ pub(crate) fn start(prepared: Prepared, socket: PathBuf, proxy: &ProxyUrl) -> st
         pool: Arc::clone(&pool),
         socket,
         authorization: proxy.basic_authorization(),
+        lookups: owner::lookups(),
     });
     let Prepared {
         capture_v4,

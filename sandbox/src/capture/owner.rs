@@ -1,13 +1,21 @@
-//! Which command opened a captured connection: the client socket's inode from
-//! `/proc/net/tcp{,6}` (its local address is the accepted stream's peer), the process of the
-//! sandbox's PID namespace holding that socket, and its command line, bounded. Best effort
-//! and evidence from the sandbox's side only: the proxy shows it labelled as the sandbox's
-//! claim. The environment is never read.
+//! Which command opened a captured connection: the client socket's inode (by one exact
+//! `sock_diag` query, see [`super::diag`]; from `/proc/net/tcp{,6}` only on a kernel without
+//! it), the process of the sandbox's PID namespace holding that socket (init mounted a `/proc`
+//! of that namespace, so only the sandbox's own processes are looked at), and its command line,
+//! bounded. Best effort and evidence from the sandbox's side only: the proxy shows it labelled
+//! as the sandbox's claim. The environment is never read.
+//!
+//! A connection waits for its command at most [`LOOKUP_BOUND`]; past it the `CONNECT` goes
+//! without one, and at most [`LOOKUPS`] lookups run at once however many are abandoned.
 
 use std::ffi::OsStr;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
 
 /// Most arguments after the program shown.
 const MAX_ARGS: usize = 3;
@@ -16,15 +24,65 @@ const MAX_PART: usize = 64;
 /// Longest command shown, in bytes (the proxy keeps no more either).
 const MAX_COMMAND: usize = 200;
 
-/// The command line of the process holding the client end `peer` of a captured connection,
-/// as `program arg1 arg2 arg3` (bounded, printable ASCII); `None` when it cannot be told.
-/// Reads `/proc/net`, then each process's descriptors once: no loop over `/proc` repeats.
-pub(crate) fn command_of(peer: SocketAddr) -> Option<String> {
-    let table = match peer.ip() {
-        IpAddr::V4(_) => "/proc/net/tcp",
-        IpAddr::V6(_) => "/proc/net/tcp6",
+/// Longest a captured connection waits for its command before the `CONNECT` goes without
+/// it. A lookup takes well under a millisecond; this is the ceiling for a pathological one (a
+/// sandbox holding thousands of descriptors, a starved machine), small beside what opening a
+/// connection to a real server costs.
+pub(crate) const LOOKUP_BOUND: Duration = Duration::from_millis(100);
+/// Most lookups running at once (each on a blocking thread): an abandoned lookup keeps its
+/// place until it ends, so slow ones cannot pile up threads.
+pub(crate) const LOOKUPS: usize = 4;
+
+/// The places lookups share ([`LOOKUPS`] of them).
+pub(crate) fn lookups() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(LOOKUPS))
+}
+
+/// [`command_of`] for a captured connection from `peer` to `dest`, bounded: `None` when it
+/// cannot be told within [`LOOKUP_BOUND`] (a place in `lookups` included).
+pub(crate) async fn command_within(
+    lookups: &Arc<Semaphore>,
+    peer: SocketAddr,
+    dest: SocketAddr,
+) -> Option<String> {
+    bounded(lookups, LOOKUP_BOUND, move || command_of(peer, dest)).await
+}
+
+/// Runs `lookup` on a blocking thread once a place in `places` is free, holding the place
+/// until it ends; `None` when that takes longer than `bound` (the lookup then ends unawaited).
+async fn bounded<F>(places: &Arc<Semaphore>, bound: Duration, lookup: F) -> Option<String>
+where
+    F: FnOnce() -> Option<String> + Send + 'static,
+{
+    let places = Arc::clone(places);
+    let run = async move {
+        let place = places.acquire_owned().await.ok()?;
+        tokio::task::spawn_blocking(move || {
+            let _place = place;
+            lookup()
+        })
+        .await
+        .ok()
+        .flatten()
     };
-    let inode = socket_inode(&fs::read_to_string(table).ok()?, peer)?;
+    tokio::time::timeout(bound, run).await.ok().flatten()
+}
+
+/// The command line of the process holding the client end `peer` of a captured connection to
+/// `dest` (its original destination, the socket's remote address), as `program arg1 arg2
+/// arg3` (bounded, printable ASCII); `None` when it cannot be told. Each process's descriptors
+/// are read once: no loop over `/proc` repeats.
+fn command_of(peer: SocketAddr, dest: SocketAddr) -> Option<String> {
+    let inode = match super::diag::inode(peer, dest) {
+        Ok(found) => found?,
+        Err(_) => {
+            let table = match peer.ip() {
+                IpAddr::V4(_) => "/proc/net/tcp",
+                IpAddr::V6(_) => "/proc/net/tcp6",
+            };
+            socket_inode(&fs::read_to_string(table).ok()?, peer)?
+        }
+    };
     let link = format!("socket:[{inode}]");
     let own = std::process::id().to_string();
     let pid = fs::read_dir("/proc")
@@ -108,6 +166,35 @@ fn shown(cmdline: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
+
+    #[tokio::test]
+    async fn a_slow_lookup_is_given_up_at_the_bound_and_keeps_its_place_till_it_ends() {
+        let places = Arc::new(Semaphore::new(1));
+        let slow = || {
+            std::thread::sleep(Duration::from_millis(400));
+            Some("slow".to_owned())
+        };
+        let start = Instant::now();
+        assert_eq!(
+            bounded(&places, Duration::from_millis(50), slow).await,
+            None
+        );
+        assert!(
+            start.elapsed() < Duration::from_millis(300),
+            "{:?}",
+            start.elapsed()
+        );
+        // The abandoned lookup still holds the only place: the next one waits, then gives up.
+        let quick = || Some("quick".to_owned());
+        assert_eq!(
+            bounded(&places, Duration::from_millis(50), quick).await,
+            None
+        );
+        // Once it has ended the place is free again.
+        let freed = bounded(&places, Duration::from_secs(5), quick).await;
+        assert_eq!(freed.as_deref(), Some("quick"));
+    }
 
     #[test]
     fn finds_the_socket_by_its_local_address_in_either_table() {

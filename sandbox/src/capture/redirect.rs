@@ -20,6 +20,7 @@ use std::time::Duration;
 use nix::sys::socket::{getsockopt, sockopt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, copy_bidirectional};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::sync::Semaphore;
 
 use super::ACCEPT_BACKOFF;
 use super::pool::Pool;
@@ -45,6 +46,8 @@ pub(crate) struct Redirect {
     pub(crate) socket: PathBuf,
     /// `Proxy-Authorization` value, when the proxy URL carries a credential.
     pub(crate) authorization: Option<String>,
+    /// The places the lookups of each connection's command share (see [`super::owner`]).
+    pub(crate) lookups: Arc<Semaphore>,
 }
 
 /// Which original-destination call a listener's connections need.
@@ -77,10 +80,7 @@ async fn carry(mut client: TcpStream, family: Family, redirect: &Redirect) {
         Ok(dest) => {
             let target = target(dest, &redirect.pool);
             let command = match client.peer_addr() {
-                Ok(peer) => tokio::task::spawn_blocking(move || super::owner::command_of(peer))
-                    .await
-                    .ok()
-                    .flatten(),
+                Ok(peer) => super::owner::command_within(&redirect.lookups, peer, dest).await,
                 Err(_) => None,
             };
             match open_tunnel(&target, command.as_deref(), redirect).await {
