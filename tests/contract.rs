@@ -65,6 +65,11 @@ async fn schemathesis_finds_no_contract_violation() {
             .args(["--max-examples", "15", "--generation-deterministic"])
             // A server-sent event stream never ends; its answer is tested in person_side.
             .args(["--exclude-path", "/v1/chats/{chat_id}/events"])
+            // Slack's clicks carry an HMAC over the raw body that no generator can forge, and
+            // this gate has no signing secret (every click is `404 SLACK_NOT_CONFIGURED`); the
+            // signature's schema filters out nearly every generated example. tests/slack.rs
+            // sends it badly signed, stale, replayed and unmapped clicks.
+            .args(["--exclude-path", "/v1/slack/interactions"])
             .args(["--workers", "2", "--request-timeout", "10"])
             .arg("--report-dir")
             .arg(dir.path().join("report"))
