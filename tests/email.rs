@@ -1,3 +1,7 @@
+//! Longer than a room of one job (~400 lines) on purpose: every case shares one receiver and
+//! one gate setup, and the TLS and login cases need the receiver's certificate and settings
+//! that only this suite uses.
+//!
 //! E-mail of pending cards against a real SMTP server on loopback (Python `aiosmtpd`, which
 //! parses each accepted message with Python's email package): a card of a user with an
 //! address arrives once, from `--smtp-from`, with a subject naming its site and text and HTML
