@@ -100,7 +100,7 @@ mkdir -p "$(dirname "$OUT")"
     printf '# Capture: cost per connection against a proxy-aware client\n\n'
     printf 'Run %s with `bash bench/capture.sh` (N=%s) on %s cores, kernel %s, load average at start %s; egressgate %s (%s).\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$N" "$(nproc)" "$(uname -r)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-        "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$EGRESSGATE"
+        "$(eg_rev)" "$EGRESSGATE"
     printf 'Each connection: connect, `GET /small`, read the answer, close; one Python client inside the sandbox. A capture row includes the lookup Python makes for every connection (answered by the sandbox resolver; Python caches nothing), a no-lookup row connects to the pool address looked up once; a proxy-aware row dials the forwarder at 127.0.0.1 and sends its own CONNECT. Both cross one listener inside (forwarder or capture), the Unix socket and the outside relay to the same proxy.\n\n'
     printf '| client | threads | connections | conn/s | p50 µs | p99 µs |\n|---|---|---|---|---|---|\n'
     printf '%s\n' "$ROWS"

@@ -67,8 +67,7 @@ fi
 
 mkdir -p "$RESULTS"
 OUT="$RESULTS/gate.md"
-EG_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -1)" ]; then EG_REV="$EG_REV + uncommitted changes"; fi
+EG_REV=$(eg_rev)
 row() { # setup, loadgen line
     printf '| %s | %s / %s | %s / %s | %s / %s | %s; %s |\n' "$1" \
         "$(field "$2" click_p50_ms)" "$(field "$2" click_p99_ms)" \

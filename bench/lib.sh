@@ -1,8 +1,8 @@
 # Shared by the bench scripts (sourced, not run: `source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"`):
 # where things are (ROOT, BENCH, RESULTS, LOADGEN), logging, a work directory WORK whose
 # processes (PIDS) are stopped on exit (WORK is removed unless KEEP_WORKDIR=1 or the run
-# failed), building the two binaries, starting the origin and egressgate, and waiting for a
-# process to log its address or to listen.
+# failed), the revision a report names (eg_rev), building the two binaries, starting the
+# origin and egressgate, and waiting for a process to log its address or to listen.
 # shellcheck shell=bash
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -120,6 +120,18 @@ build_all() {
     log "building the load generator (release)"
     CARGO_TARGET_DIR=$LOADGEN_TARGET cargo build --release --quiet \
         --manifest-path "$BENCH/loadgen/Cargo.toml" || die "loadgen build failed"
+}
+
+# The revision a report names: HEAD, and "+ uncommitted changes" when the checkout differs
+# from it outside bench/results (which the run itself writes: bench/gate.sh, run after the
+# workloads, would otherwise call every full run's build dirty).
+eg_rev() {
+    local rev
+    rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    if [ -n "$(git -C "$ROOT" status --porcelain -- . ':!bench/results' 2>/dev/null | head -1)" ]; then
+        rev="$rev + uncommitted changes"
+    fi
+    echo "$rev"
 }
 
 # Fresh admin and runtime tokens for this run's egressgate, exported (loadgen reads the

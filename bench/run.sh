@@ -192,8 +192,7 @@ started "$AP_PID" "$AP_PORT" apache
 # --- run ------------------------------------------------------------------------------------
 mkdir -p "$RESULTS"
 CPU_MODEL=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)
-EG_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain 2>/dev/null | head -1)" ]; then EG_REV="$EG_REV + uncommitted changes"; fi
+EG_REV=$(eg_rev)
 NOTE="Run $(date -u +%Y-%m-%dT%H:%MZ) with \`$COMMAND\` (DURATION=$DURATION REPS=$REPS CONNS=$CONNS; peers: PEER_BY=$PEER_BY TP_LOGLEVEL=$TP_LOGLEVEL TP_MAXCLIENTS=$TP_MAXCLIENTS SQ_ACCESS_LOG=$SQ_ACCESS_LOG SQ_WORKERS=$SQ_WORKERS AP_SERVERS=$AP_SERVERS AP_THREADS=$AP_THREADS AP_KEEPALIVE=$AP_KEEPALIVE AP_ACCESS_LOG=$AP_ACCESS_LOG AP_POOL=$AP_POOL) on $(nproc) cores (${CPU_MODEL:-unknown CPU}), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg). egressgate $EG_REV (release build, default info logging to a file), $("$TINYPROXY" -v 2>&1 | head -1), $("$SQUID" -v | head -1 | sed 's/ Cache: Version//'), $("$APACHE" -v | head -1 | sed 's/^Server version: //') (event MPM). The origin, the load generator and the proxy share the same $(nproc) cores."
 
 log "running workloads $WORKLOADS (this takes several minutes)"

@@ -158,7 +158,7 @@ OUT="$RESULTS/scale.md"
     printf '# Cost as the data grows\n\n'
     printf 'Run %s with `bash bench/scale.sh` (SAMPLES=%s) on %s cores, load average at start %s; egressgate %s. Each sample: a fresh turn in a fresh chat, then (decision) a GET through the proxy for a host the turn never named, on an open connection, answered 403 and recorded; (merge) `POST /v1/turns/{id}/approval-requests`, answered `ask`, over a new connection. Samples run one after another; %s untimed warm-up samples first.\n\n' \
         "$(date -u +%Y-%m-%dT%H:%MZ)" "$SAMPLES" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-        "$(git -C "$ROOT" rev-parse --short HEAD)" 40
+        "$(eg_rev)" 40
     printf '| backend | database | decision p50 / p99 (µs) | merge p50 / p99 (µs) | loaded/empty p50, p99 (decision; merge) |\n|---|---|---:|---:|---|\n'
 } >"$OUT"
 
