@@ -14,8 +14,9 @@ LOG_TAG=sweep
 OUT="$RESULTS/peer-sweep.md"
 export DURATION=${DURATION:-2} REPS=${REPS:-3}
 export WORKLOADS=${SWEEP_WORKLOADS:-2,3,9}
-# Only the workloads: egressgate's own rows do not depend on the peers.
-export ROWS=
+# Only the workloads: egressgate's own rows and its gate latencies do not depend on the peers
+# (and bench/gate.sh would overwrite bench/results/gate.md with every variant).
+export ROWS= GATE_ROWS=0
 
 # label | environment for run.sh (the defaults are the peers' best settings).
 VARIANTS=(
