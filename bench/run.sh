@@ -17,7 +17,7 @@
 # GATE_ROWS=0 skips the gate's own latencies (bench/gate.sh, run after the workloads).
 # The peers' settings (their best by default; bench/sweep.sh varies them): PEER_BY (ip: the
 # peers are sent the origin's address; name: the benchmark host, answered from a hosts file),
-# TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (1), and
+# TP_LOGLEVEL (Critical), TP_MAXCLIENTS (4096), SQ_ACCESS_LOG (none), SQ_WORKERS (2), and
 # Apache's AP_SERVERS, AP_THREADS, AP_KEEPALIVE, AP_ACCESS_LOG, AP_POOL (bench/apache.sh).
 # egressgate's own rows (bench/gate_rows.sh): ROWS (miss,inspected,capture; empty: none),
 # MISS_PG_URL (a throwaway PostgreSQL database for the two-proxy cache-miss row; without it
@@ -48,7 +48,7 @@ PEER_BY=${PEER_BY:-ip}
 TP_LOGLEVEL=${TP_LOGLEVEL:-Critical}
 TP_MAXCLIENTS=${TP_MAXCLIENTS:-4096}
 SQ_ACCESS_LOG=${SQ_ACCESS_LOG:-none}
-SQ_WORKERS=${SQ_WORKERS:-1}
+SQ_WORKERS=${SQ_WORKERS:-2}
 # The report is written to bench/results/$OUT_NAME.md (and $OUT_NAME-raw.txt).
 OUT_NAME=${OUT_NAME:-latest}
 COMMAND="bash bench/run.sh"

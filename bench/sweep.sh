@@ -20,13 +20,13 @@ export ROWS= GATE_ROWS=0
 
 # label | environment for run.sh (the defaults are the peers' best settings).
 VARIANTS=(
-    "defaults (by IP; tinyproxy Critical/4096; squid no access log, 1 worker; apache 2×320 threads, KeepAlive On, pooled origin worker, no access log)|"
+    "defaults (by IP; tinyproxy Critical/4096; squid no access log, 2 workers; apache 2×320 threads, KeepAlive On, pooled origin worker, no access log)|"
     "peers sent the host name (tinyproxy, apache: bind-mounted hosts file)|PEER_BY=name"
     "tinyproxy LogLevel Info|TP_LOGLEVEL=Info"
     "tinyproxy MaxClients 512|TP_MAXCLIENTS=512"
     "tinyproxy MaxClients 16384|TP_MAXCLIENTS=16384"
     "squid access log to a file|SQ_ACCESS_LOG=file"
-    "squid 2 workers (SMP)|SQ_WORKERS=2"
+    "squid 1 worker (no SMP, -N)|SQ_WORKERS=1"
     "apache 1 child × 640 threads|AP_SERVERS=1 AP_THREADS=640"
     "apache 4 children × 160 threads|AP_SERVERS=4 AP_THREADS=160"
     "apache 2 children × 64 threads|AP_SERVERS=2 AP_THREADS=64"
