@@ -257,7 +257,12 @@ async fn a_relay_that_is_down_gets_the_message_once_it_is_up() {
     let got = rx.wait(20, |m| !m.is_empty()).await;
     assert_eq!(got.len(), 1, "{got:?}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(rx.messages().len(), 1, "delivered once: {:?}", rx.log.lines());
+    assert_eq!(
+        rx.messages().len(),
+        1,
+        "delivered once: {:?}",
+        rx.log.lines()
+    );
     assert_eq!(attempts(&api, "delivered").await, 1);
 }
 

@@ -154,7 +154,9 @@ async fn a_user_grant_reaches_the_users_other_chats_and_no_other_user() {
     let other_user = g.turn("v", "c").await;
     assert_refused(&g.get(&other_user, &url).await, "not_approved");
     // Listed for the user, not under the chat; another user's list is empty.
-    let listed = g.api().as_user("GET", "/v1/users/u/approvals", "u")
+    let listed = g
+        .api()
+        .as_user("GET", "/v1/users/u/approvals", "u")
         .await
         .json();
     let row = &listed["approvals"][0];

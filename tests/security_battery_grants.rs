@@ -208,12 +208,14 @@ fn host_header_disagreeing_with_the_uri_is_refused() {
                 refused(trick, FILES, R).forward_only().host_headers(hosts)
             };
             let rows = vec![
-                mismatch("Host names another approved host", &[&other_host])
-                    .rec(FILES),
+                mismatch("Host names another approved host", &[&other_host]).rec(FILES),
                 mismatch("Host names an unapproved host", &[&evil]),
                 mismatch("Host names another port", &[&files_other_port]),
                 mismatch("Host without the URI's port (means 80)", &[FILES]),
-                mismatch("two Host headers, the second another host", &[&files, &evil]),
+                mismatch(
+                    "two Host headers, the second another host",
+                    &[&files, &evil],
+                ),
                 mismatch("two Host headers, the first another host", &[&evil, &files]),
                 mismatch("two identical Host headers", &[&files, &files]),
                 mismatch("Host is an IP literal", &[&loopback]),

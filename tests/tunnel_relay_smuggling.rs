@@ -152,11 +152,8 @@ async fn a_transfer_encoding_naming_no_coding_is_a_400() {
         format!("Content-Length: {n}\r\nTransfer-Encoding:"),
     ] {
         let raw = format!("POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\n{fields}\r\n\r\n{hidden}");
-        b.refused(raw.as_bytes(),
-            400,
-            "ambiguous request body framing",
-        )
-        .await;
+        b.refused(raw.as_bytes(), 400, "ambiguous request body framing")
+            .await;
     }
     assert_eq!(b.origin.settled_requests().await, Vec::<String>::new());
 }
