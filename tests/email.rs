@@ -17,12 +17,12 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::logged::{Logged, wait_for};
 use support::*;
 
 const FROM: &str = "egressgate <gate@example.org>";
@@ -61,17 +61,14 @@ impl Tls {
 
 /// The Python receiver: its log and down files, and its port.
 struct Receiver {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
+    log: Logged,
     port: u16,
 }
 
 impl Receiver {
     fn start(mode: Mode<'_>, login: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let mut rx = Self {
-            child: None,
-            dir,
+            log: Logged::new(),
             port: 0,
         };
         rx.listen(mode, login);
@@ -81,8 +78,7 @@ impl Receiver {
     /// A receiver that is not listening yet on a port free a moment ago.
     fn not_yet() -> Self {
         Self {
-            child: None,
-            dir: tempfile::tempdir().unwrap(),
+            log: Logged::new(),
             port: free_port(),
         }
     }
@@ -91,8 +87,8 @@ impl Receiver {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/email/receiver.py");
         let mut cmd = Command::new("python3");
         cmd.arg(script)
-            .arg(self.dir.path().join("log"))
-            .arg(self.dir.path().join("down"))
+            .arg(self.log.file("log"))
+            .arg(self.log.file("down"))
             .arg(self.port.to_string());
         let tls = |flag: &str, t: &Tls| [flag.into(), t.file("leaf.pem"), t.file("leaf.key")];
         match mode {
@@ -109,45 +105,20 @@ impl Receiver {
         }
         // aiosmtpd's own warnings and session errors (a client refusing the certificate) go
         // to a file beside the log, not into the test's output.
-        let stderr = std::fs::File::create(self.dir.path().join("stderr")).unwrap();
-        let mut child = cmd.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        self.port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("receiver said {line:?} (is aiosmtpd installed?)"))
-            .parse()
-            .unwrap();
-        self.child = Some(child);
+        cmd.stderr(std::fs::File::create(self.log.file("stderr")).unwrap());
+        let (child, port) = spawn_listening(&mut cmd, "is aiosmtpd installed?");
+        self.port = port;
+        self.log.child = Some(child);
     }
 
     fn url(&self, query: &str) -> String {
         format!("smtp://127.0.0.1:{}{query}", self.port)
     }
 
-    fn go_down(&self) {
-        std::fs::write(self.dir.path().join("down"), "").unwrap();
-    }
-
-    fn come_up(&self) {
-        std::fs::remove_file(self.dir.path().join("down")).unwrap();
-    }
-
-    /// Every line logged so far: accepted messages, and `{"refused": …}` while down.
-    fn lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("log"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    /// The messages accepted so far.
+    /// The messages accepted so far (the log also has `{"refused": …}` lines while down).
     fn messages(&self) -> Vec<Value> {
-        self.lines()
+        self.log
+            .lines()
             .into_iter()
             .filter(|l| l.get("refused").is_none())
             .collect()
@@ -155,17 +126,7 @@ impl Receiver {
 
     /// Waits (bounded) until `done` holds for the accepted messages; those messages.
     async fn wait(&self, secs: u64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        eventually(Duration::from_secs(secs), async || done(&self.messages())).await;
-        self.messages()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        wait_for(secs, || self.messages(), done).await
     }
 }
 
@@ -279,7 +240,7 @@ async fn a_pending_card_is_mailed_to_its_person_and_to_no_one_else() {
 
     // Nothing more comes: not Bob's card, not Alice's again.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(rx.lines().len(), 1, "{:?}", rx.lines());
+    assert_eq!(rx.log.lines().len(), 1, "{:?}", rx.log.lines());
     assert_eq!(attempts(&api, "delivered").await, 1);
 }
 
@@ -296,14 +257,19 @@ async fn a_relay_that_is_down_gets_the_message_once_it_is_up() {
     let got = rx.wait(20, |m| !m.is_empty()).await;
     assert_eq!(got.len(), 1, "{got:?}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(rx.messages().len(), 1, "delivered once: {:?}", rx.lines());
+    assert_eq!(
+        rx.messages().len(),
+        1,
+        "delivered once: {:?}",
+        rx.log.lines()
+    );
     assert_eq!(attempts(&api, "delivered").await, 1);
 }
 
 #[tokio::test]
 async fn a_gate_killed_with_mail_pending_sends_each_message_once_after_restart() {
     let rx = Receiver::start(Mode::Plain, false);
-    rx.go_down();
+    rx.log.go_down();
     let url = rx.url("?tls=none");
     let g = mail_gate(&url, &[], None);
     let api = g.api();
@@ -319,9 +285,9 @@ async fn a_gate_killed_with_mail_pending_sends_each_message_once_after_restart()
     // Each message was offered and answered 451 at least once.
     wait_attempts(&api, "retry", 3).await;
     let data = g.kill();
-    assert!(rx.messages().is_empty(), "{:?}", rx.lines());
-    assert!(!rx.lines().is_empty());
-    rx.come_up();
+    assert!(rx.messages().is_empty(), "{:?}", rx.log.lines());
+    assert!(!rx.log.lines().is_empty());
+    rx.log.come_up();
     let g = mail_gate(&url, &[], Some(data));
     let got = rx.wait(30, |m| m.len() >= 3).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -388,7 +354,7 @@ async fn a_relay_that_cannot_be_verified_or_offers_no_starttls_gets_nothing() {
         set_email(&api, "alice", "alice@example.com").await;
         card(&api, "alice", "c1", "https://data.example.com/x.csv").await;
         wait_attempts(&api, "retry", 2).await;
-        assert!(rx.lines().is_empty(), "{:?}", rx.lines());
+        assert!(rx.log.lines().is_empty(), "{:?}", rx.log.lines());
         assert_eq!(attempts(&api, "delivered").await, 0);
     }
 }

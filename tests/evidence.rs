@@ -147,15 +147,8 @@ async fn the_card_shows_what_the_script_tried_its_upload_and_what_it_never_tried
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["card"], card);
-    let r = api
-        .call(
-            "GET",
-            "/v1/users/alice/interrupts?state=pending",
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let pending = "/v1/users/alice/interrupts?state=pending";
+    let r = api.as_user("GET", pending, "alice").await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["interrupts"][0]["card"], card);
     let r = api

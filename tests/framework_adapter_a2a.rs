@@ -18,7 +18,7 @@ use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
-use support::adapters::python_path;
+use support::adapters::{outcome_of, python_path};
 use support::examples::{as_runtime, assert_one_claim_per_card, available};
 use support::person::page_resume;
 use support::*;
@@ -133,12 +133,7 @@ fn final_text(task: &Value) -> &str {
 }
 
 async fn state(g: &Gate, id: &str) -> Value {
-    let r = g
-        .api()
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()["state"].clone()
+    outcome_of(g, id).await["state"].clone()
 }
 
 /// The person answers on the card page with the secret of the task's card link.

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
-use support::adapters::python_path;
+use support::adapters::{outcome_of, python_path};
 use support::examples::{as_runtime, assert_one_claim_per_card, available, example_bench};
 use support::*;
 
@@ -57,15 +57,6 @@ impl Drop for Endpoint {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn outcome(g: &Gate, id: &str) -> Value {
-    let r = g
-        .api()
-        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.json()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +119,7 @@ async fn ag_ui_client_sees_the_interrupt_and_its_resume_claims_the_card_once() {
     ] {
         assert_eq!(thread["final"], final_text, "{thread}");
         let id = thread["interrupt_id"].as_str().unwrap();
-        let stored = outcome(&g, id).await;
+        let stored = outcome_of(&g, id).await;
         assert_eq!(stored["state"], state, "{stored}");
         assert_eq!(stored["user_id"], "alice", "{stored}");
         assert_eq!(stored["decision"]["outcome"], decision, "{stored}");
@@ -136,7 +127,7 @@ async fn ag_ui_client_sees_the_interrupt_and_its_resume_claims_the_card_once() {
     // The withdrawn card was left alone; the chat's next turn expires it.
     g.api().turn("alice", "agui-withdraw", &[]).await;
     let withdrawn = threads[3]["interrupt_id"].as_str().unwrap();
-    assert_eq!(outcome(&g, withdrawn).await["state"], "expired");
+    assert_eq!(outcome_of(&g, withdrawn).await["state"], "expired");
     // Three cards answered, each claimed once: the early resume, the repeated one and the
     // withdrawn card claimed nothing.
     assert_one_claim_per_card(&g, 3).await;

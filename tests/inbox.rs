@@ -101,16 +101,8 @@ async fn card_url_is_given_only_where_the_operator_said_people_reach_the_gate() 
         "the MCP tool's link shape, under the public URL"
     );
     // A reissued secret comes with its own link; the old one stops opening the card.
-    let r = public
-        .api()
-        .call(
-            "POST",
-            "/v1/chats/c1/interrupt/reissue",
-            Some(RUNTIME),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let reissue = "/v1/chats/c1/interrupt/reissue";
+    let r = public.api().as_user("POST", reissue, "alice").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let fresh = r.json()["resume_secret"].as_str().unwrap().to_owned();
     assert_eq!(

@@ -16,14 +16,7 @@ use support::*;
 /// A plain origin and a gate that reaches it as [`FILES`], inspecting it (so `paths` and
 /// `read` can be kept), with `extra` flags.
 async fn bench(extra: &[&str]) -> (Gate, Origin) {
-    let o = origin().await;
-    let g = gate()
-        .reach(&o)
-        .names(&[FILES])
-        .args(&["--inspect", FILES])
-        .args(extra)
-        .start();
-    (g, o)
+    reachable_with(&[FILES], &[&["--inspect", FILES], extra].concat()).await
 }
 
 /// Refuses the turn once, asks, and answers the card with `payload`: the resume's answer.
@@ -32,6 +25,12 @@ async fn decide(g: &Gate, o: &Origin, turn: &Turn, payload: Value) -> (Resp, Str
     assert_refused(&g.get(turn, &url).await, "not_approved");
     let (id, secret) = ask(&g.api(), turn, &[]).await;
     (answer_card(&g.api(), &id, &secret, payload).await, id)
+}
+
+/// [`decide`] with a decision the gate takes: the resume answers `200`.
+async fn granted(g: &Gate, o: &Origin, turn: &Turn, payload: Value) {
+    let (r, _) = decide(g, o, turn, payload).await;
+    assert_eq!(r.status, 200, "{}", r.text());
 }
 
 /// Asserts a refused, approvable answer for `reason`.
@@ -60,19 +59,11 @@ async fn refused_after_revocation(g: &Gate, turn: &Turn, url: &str) {
     }
 }
 
-/// `GET` of the API as the runtime speaking for `user`.
-async fn as_user(g: &Gate, method: &str, path: &str, user: &str) -> Resp {
-    g.api()
-        .call(method, path, Some(RUNTIME), Some(user), None)
-        .await
-}
-
 #[tokio::test]
 async fn a_counted_grant_admits_exactly_its_uses_then_is_not_approved_again() {
     let (g, o) = bench(&[]).await;
     let turn = g.turn("u", "c").await;
-    let (r, _) = decide(&g, &o, &turn, json!({"approved": true, "max_uses": 2})).await;
-    assert_eq!(r.status, 200, "{}", r.text());
+    granted(&g, &o, &turn, json!({"approved": true, "max_uses": 2})).await;
     let rows = g.api().chat_approvals("u", "c").await;
     let row = &rows["approvals"][0];
     assert_eq!(
@@ -106,7 +97,7 @@ async fn a_counted_grant_admits_exactly_its_uses_then_is_not_approved_again() {
     assert_eq!(row["approvable"], true, "{row}");
     // A spent row is still listed until it expires, and revoking it works like any other.
     let path = format!("/v1/chats/c/approvals/site/{FILES}");
-    assert_eq!(as_user(&g, "DELETE", &path, "u").await.status, 200);
+    assert_eq!(g.api().as_user("DELETE", &path, "u").await.status, 200);
     assert_eq!(
         g.api().chat_approvals("u", "c").await["approvals"],
         json!([])
@@ -117,8 +108,7 @@ async fn a_counted_grant_admits_exactly_its_uses_then_is_not_approved_again() {
 async fn a_turn_grant_does_not_admit_the_same_chats_next_turn_and_is_revocable() {
     let (g, o) = bench(&[]).await;
     let turn = g.turn("u", "c").await;
-    let (r, _) = decide(&g, &o, &turn, json!({"approved": true, "scope": "turn"})).await;
-    assert_eq!(r.status, 200, "{}", r.text());
+    granted(&g, &o, &turn, json!({"approved": true, "scope": "turn"})).await;
     let url = o.url(FILES, "/org/a");
     // The card's turn, which the resumed run keeps using, is admitted.
     assert_eq!(g.get(&turn, &url).await.status, 200);
@@ -131,7 +121,7 @@ async fn a_turn_grant_does_not_admit_the_same_chats_next_turn_and_is_revocable()
     assert_eq!(g.get(&turn, &url).await.status, 200, "still the old turn's");
     // Revoked through the chat's listing: the old turn is refused on its very next request.
     let path = format!("/v1/chats/c/approvals/site/{FILES}");
-    assert_eq!(as_user(&g, "DELETE", &path, "u").await.status, 200);
+    assert_eq!(g.api().as_user("DELETE", &path, "u").await.status, 200);
     refused_after_revocation(&g, &turn, &url).await;
 }
 
@@ -149,7 +139,7 @@ async fn a_user_grant_is_refused_unless_the_administrator_allows_it() {
         g.api().chat_approvals("u", "c").await["approvals"],
         json!([])
     );
-    let listed = as_user(&g, "GET", "/v1/users/u/approvals", "u").await;
+    let listed = g.api().as_user("GET", "/v1/users/u/approvals", "u").await;
     assert_eq!(listed.json()["approvals"], json!([]), "{}", listed.text());
 }
 
@@ -157,15 +147,16 @@ async fn a_user_grant_is_refused_unless_the_administrator_allows_it() {
 async fn a_user_grant_reaches_the_users_other_chats_and_no_other_user() {
     let (g, o) = bench(&["--allow-user-scope", "--user-grant-ttl", "2h"]).await;
     let turn = g.turn("u", "c").await;
-    let (r, _) = decide(&g, &o, &turn, json!({"approved": true, "scope": "user"})).await;
-    assert_eq!(r.status, 200, "{}", r.text());
+    granted(&g, &o, &turn, json!({"approved": true, "scope": "user"})).await;
     let url = o.url(FILES, "/org/a");
     let other_chat = g.turn("u", "c2").await;
     assert_eq!(g.get(&other_chat, &url).await.status, 200);
     let other_user = g.turn("v", "c").await;
     assert_refused(&g.get(&other_user, &url).await, "not_approved");
     // Listed for the user, not under the chat; another user's list is empty.
-    let listed = as_user(&g, "GET", "/v1/users/u/approvals", "u")
+    let listed = g
+        .api()
+        .as_user("GET", "/v1/users/u/approvals", "u")
         .await
         .json();
     let row = &listed["approvals"][0];
@@ -181,12 +172,12 @@ async fn a_user_grant_reaches_the_users_other_chats_and_no_other_user() {
         g.api().chat_approvals("u", "c").await["approvals"],
         json!([])
     );
-    let theirs = as_user(&g, "GET", "/v1/users/u/approvals", "v").await;
+    let theirs = g.api().as_user("GET", "/v1/users/u/approvals", "v").await;
     assert_eq!(theirs.json()["approvals"], json!([]));
     let path = format!("/v1/users/u/approvals/site/{FILES}");
-    assert_eq!(as_user(&g, "DELETE", &path, "v").await.status, 404);
+    assert_eq!(g.api().as_user("DELETE", &path, "v").await.status, 404);
     // Revoked: every chat of the user is refused on its very next request.
-    assert_eq!(as_user(&g, "DELETE", &path, "u").await.status, 200);
+    assert_eq!(g.api().as_user("DELETE", &path, "u").await.status, 200);
     refused_after_revocation(&g, &other_chat, &url).await;
     refused_after_revocation(&g, &turn, &url).await;
 }
@@ -196,8 +187,7 @@ async fn a_paths_grant_admits_its_prefix_and_refuses_every_escape() {
     let (g, o) = bench(&[]).await;
     let turn = g.turn("u", "c").await;
     let payload = json!({"approved": true, "paths": ["/org/"], "access": "read"});
-    let (r, _) = decide(&g, &o, &turn, payload).await;
-    assert_eq!(r.status, 200, "{}", r.text());
+    granted(&g, &o, &turn, payload).await;
     let rows = g.api().chat_approvals("u", "c").await;
     assert_eq!(rows["approvals"][0]["paths"], json!(["/org/"]), "{rows}");
     assert_eq!(rows["approvals"][0]["access"], "read", "{rows}");
@@ -248,7 +238,7 @@ async fn a_paths_grant_admits_its_prefix_and_refuses_every_escape() {
     assert_refused(&proxy_raw(g.proxy(), &raw).await, "method_not_allowed");
     // Revoked: the prefix is refused on the very next request.
     let path = format!("/v1/chats/c/approvals/site/{FILES}");
-    assert_eq!(as_user(&g, "DELETE", &path, "u").await.status, 200);
+    assert_eq!(g.api().as_user("DELETE", &path, "u").await.status, 200);
     refused_after_revocation(&g, &turn, &o.url(FILES, "/org/a")).await;
 }
 

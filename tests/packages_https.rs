@@ -8,13 +8,13 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
 use support::registry::{self, Server};
 use support::tls_front::{TlsFront, tls_front};
-use support::{Gate, Turn};
+use support::{Api, Gate, Turn};
 
 const INDEX: &str = "pypi.test";
 
@@ -29,7 +29,8 @@ struct Setup {
     dir: TempDir,
 }
 
-async fn setup() -> Option<Setup> {
+/// The [`Setup`], its control API, and a fresh turn (`u`, `c`) that every row installs in.
+async fn setup() -> Option<(Setup, Api, Turn)> {
     if !registry::pip_tools() {
         return None;
     }
@@ -45,25 +46,34 @@ async fn setup() -> Option<Setup> {
     let gate = registry::mirror_gate("pypi", INDEX, front.port)
         .args(&["--upstream-ca", front.ca_file.to_str().unwrap()])
         .start();
-    let r = gate.api().call("GET", "/v1/ca.pem", None, None, None).await;
+    let api = gate.api();
+    let r = api.call("GET", "/v1/ca.pem", None, None, None).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let deployment_ca = dir.join("deployment-ca.pem");
     std::fs::write(&deployment_ca, r.text()).unwrap();
-    Some(Setup {
+    let turn = api.turn("u", "c", &[]).await;
+    let s = Setup {
         _server: server,
         front,
         gate,
         deployment_ca,
         dir: tmp,
-    })
+    };
+    Some((s, api, turn))
 }
 
 impl Setup {
+    /// `pip install` through the gate, trusting the deployment CA (as a sandbox does).
     fn pip(&self, turn: &Turn, specs: &[&str]) -> std::process::Output {
+        self.pip_trusting(&self.deployment_ca, turn, specs)
+    }
+
+    /// `pip install` through the gate, trusting only the CA in `cert`.
+    fn pip_trusting(&self, cert: &Path, turn: &Turn, specs: &[&str]) -> std::process::Output {
         let index = registry::Index {
             url: format!("https://{INDEX}:{}/simple/", self.front.port),
             host: INDEX,
-            cert: Some(self.deployment_ca.clone()),
+            cert: Some(cert.to_owned()),
         };
         registry::pip_install_from(self.gate.proxy(), turn, &index, self.dir.path(), specs)
     }
@@ -71,11 +81,9 @@ impl Setup {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_https_a_package_and_its_dependency_install_after_one_card_and_nothing_else_does() {
-    let Some(s) = setup().await else {
+    let Some((s, api, turn)) = setup().await else {
         return;
     };
-    let api = s.gate.api();
-    let turn = api.turn("u", "c", &[]).await;
 
     let out = s.pip(&turn, &["alpha"]);
     assert!(!out.status.success(), "alpha is not approved");
@@ -128,19 +136,12 @@ async fn over_https_a_package_and_its_dependency_install_after_one_card_and_noth
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_https_an_installer_that_does_not_trust_the_deployment_ca_gets_nothing() {
-    let Some(s) = setup().await else {
+    let Some((s, api, turn)) = setup().await else {
         return;
     };
-    let api = s.gate.api();
-    let turn = api.turn("u", "c", &[]).await;
     // pip trusting only the front's own CA: the proxy's leaf does not verify, so nothing
     // installs and no request inside TLS was ever judged (nothing recorded as a package).
-    let index = registry::Index {
-        url: format!("https://{INDEX}:{}/simple/", s.front.port),
-        host: INDEX,
-        cert: Some(s.front.ca_file.clone()),
-    };
-    let out = registry::pip_install_from(s.gate.proxy(), &turn, &index, s.dir.path(), &["beta"]);
+    let out = s.pip_trusting(&s.front.ca_file, &turn, &["beta"]);
     assert!(!out.status.success());
     assert_eq!(
         registry::refused_packages(&api, &turn).await,

@@ -21,13 +21,12 @@ const NO_POLL: [&str; 2] = ["--epoch-poll", "1h"];
 
 /// A gate that may reach the origin as [`FILES`], with nothing listed (and [`NO_POLL`]).
 async fn setup() -> (Gate, Origin, u16) {
-    let o = origin().await;
-    let g = gate()
-        .reach(&o)
-        .names(&[FILES])
-        .args(&NO_POLL)
-        .ready()
-        .await;
+    setup_with(&[]).await
+}
+
+/// [`setup`] with the gate's flags `args` besides [`NO_POLL`].
+async fn setup_with(args: &[&str]) -> (Gate, Origin, u16) {
+    let (g, o) = reachable_with(&[FILES], &[args, &NO_POLL[..]].concat()).await;
     let port = o.port();
     (g, o, port)
 }
@@ -167,15 +166,7 @@ async fn a_user_losing_can_approve_loses_what_they_approved() {
 /// path by which a card's decision is undone; its tunnel closes like any other revocation.
 #[tokio::test]
 async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
-    let o = origin().await;
-    let port = o.port();
-    let g = gate()
-        .reach(&o)
-        .names(&[FILES])
-        .args(&["--claim-cap", "1", "--lease", "1s"])
-        .args(&NO_POLL)
-        .ready()
-        .await;
+    let (g, _o, port) = setup_with(&["--claim-cap", "1", "--lease", "1s"]).await;
     let api = g.api();
     let c1 = g.turn("alice", "c1").await;
     let [c2] = approved_turns(&g, port, [("alice", "c2")]).await;
@@ -201,15 +192,7 @@ async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
 /// relied on it, and no other user's.
 #[tokio::test]
 async fn revoking_a_user_grant_closes_every_chat_it_let_through() {
-    let o = origin().await;
-    let port = o.port();
-    let g = gate()
-        .reach(&o)
-        .names(&[FILES])
-        .args(&["--allow-user-scope"])
-        .args(&NO_POLL)
-        .ready()
-        .await;
+    let (g, _o, port) = setup_with(&["--allow-user-scope"]).await;
     let api = g.api();
     let c1 = g.turn("alice", "c1").await;
     let (id, secret) = ask(&api, &c1, &[&url(port)]).await;
@@ -227,9 +210,7 @@ async fn revoking_a_user_grant_closes_every_chat_it_let_through() {
     let mut second = Held::open(g.proxy(), &c2, port).await;
     let mut stays = Held::open(g.proxy(), &bob, port).await;
     let path = format!("/v1/users/alice/approvals/site/{FILES}");
-    let r = api
-        .call("DELETE", &path, Some(RUNTIME), Some("alice"), None)
-        .await;
+    let r = api.as_user("DELETE", &path, "alice").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let since = Instant::now();
     first

@@ -119,14 +119,8 @@ async fn every_proxy_on_postgresql_hears_a_revocation_and_listens_again_when_cut
 async fn a_change_no_push_reaches_is_found_by_the_poll() {
     // `egressgate admin` is another process: on SQLite nothing it commits wakes the server's
     // proxy, whose poll (300 ms here) finds the removal.
-    let o = origin().await;
+    let (g, o) = reachable_with(&[FILES], &["--epoch-poll", "300ms"]).await;
     let port = o.port();
-    let g = gate()
-        .reach(&o)
-        .names(&[FILES])
-        .args(&["--epoch-poll", "300ms"])
-        .ready()
-        .await;
     g.api().admin_site(FILES).await;
     let turn = g.turn("alice", "c1").await;
     let mut held = Held::open(g.proxy(), &turn, port).await;

@@ -227,14 +227,8 @@ async fn upstream_connections_are_reused_within_a_turn_and_never_across_turns() 
 
 #[tokio::test]
 async fn a_cached_approval_ends_at_its_own_expiry_without_the_janitor() {
-    let o = origin().await;
+    let (g, o) = reachable_with(&[FILES], &["--approval-ttl", "3s"]).await;
     let port = o.port();
-    let g = gate()
-        .reach(&o)
-        .names(&[FILES])
-        .args(&["--approval-ttl", "3s"])
-        .ready()
-        .await;
     let api = g.api();
     let turn = g.turn("dora", "c1").await;
     let url = o.url(FILES, "/data.csv");

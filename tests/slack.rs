@@ -12,10 +12,11 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::logged::{FAST_DELIVERY, Logged, wait_for};
 use support::*;
 
 const SIGNING: &str = "8f742231b10e8888abcd99yyyzzz85a5";
@@ -23,43 +24,34 @@ const BOT: &str = "xoxb-test-bot-token";
 
 /// The fake Slack, its log, and its port.
 struct Slack {
-    child: Child,
-    dir: tempfile::TempDir,
+    log: Logged,
     port: u16,
 }
 
 impl Slack {
     fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let mut log = Logged::new();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slack/fake_slack.py");
         let (child, port) = spawn_listening(
             Command::new("python3")
                 .arg(script)
                 .args([SIGNING, BOT])
-                .arg(dir.path().join("log")),
+                .arg(log.file("log")),
             "python3 runs the fake Slack",
         );
-        Self { child, dir, port }
+        log.child = Some(child);
+        Self { log, port }
     }
 
     fn records(&self, kind: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("log"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|r| r["kind"] == kind)
-            .collect()
+        let mut all = self.log.lines();
+        all.retain(|r| r["kind"] == kind);
+        all
     }
 
+    /// Waits (bounded) until `n` records of `kind` came; those records.
     async fn wait(&self, kind: &str, n: usize) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            let r = self.records(kind);
-            if r.len() >= n || tokio::time::Instant::now() >= deadline {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for(15, || self.records(kind), |r| r.len() >= n).await
     }
 
     /// Plays Slack sending a click to `gate` `times` times: the gate's answers.
@@ -98,13 +90,6 @@ impl Slack {
     }
 }
 
-impl Drop for Slack {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn slack_gate(b: GateBuilder, slack: &Slack, o: &Origin) -> Gate {
     let base = format!("http://slack.test:{}", slack.port);
     b.reach(o)
@@ -119,13 +104,8 @@ fn slack_gate(b: GateBuilder, slack: &Slack, o: &Origin) -> Gate {
             &format!("{base}/api"),
             "--slack-webhook-url",
             &format!("{base}/services/hook"),
-            "--webhook-backoff",
-            "100ms",
-            "--webhook-timeout",
-            "2s",
-            "--control-public-url",
-            "https://gate.example",
         ])
+        .args(&FAST_DELIVERY)
         .start()
 }
 

@@ -13,38 +13,64 @@ use support::relay::*;
 use support::*;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-/// A request to the other virtual host, as a body would carry it.
-fn hidden(port: u16) -> String {
-    format!("GET /secret HTTP/1.1\r\nHost: {OTHER}:{port}\r\n\r\n")
+/// A relay gate in front of a script origin, and the request to the other virtual host that
+/// each row hides where the origin might read it as a request.
+struct Bench {
+    origin: ScriptOrigin,
+    port: u16,
+    g: Gate,
+    api: Api,
+    turn: Turn,
+    /// `GET /secret` for [`OTHER`], as a body would carry it.
+    hidden: String,
 }
 
-/// Sends `raw` in a fresh tunnel and expects the proxy's `status` naming `why`, then the
-/// tunnel's close.
-async fn refused(g: &Gate, turn: &Turn, port: u16, raw: &[u8], status: u16, why: &str) {
-    let mut s = open(g, turn, port).await;
-    s.write_all(raw).await.unwrap();
-    let r = answer(&mut s).await;
-    let shown = String::from_utf8_lossy(raw);
-    assert_eq!(r.status, status, "{shown:?}: {}", r.text());
-    assert!(r.text().contains(why), "{shown:?}: {}", r.text());
-    assert!(
-        !r.text().contains("vhost="),
-        "{shown:?} reached the origin: {}",
-        r.text()
-    );
-    assert!(
-        wait_closed(&mut s, 5).await.is_ok(),
-        "{shown:?}: must close"
-    );
+impl Bench {
+    async fn on(origin: ScriptOrigin) -> Self {
+        let port = origin.port;
+        let (g, api, turn) = relay_gate(port).await;
+        let hidden = format!("GET /secret HTTP/1.1\r\nHost: {OTHER}:{port}\r\n\r\n");
+        Self {
+            origin,
+            port,
+            g,
+            api,
+            turn,
+            hidden,
+        }
+    }
+
+    /// Sends `raw` in a fresh tunnel and expects the proxy's `status` naming `why`, then the
+    /// tunnel's close.
+    async fn refused(&self, raw: &[u8], status: u16, why: &str) {
+        let mut s = open(&self.g, &self.turn, self.port).await;
+        s.write_all(raw).await.unwrap();
+        let r = answer(&mut s).await;
+        let shown = String::from_utf8_lossy(raw);
+        assert_eq!(r.status, status, "{shown:?}: {}", r.text());
+        assert!(r.text().contains(why), "{shown:?}: {}", r.text());
+        assert!(
+            !r.text().contains("vhost="),
+            "{shown:?} reached the origin: {}",
+            r.text()
+        );
+        assert!(
+            wait_closed(&mut s, 5).await.is_ok(),
+            "{shown:?}: must close"
+        );
+    }
+
+    /// Sends `raw` in a fresh tunnel that stays open for the answers.
+    async fn send(&self, raw: &str) -> tokio::net::TcpStream {
+        send(&self.g, &self.turn, self.port, raw).await
+    }
 }
 
 #[tokio::test]
 async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_before_a_strict_origin()
 {
-    let node = ScriptOrigin::node();
-    let port = node.port;
-    let (g, api, turn) = relay_gate(port).await;
-    let hidden = hidden(port);
+    let b = Bench::on(ScriptOrigin::node()).await;
+    let (port, hidden) = (b.port, &b.hidden);
     let n = hidden.len();
     let chunked = format!("{n:x}\r\n{hidden}\r\n0\r\n\r\n");
     let why = "Connection may not name";
@@ -87,14 +113,14 @@ async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_befo
         ),
     ] {
         let raw = format!("POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\n{fields}\r\n\r\n{body}");
-        refused(&g, &turn, port, raw.as_bytes(), 400, why).await;
+        b.refused(raw.as_bytes(), 400, why).await;
     }
     // On a kept-alive tunnel: the first request is served, the second is refused.
     let raw = format!(
         "GET /a HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\nPOST /b HTTP/1.1\r\nHost: {FILES}:{port}\r\n\
          Connection: Content-Length\r\nContent-Length: {n}\r\n\r\n{hidden}"
     );
-    let mut s = send(&g, &turn, port, &raw).await;
+    let mut s = b.send(&raw).await;
     let first = answer(&mut s).await;
     assert_eq!(first.text(), format!("vhost={FILES}:{port} path=/a"));
     let second = answer(&mut s).await;
@@ -102,12 +128,12 @@ async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_befo
     assert!(second.text().contains(why), "{}", second.text());
     assert!(wait_closed(&mut s, 5).await.is_ok());
     assert_eq!(
-        node.settled_requests().await,
+        b.origin.settled_requests().await,
         [format!("{FILES}:{port} GET /a")],
         "only the first request may reach the origin"
     );
     // A framing refusal is the proxy's own 400, not a recorded refusal.
-    let refusals = api.refusals(&turn).await;
+    let refusals = b.api.refusals(&b.turn).await;
     assert_eq!(refusals["refusals"], serde_json::json!([]), "{refusals}");
 }
 
@@ -116,10 +142,8 @@ async fn a_connection_option_naming_framing_host_upgrade_or_expect_is_a_400_befo
 /// whatever follows could be a body to one and a request to the other, so it is a `400`.
 #[tokio::test]
 async fn a_transfer_encoding_naming_no_coding_is_a_400() {
-    let node = ScriptOrigin::node();
-    let port = node.port;
-    let (g, _api, turn) = relay_gate(port).await;
-    let hidden = hidden(port);
+    let b = Bench::on(ScriptOrigin::node()).await;
+    let (port, hidden) = (b.port, &b.hidden);
     let n = hidden.len();
     for fields in [
         "Transfer-Encoding: ".to_owned(),
@@ -128,24 +152,16 @@ async fn a_transfer_encoding_naming_no_coding_is_a_400() {
         format!("Content-Length: {n}\r\nTransfer-Encoding:"),
     ] {
         let raw = format!("POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\n{fields}\r\n\r\n{hidden}");
-        refused(
-            &g,
-            &turn,
-            port,
-            raw.as_bytes(),
-            400,
-            "ambiguous request body framing",
-        )
-        .await;
+        b.refused(raw.as_bytes(), 400, "ambiguous request body framing")
+            .await;
     }
-    assert_eq!(node.settled_requests().await, Vec::<String>::new());
+    assert_eq!(b.origin.settled_requests().await, Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn odd_whitespace_in_a_request_line_is_judged_as_http_never_relayed_unjudged() {
-    let python = ScriptOrigin::python();
-    let port = python.port;
-    let (g, _api, turn) = relay_gate(port).await;
+    let b = Bench::on(ScriptOrigin::python()).await;
+    let port = b.port;
     let why = "malformed HTTP/1.1 request";
     for line in [
         &b"GET\x0b/secret HTTP/1.1"[..],
@@ -166,21 +182,21 @@ async fn odd_whitespace_in_a_request_line_is_judged_as_http_never_relayed_unjudg
     ] {
         let mut raw = line.to_vec();
         raw.extend_from_slice(format!("\r\nHost: {OTHER}:{port}\r\n\r\n").as_bytes());
-        refused(&g, &turn, port, &raw, 400, why).await;
+        b.refused(&raw, 400, why).await;
     }
     // Text protocols that name no HTTP version are judged as HTTP too, and refused.
     for raw in [&b"EHLO client.example\r\n"[..], b"*1\r\n$4\r\nPING\r\n"] {
-        refused(&g, &turn, port, raw, 400, why).await;
+        b.refused(raw, 400, why).await;
     }
     // Empty lines before a request line are allowed (RFC 9112 §2.2) and the head is judged.
     let raw = format!("\r\nGET /ok HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n");
-    let mut s = send(&g, &turn, port, &raw).await;
+    let mut s = b.send(&raw).await;
     assert_eq!(
         answer(&mut s).await.text(),
         format!("vhost={FILES}:{port} path=/ok")
     );
     assert_eq!(
-        python.settled_requests().await,
+        b.origin.settled_requests().await,
         [format!("{FILES}:{port} GET /ok")],
         "no odd line may reach the origin"
     );
@@ -188,10 +204,8 @@ async fn odd_whitespace_in_a_request_line_is_judged_as_http_never_relayed_unjudg
 
 #[tokio::test]
 async fn a_body_on_a_method_that_defines_none_is_refused_before_an_origin_that_ignores_it() {
-    let python = ScriptOrigin::python();
-    let port = python.port;
-    let (g, _api, turn) = relay_gate(port).await;
-    let hidden = hidden(port);
+    let b = Bench::on(ScriptOrigin::python()).await;
+    let (port, hidden) = (b.port, &b.hidden);
     let n = hidden.len();
     let why = "may not carry a body";
     for method in ["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"] {
@@ -204,7 +218,7 @@ async fn a_body_on_a_method_that_defines_none_is_refused_before_an_origin_that_i
         ] {
             let raw =
                 format!("{method} / HTTP/1.1\r\nHost: {FILES}:{port}\r\n{framing}\r\n\r\n{body}");
-            refused(&g, &turn, port, raw.as_bytes(), 400, why).await;
+            b.refused(raw.as_bytes(), 400, why).await;
         }
     }
     // The neighbours that pass: an empty body, and a body where the method defines one.
@@ -212,7 +226,7 @@ async fn a_body_on_a_method_that_defines_none_is_refused_before_an_origin_that_i
         "GET /empty HTTP/1.1\r\nHost: {FILES}:{port}\r\nContent-Length: 0\r\n\r\n\
          POST /up HTTP/1.1\r\nHost: {FILES}:{port}\r\nContent-Length: {n}\r\n\r\n{hidden}"
     );
-    let mut s = send(&g, &turn, port, &raw).await;
+    let mut s = b.send(&raw).await;
     assert_eq!(
         answer(&mut s).await.text(),
         format!("vhost={FILES}:{port} path=/empty")
@@ -222,7 +236,7 @@ async fn a_body_on_a_method_that_defines_none_is_refused_before_an_origin_that_i
         format!("vhost={FILES}:{port} path=/up")
     );
     assert_eq!(
-        python.settled_requests().await,
+        b.origin.settled_requests().await,
         [
             format!("{FILES}:{port} GET /empty"),
             format!("{FILES}:{port} POST /up")

@@ -12,37 +12,38 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::logged::{FAST_DELIVERY, Logged, wait_for};
 use support::*;
 
 /// The Python receiver, its files, and its port.
 struct Receiver {
-    child: Child,
-    dir: tempfile::TempDir,
+    log: Logged,
     port: u16,
 }
 
 impl Receiver {
     fn start(fail_first: u32, down: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("secret"), "").unwrap();
+        let mut log = Logged::new();
+        std::fs::write(log.file("secret"), "").unwrap();
         if down {
-            std::fs::write(dir.path().join("down"), "").unwrap();
+            log.go_down();
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webhooks/receiver.py");
         let (child, port) = spawn_listening(
             Command::new("python3")
                 .arg(script)
-                .arg(dir.path().join("secret"))
-                .arg(dir.path().join("log"))
-                .arg(dir.path().join("down"))
+                .arg(log.file("secret"))
+                .arg(log.file("log"))
+                .arg(log.file("down"))
                 .arg(fail_first.to_string()),
             "is standardwebhooks installed?",
         );
-        Self { child, dir, port }
+        log.child = Some(child);
+        Self { log, port }
     }
 
     fn url(&self) -> String {
@@ -50,39 +51,16 @@ impl Receiver {
     }
 
     fn set_secret(&self, secret: &str) {
-        std::fs::write(self.dir.path().join("secret"), secret).unwrap();
+        std::fs::write(self.log.file("secret"), secret).unwrap();
     }
 
     fn come_up(&self) {
-        std::fs::remove_file(self.dir.path().join("down")).unwrap();
+        self.log.come_up();
     }
 
-    /// Every request received so far.
-    fn records(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("log"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    /// Waits (bounded) until `done` holds for the records.
+    /// Waits (bounded) until `done` holds for the requests received; those requests.
     async fn wait(&self, secs: u64, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-        loop {
-            let r = self.records();
-            if done(&r) || tokio::time::Instant::now() >= deadline {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        wait_for(secs, || self.log.lines(), done).await
     }
 }
 
@@ -92,16 +70,10 @@ fn hooks_gate(data: Option<tempfile::TempDir>) -> Gate {
 }
 
 fn hooks_gate_on(g: GateBuilder, data: Option<tempfile::TempDir>) -> Gate {
-    let mut g = g.resolve("hooks.test", "127.0.0.1").args(&[
-        "--allow-cidr",
-        "127.0.0.1/32",
-        "--webhook-backoff",
-        "100ms",
-        "--webhook-timeout",
-        "2s",
-        "--control-public-url",
-        "https://gate.example",
-    ]);
+    let mut g = g
+        .resolve("hooks.test", "127.0.0.1")
+        .args(&["--allow-cidr", "127.0.0.1/32"])
+        .args(&FAST_DELIVERY);
     if let Some(d) = data {
         g = g.data_dir(d);
     }
@@ -129,6 +101,17 @@ fn of_type<'a>(records: &'a [Value], kind: &str) -> Vec<&'a Value> {
             serde_json::from_str::<Value>(r["body"].as_str().unwrap()).unwrap()["type"] == kind
         })
         .collect()
+}
+
+/// Waits (bounded) for a delivery of event `kind`; asserts exactly one came and it verified.
+/// That delivery, and every request received by then.
+async fn one_verified(rx: &Receiver, secs: u64, kind: &str) -> (Value, Vec<Value>) {
+    let seen = rx.wait(secs, |r| !of_type(r, kind).is_empty()).await;
+    let of_kind = of_type(&seen, kind);
+    assert_eq!(of_kind.len(), 1, "one {kind}: {seen:?}");
+    assert_eq!(of_kind[0]["verified"], true);
+    let one = of_kind[0].clone();
+    (one, seen)
 }
 
 #[tokio::test]
@@ -210,12 +193,7 @@ async fn deliveries_verify_and_a_failing_receiver_gets_the_same_id_again() {
 
     // The person approves: approval.resolved follows, signed, first time.
     approve_card(&api, &card, &resume_secret).await;
-    let seen = rx
-        .wait(10, |r| !of_type(r, "approval.resolved").is_empty())
-        .await;
-    let resolved = of_type(&seen, "approval.resolved");
-    assert_eq!(resolved.len(), 1, "{seen:?}");
-    assert_eq!(resolved[0]["verified"], true);
+    one_verified(&rx, 10, "approval.resolved").await;
     let retry = format!("{path}/{}/retry", first["id"].as_str().unwrap());
     let r = api.post(&retry, ADMIN, json!({})).await;
     assert_eq!(
@@ -288,7 +266,7 @@ async fn a_gate_killed_with_deliveries_pending_delivers_each_once_after_restart(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let seen = rx.records();
+    let seen = rx.log.lines();
     assert!(seen.iter().all(|r| r["verified"] == true), "{seen:?}");
     // De-duplicated by webhook-id: each card's event exactly once.
     let mut by_id = std::collections::BTreeMap::new();
@@ -374,13 +352,8 @@ async fn a_revoked_approval_and_a_card_left_unanswered_are_reported() {
     approve_card(&api, &card, &secret).await;
     let r = api.revoke("alice", "c1", "site", "data.example.com").await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let seen = rx
-        .wait(10, |r| !of_type(r, "approval.revoked").is_empty())
-        .await;
-    let revoked = of_type(&seen, "approval.revoked");
-    assert_eq!(revoked.len(), 1, "{seen:?}");
-    assert_eq!(revoked[0]["verified"], true);
-    let body: Value = serde_json::from_str(revoked[0]["body"].as_str().unwrap()).unwrap();
+    let (revoked, _) = one_verified(&rx, 10, "approval.revoked").await;
+    let body: Value = serde_json::from_str(revoked["body"].as_str().unwrap()).unwrap();
     assert_eq!(
         (
             body["data"]["user_id"].as_str(),
@@ -395,13 +368,8 @@ async fn a_revoked_approval_and_a_card_left_unanswered_are_reported() {
     // without the secret, and only the filtered events reach this endpoint.
     let turn = api.turn("alice", "c2", &[]).await;
     let (card, secret) = ask(&api, &turn, &["https://late.example.com/y.csv"]).await;
-    let seen = rx
-        .wait(20, |r| !of_type(r, "approval.expired").is_empty())
-        .await;
-    let expired = of_type(&seen, "approval.expired");
-    assert_eq!(expired.len(), 1, "{seen:?}");
-    assert_eq!(expired[0]["verified"], true);
-    let text = expired[0]["body"].as_str().unwrap();
+    let (expired, seen) = one_verified(&rx, 20, "approval.expired").await;
+    let text = expired["body"].as_str().unwrap();
     let body: Value = serde_json::from_str(text).unwrap();
     assert_eq!(body["data"]["interrupt_id"], card.as_str(), "{body}");
     assert!(!text.contains(&secret), "no resume secret in {text}");

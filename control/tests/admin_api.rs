@@ -7,7 +7,7 @@
 mod support;
 
 use axum::http::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{
     INVALID_BODY, INVALID_INPUT, NOT_FOUND, TestApp, assert_error, assert_invalid_input, pluck,
 };
@@ -21,6 +21,22 @@ async fn listed(app: &TestApp, list: &str) -> Vec<String> {
         .into_iter()
         .map(str::to_owned)
         .collect()
+}
+
+/// Adds `sent` with `note` to `list` and asserts a new entry: `201`, stored in canonical form
+/// (`canonical`) with the note kept and a creation time. The answer.
+async fn adds(app: &TestApp, list: &str, sent: &str, canonical: &str, note: &str) -> Value {
+    let field = if list == "sites" { "pattern" } else { "name" };
+    let body = json!({field: sent, "note": note});
+    let (s, b) = app
+        .as_admin()
+        .post(&format!("/v1/admin/{list}"), body)
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b[field], canonical);
+    assert_eq!(b["note"], note);
+    assert!(b["created_at"].is_string(), "{b}");
+    b
 }
 
 /// Removes `entry` (as spelt) from `list` and asserts the answer: 204, or 404 `NOT_FOUND`.
@@ -38,11 +54,14 @@ async fn removes(app: &TestApp, list: &str, entry: &str, want: StatusCode) {
 #[tokio::test]
 async fn sites_add_is_201_then_200_and_stored_canonically() {
     let app = TestApp::new().await;
-    let site = json!({"pattern": "*.Example.COM.", "note": "vendor data"});
-    let (s, b) = app.as_admin().post("/v1/admin/sites", site).await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
-    assert_eq!(b["pattern"], "*.example.com");
-    assert_eq!(b["note"], "vendor data");
+    let b = adds(
+        &app,
+        "sites",
+        "*.Example.COM.",
+        "*.example.com",
+        "vendor data",
+    )
+    .await;
     let created = b["created_at"].as_str().unwrap().to_owned();
     assert!(created.ends_with('Z'));
 
@@ -122,12 +141,7 @@ async fn sites_delete_is_204_then_404_with_any_spelling() {
 #[tokio::test]
 async fn packages_are_canonical_and_removable() {
     let app = TestApp::new().await;
-    let package = json!({"name": "Foo_Bar.baz", "note": "n"});
-    let (s, b) = app.as_admin().post("/v1/admin/packages", package).await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
-    assert_eq!(b["name"], "foo-bar-baz");
-    assert_eq!(b["note"], "n");
-    assert!(b["created_at"].is_string());
+    adds(&app, "packages", "Foo_Bar.baz", "foo-bar-baz", "n").await;
     // (as sent, the answer, the canonical name)
     for (sent, want, name) in [
         ("pip:foo-bar-baz", StatusCode::OK, "foo-bar-baz"),

@@ -121,10 +121,17 @@ pub fn id(card: &Value) -> &str {
     card["interrupt_id"].as_str().unwrap()
 }
 
+/// What the gate stored for the adapter's `card`: [`outcome_of`] its id.
 pub async fn outcome(g: &Gate, card: &Value) -> Value {
+    outcome_of(g, id(card)).await
+}
+
+/// What the gate stored for card `id`, as the runtime reads it (`200` asserted): what every
+/// adapter suite checks against what its framework showed.
+pub async fn outcome_of(g: &Gate, id: &str) -> Value {
     let r = g
         .api()
-        .get(&format!("/v1/interrupts/{}/outcome", id(card)), RUNTIME)
+        .get(&format!("/v1/interrupts/{id}/outcome"), RUNTIME)
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()
@@ -146,10 +153,7 @@ pub async fn answer(g: &Gate, card: &Value, approved: bool) {
 /// The user's pending cards.
 pub async fn pending(g: &Gate, user: &str) -> Vec<Value> {
     let path = format!("/v1/users/{user}/interrupts?state=pending");
-    let r = g
-        .api()
-        .call("GET", &path, Some(RUNTIME), Some(user), None)
-        .await;
+    let r = g.api().as_user("GET", &path, user).await;
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()["interrupts"].as_array().unwrap().clone()
 }

@@ -109,8 +109,14 @@ impl Listed {
 
 /// A loopback origin and a gate that may reach it under `names`, nothing listed yet.
 pub async fn reachable(names: &[&str]) -> (Gate, Origin) {
+    reachable_with(names, &[]).await
+}
+
+/// [`reachable`] with the gate's own flags `args` (a TTL, a poll, a cap), the setup of most
+/// rows that check one flag against one origin.
+pub async fn reachable_with(names: &[&str], args: &[&str]) -> (Gate, Origin) {
     let o = origin().await;
-    (gate().reach(&o).names(names).ready().await, o)
+    (gate().reach(&o).names(names).args(args).ready().await, o)
 }
 
 /// A proxy-only process on the database at `db` (the scale-out and split-process rows).
@@ -239,8 +245,7 @@ impl Api {
     /// /v1/chats/{chat}/approvals/{kind}/{value}`.
     pub async fn revoke(&self, user: &str, chat: &str, kind: &str, value: &str) -> Resp {
         let path = format!("/v1/chats/{chat}/approvals/{kind}/{value}");
-        self.call("DELETE", &path, Some(RUNTIME), Some(user), None)
-            .await
+        self.as_user("DELETE", &path, user).await
     }
 
     /// `POST /v1/admin/tokens` as the administrator: a named token with `scopes`; the answer
@@ -253,8 +258,7 @@ impl Api {
     /// The user hides a chat: `DELETE /v1/chats/{chat}`.
     pub async fn hide_chat(&self, user: &str, chat: &str) -> Resp {
         let path = format!("/v1/chats/{chat}");
-        self.call("DELETE", &path, Some(RUNTIME), Some(user), None)
-            .await
+        self.as_user("DELETE", &path, user).await
     }
 
     /// `GET path` with no credential (health, readiness, metrics, the CA).

@@ -70,6 +70,13 @@ impl Api {
         self.call("GET", path, Some(token), None, None).await
     }
 
+    /// `method path` without a body as the runtime speaking for `user`: how a person's own
+    /// calls (their cards, their approvals, their chats) reach the API.
+    pub async fn as_user(&self, method: &str, path: &str, user: &str) -> Resp {
+        self.call(method, path, Some(RUNTIME), Some(user), None)
+            .await
+    }
+
     /// Opens a turn and returns (turn_id, user:pass credential).
     pub async fn turn(&self, user: &str, chat: &str, sites: &[&str]) -> Turn {
         let r = self
@@ -100,9 +107,7 @@ impl Api {
     /// `GET /v1/chats/{chat}/approvals` for `user`, as the runtime sees it.
     pub async fn chat_approvals(&self, user: &str, chat: &str) -> serde_json::Value {
         let path = format!("/v1/chats/{chat}/approvals");
-        let r = self
-            .call("GET", &path, Some(RUNTIME), Some(user), None)
-            .await;
+        let r = self.as_user("GET", &path, user).await;
         assert_eq!(r.status, 200, "{}", r.text());
         r.json()
     }

@@ -24,6 +24,7 @@ pub mod held;
 pub mod hello;
 pub mod hostile;
 pub mod inspect;
+pub mod logged;
 pub mod netns;
 pub mod origin;
 pub mod person;

@@ -9,10 +9,8 @@ use super::*;
 /// A gate that may reach the origin under [`FILES`] and a few names the dry run compares
 /// (`a.example.com`, `example.com`, `badexample.com`), with `extra` flags.
 pub async fn setup(extra: &[&str]) -> (Gate, Origin) {
-    let o = origin().await;
     let names = [FILES, "a.example.com", "example.com", "badexample.com"];
-    let g = gate().reach(&o).names(&names).args(extra).ready().await;
-    (g, o)
+    reachable_with(&names, extra).await
 }
 
 /// The approval tool asked for `packages` (and what the turn was refused), registered:
