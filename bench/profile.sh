@@ -10,8 +10,9 @@
 # seconds), then prints the hottest symbols. STRACE=1 counts system calls with `strace -c -f`
 # instead; NOPERF=1 only measures; EG_ARGS adds egressgate flags (e.g. "--log-allowed none");
 # IDLE and IDLE_EGRESSGATE set workload 7's tunnel counts (as in bench/run.sh).
-# EG=path names the egressgate binary; LOADGEN_TARGET as in bench/run.sh. Run bench/run.sh once
-# first (it builds both binaries).
+# EG=path names the egressgate binary; by default the `profiling` build (the release build with
+# its symbols, built here when missing: `perf` of the stripped release binary names no function).
+# LOADGEN_TARGET as in bench/run.sh; run bench/run.sh once first (it builds the load generator).
 set -euo pipefail
 W=${1:?usage: bench/profile.sh WORKLOADS [DURATION]}
 D=${2:-6}
@@ -19,7 +20,12 @@ D=${2:-6}
 # start_egressgate. The work directory is kept (the profile is in it).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 KEEP_WORKDIR=1
-EGRESSGATE=${EG:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egressgate}
+if [ -z "${EG:-}" ]; then
+    log "building egressgate (profiling: release with symbols)"
+    (cd "$ROOT" && cargo build --profile profiling --quiet --bin egressgate) \
+        || die "egressgate profiling build failed"
+fi
+EGRESSGATE=${EG:-${CARGO_TARGET_DIR:-$ROOT/target}/profiling/egressgate}
 [ -x "$LOADGEN" ] && [ -x "$EGRESSGATE" ] || die "build first: bash bench/run.sh"
 make_work profile
 ulimit -n "$(ulimit -Hn)"
