@@ -2,7 +2,7 @@
 //! `read` is downloads only, which the proxy can enforce only where it sees each request (an
 //! inspected host, or plain HTTP forwarding).
 
-use std::fmt;
+use crate::spelling::spelling;
 
 /// How much of a host a grant opens.
 #[derive(
@@ -27,24 +27,12 @@ pub enum Access {
     Full,
 }
 
+spelling!(Access {
+    Read => "read",
+    Full => "full",
+});
+
 impl Access {
-    /// The wire and database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Full => "full",
-        }
-    }
-
-    /// Parses the wire and database spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "read" => Some(Self::Read),
-            "full" => Some(Self::Full),
-            _ => None,
-        }
-    }
-
     /// Whether this is [`Access::Full`] (for `skip_serializing_if`).
     pub fn is_full(&self) -> bool {
         *self == Self::Full
@@ -53,12 +41,6 @@ impl Access {
     /// The wider of two levels: a host allowed by several grants gets the widest.
     pub fn widest(self, other: Self) -> Self {
         self.max(other)
-    }
-}
-
-impl fmt::Display for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
