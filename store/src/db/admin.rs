@@ -331,7 +331,7 @@ impl super::FromRow for AdminEntry {
             created_at: Timestamp::from_millis(r.try_get(2)?),
             rules: SiteRules {
                 inspect: r.try_get::<i64, _>(3)? != 0,
-                access: crate::db::word_column(&r, 4, Access::parse, "admin_sites.access")?,
+                access: crate::db::word_column(r, 4, Access::parse, "admin_sites.access")?,
             },
         })
     }

@@ -216,7 +216,7 @@ pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
         turn_seq: r.try_get(5)?,
         card: json_column(&r.try_get::<String, _>(6)?, "interrupts.card")?,
         tool_call_id: r.try_get(7)?,
-        state: crate::db::word_column(&r, 8, InterruptState::parse, "interrupts.state")?,
+        state: crate::db::word_column(r, 8, InterruptState::parse, "interrupts.state")?,
         snapshot,
         first_answer: r.try_get(11)?,
         first_answer_key: r.try_get(12)?,

@@ -296,12 +296,12 @@ pub(crate) async fn package_allowed_on(
 impl super::FromRow for ApprovalRow {
     fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         Ok(Self {
-            kind: crate::db::word_column(&r, 0, ApprovalKind::parse, "approvals.kind")?,
+            kind: crate::db::word_column(r, 0, ApprovalKind::parse, "approvals.kind")?,
             value: r.try_get(1)?,
             card_id: r.try_get(2)?,
             expires_at: Timestamp::from_millis(r.try_get(3)?),
-            access: crate::db::word_column(&r, 4, Access::parse, "approvals.access")?,
-            scope: crate::db::word_column(&r, 5, Scope::parse, "approvals.scope")?,
+            access: crate::db::word_column(r, 4, Access::parse, "approvals.access")?,
+            scope: crate::db::word_column(r, 5, Scope::parse, "approvals.scope")?,
             uses_left: r.try_get(6)?,
             paths: paths_column(r.try_get(7)?)?,
             turn_id: Some(r.try_get::<String, _>(8)?).filter(|t| !t.is_empty()),

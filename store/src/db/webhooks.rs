@@ -237,7 +237,7 @@ impl super::FromRow for Delivery {
             event_id: r.try_get(1)?,
             event_type: r.try_get(2)?,
             status: crate::db::word_column(
-                &r,
+                r,
                 3,
                 DeliveryStatus::parse,
                 "webhook_deliveries.status",

@@ -200,7 +200,7 @@ impl Store {
                 Ok(ChannelDue {
                     id: MessageId::from_db(r.try_get(0)?),
                     channel: crate::db::word_column(
-                        &r,
+                        r,
                         1,
                         Channel::parse,
                         "channel_deliveries.channel",
