@@ -36,3 +36,43 @@ macro_rules! spelling {
 }
 
 pub(crate) use spelling;
+
+#[cfg(test)]
+mod tests {
+    use crate::db::tokens::Scope as TokenScope;
+    use crate::db::webhooks::DeliveryStatus;
+    use crate::{Access, Mode, RefusalReason, Scope};
+
+    /// Every spelled word reads back as its own variant and as nothing else, a near miss
+    /// (another case, another word) as none, and `Display` writes the word.
+    #[test]
+    fn every_word_round_trips_and_nothing_else_parses() {
+        fn check<T: Copy + PartialEq + std::fmt::Debug + std::fmt::Display>(
+            all: &[T],
+            as_str: fn(T) -> &'static str,
+            parse: fn(&str) -> Option<T>,
+        ) {
+            for &v in all {
+                assert_eq!(parse(as_str(v)), Some(v));
+                assert_eq!(v.to_string(), as_str(v));
+                assert_eq!(parse(&as_str(v).to_uppercase()), None, "{v:?}");
+            }
+            assert_eq!(parse("write"), None);
+            assert_eq!(parse(""), None);
+        }
+        check(&Access::ALL, Access::as_str, Access::parse);
+        check(&Mode::ALL, Mode::as_str, Mode::parse);
+        check(&Scope::ALL, Scope::as_str, Scope::parse);
+        check(
+            &RefusalReason::ALL,
+            RefusalReason::as_str,
+            RefusalReason::parse,
+        );
+        check(&TokenScope::ALL, TokenScope::as_str, TokenScope::parse);
+        check(
+            &DeliveryStatus::ALL,
+            DeliveryStatus::as_str,
+            DeliveryStatus::parse,
+        );
+    }
+}
