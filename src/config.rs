@@ -11,8 +11,23 @@ use egressgate_store::PoolOptions;
 /// A setting read through one of the value parsers by its field name alone: the label an
 /// error gives it (`--turn-ttl`, `EGRESSGATE_TURN_TTL` or the file's key), the raw value and
 /// the default (the same field of `$default`, or `default = EXPR`) all follow from the name,
-/// so they cannot drift apart.
+/// so they cannot drift apart. `each PARSE` reads every value of a repeatable setting through
+/// the parser; a setting with no parser takes `raw.FIELD` or, unset, the default's `FIELD`.
 macro_rules! setting {
+    (each $parse:ident, $raw:ident . $field:ident) => {
+        $raw.$field
+            .iter()
+            .map(|v| {
+                $parse(
+                    &$raw.sources.label(&stringify!($field).replace('_', "-")),
+                    v,
+                )
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    ($raw:ident . $field:ident, $default:ident) => {
+        $raw.$field.unwrap_or($default.$field)
+    };
     ($parse:ident, $raw:ident . $field:ident, $default:ident) => {
         setting!($parse, $raw.$field, default = $default.$field)
     };

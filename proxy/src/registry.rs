@@ -163,6 +163,54 @@ pub fn map(eco: Ecosystem, method: &Method, target: &str) -> Mapping {
     judge(eco, method, target).mapping
 }
 
+impl Mapping {
+    /// A request about the package `spec` (`pip:NAME`, `npm:NAME`) at `version`. Both
+    /// registries build their answer here, so a name the store's parser refuses is
+    /// unmappable (refused, never guessed) the same way for each.
+    fn package(spec: &str, version: Option<&str>, artifact: Artifact) -> Self {
+        match Package::parse(spec) {
+            Ok(package) => Self::Package {
+                package,
+                version: version.map(str::to_owned),
+                artifact,
+            },
+            Err(_) => Self::Unmappable,
+        }
+    }
+}
+
+/// The registries' unit tests' shared checks: one table of paths and what each maps to.
+#[cfg(test)]
+mod expect {
+    use super::{Artifact, Ecosystem, Mapping, Package, map};
+    use http::Method;
+
+    /// The package mapping a test expects. Unlike [`Mapping::package`] a spec that does not
+    /// parse panics, so a typo in a test fails instead of expecting `Unmappable`.
+    pub(super) fn pkg(spec: &str, version: Option<&str>, artifact: Artifact) -> Mapping {
+        Mapping::Package {
+            package: Package::parse(spec).unwrap_or_else(|e| unreachable!("{spec}: {e}")),
+            version: version.map(str::to_owned),
+            artifact,
+        }
+    }
+
+    /// Asserts that a `GET` of each `good` path to a registry of `eco` maps to its mapping,
+    /// and that each `bad` path is unmappable.
+    pub(super) fn table(eco: Ecosystem, good: &[(&str, Mapping)], bad: &[&str]) {
+        for (path, want) in good {
+            assert_eq!(&map(eco, &Method::GET, path), want, "{path:?}");
+        }
+        for path in bad {
+            assert_eq!(
+                map(eco, &Method::GET, path),
+                Mapping::Unmappable,
+                "{path:?}"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

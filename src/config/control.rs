@@ -38,37 +38,23 @@ pub(super) fn settings(
         item_max_bytes: setting!(size, raw.item_max_bytes, c),
         lease: setting!(duration, raw.lease, c),
         resume_deadline: setting!(duration, raw.resume_deadline, c),
-        claim_cap: raw.claim_cap.unwrap_or(c.claim_cap),
+        claim_cap: setting!(raw.claim_cap, c),
         approval_ttl: setting!(duration, raw.approval_ttl, c),
-        allow_user_scope: raw.allow_user_scope.unwrap_or(c.allow_user_scope),
+        allow_user_scope: setting!(raw.allow_user_scope, c),
         user_grant_ttl: setting!(duration, raw.user_grant_ttl, c),
-        resume_slots_per_user: raw.resume_slots_per_user.unwrap_or(c.resume_slots_per_user),
-        default_can_approve: raw.default_can_approve.unwrap_or(c.default_can_approve),
-        card_max_sites: raw.card_max_sites.unwrap_or(c.card_max_sites),
-        card_max_urls: raw.card_max_urls.unwrap_or(c.card_max_urls),
-        card_max_packages: raw.card_max_packages.unwrap_or(c.card_max_packages),
+        resume_slots_per_user: setting!(raw.resume_slots_per_user, c),
+        default_can_approve: setting!(raw.default_can_approve, c),
+        card_max_sites: setting!(raw.card_max_sites, c),
+        card_max_urls: setting!(raw.card_max_urls, c),
+        card_max_packages: setting!(raw.card_max_packages, c),
         internal_suffixes: internal_suffixes.clone(),
-        allow_whole_host: raw
-            .allow_whole_host
-            .iter()
-            .map(|h| host(&l("allow-whole-host"), h))
-            .collect::<Result<_>>()?,
-        resume_failures_per_client: raw
-            .resume_failures_per_client
-            .unwrap_or(c.resume_failures_per_client),
-        resume_failures_per_card: raw
-            .resume_failures_per_card
-            .unwrap_or(c.resume_failures_per_card),
+        allow_whole_host: setting!(each host, raw.allow_whole_host),
+        resume_failures_per_client: setting!(raw.resume_failures_per_client, c),
+        resume_failures_per_card: setting!(raw.resume_failures_per_card, c),
         resume_failure_window: setting!(duration, raw.resume_failure_window, c),
-        auth_failures_per_client: raw
-            .auth_failures_per_client
-            .unwrap_or(c.auth_failures_per_client),
+        auth_failures_per_client: setting!(raw.auth_failures_per_client, c),
         auth_failure_window: setting!(duration, raw.auth_failure_window, c),
-        cors_origins: raw
-            .cors_origin
-            .iter()
-            .map(|o| cors_origin(&l("cors-origin"), o))
-            .collect::<Result<_>>()?,
+        cors_origins: setting!(each cors_origin, raw.cors_origin),
         control_public_url: public
             .clone()
             .unwrap_or_else(|| format!("http://{control_listen}")),

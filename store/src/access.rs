@@ -2,7 +2,7 @@
 //! `read` is downloads only, which the proxy can enforce only where it sees each request (an
 //! inspected host, or plain HTTP forwarding).
 
-use std::fmt;
+use crate::spelling::spelling;
 
 /// How much of a host a grant opens.
 #[derive(
@@ -27,24 +27,12 @@ pub enum Access {
     Full,
 }
 
+spelling!(Access {
+    Read => "read",
+    Full => "full",
+});
+
 impl Access {
-    /// The wire and database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Full => "full",
-        }
-    }
-
-    /// Parses the wire and database spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "read" => Some(Self::Read),
-            "full" => Some(Self::Full),
-            _ => None,
-        }
-    }
-
     /// Whether this is [`Access::Full`] (for `skip_serializing_if`).
     pub fn is_full(&self) -> bool {
         *self == Self::Full
@@ -56,22 +44,12 @@ impl Access {
     }
 }
 
-impl fmt::Display for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn spelling_and_order() {
-        for a in [Access::Read, Access::Full] {
-            assert_eq!(Access::parse(a.as_str()), Some(a));
-        }
-        assert_eq!(Access::parse("write"), None);
+    fn order_and_default() {
         assert_eq!(Access::Read.widest(Access::Full), Access::Full);
         assert_eq!(Access::default(), Access::Full);
     }

@@ -327,6 +327,19 @@ pub(crate) fn flag(b: bool) -> i64 {
     i64::from(b)
 }
 
+/// Reads text column `index` of one of our rows as a closed word (`parse` is the enum's
+/// `parse`, such as [`crate::Access::parse`]); an unknown word is a corrupt row named by
+/// `what`, never a default, the same way for every such column.
+pub(crate) fn word_column<T>(
+    r: &sqlx::any::AnyRow,
+    index: usize,
+    parse: fn(&str) -> Option<T>,
+    what: &'static str,
+) -> Result<T, StoreError> {
+    use sqlx::Row as _;
+    parse(&r.try_get::<String, _>(index)?).ok_or(StoreError::Corrupt(what))
+}
+
 /// Parses a JSON column we wrote; a parse failure is a corrupt row, never a default.
 pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
     s: &str,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::access::Access;
 use crate::path_prefix::PathPrefix;
 use crate::reason::RefusalReason;
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// How far a person's approval reaches: this turn (and its resumed continuation, which runs
@@ -26,24 +27,13 @@ pub enum Scope {
     User,
 }
 
+spelling!(Scope {
+    Turn => "turn",
+    Chat => "chat",
+    User => "user",
+});
+
 impl Scope {
-    /// Every scope, for schemas.
-    pub const ALL: [Self; 3] = [Self::Turn, Self::Chat, Self::User];
-
-    /// The wire and database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Turn => "turn",
-            Self::Chat => "chat",
-            Self::User => "user",
-        }
-    }
-
-    /// Parses the wire and database spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
     /// Whether this is [`Scope::Chat`] (for `skip_serializing_if`).
     pub fn is_chat(&self) -> bool {
         *self == Self::Chat

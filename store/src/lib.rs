@@ -3,6 +3,8 @@
 //! and every SQL statement here means the proxy and the approval card can never disagree on
 //! what a host is.
 
+mod spelling;
+
 pub mod access;
 pub mod blob;
 pub mod ca;

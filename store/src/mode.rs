@@ -2,6 +2,8 @@
 //! while the request goes ahead (so administrators can roll out a list and read what it
 //! would refuse before it does).
 
+use crate::spelling::spelling;
+
 /// How policy refusals are applied, per deployment (`--mode`) and per user (which wins).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
@@ -17,24 +19,10 @@ pub enum Mode {
     Shadow,
 }
 
-impl Mode {
-    /// The wire, config and database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Enforce => "enforce",
-            Self::Shadow => "shadow",
-        }
-    }
-
-    /// Parses [`Mode::as_str`]'s spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "enforce" => Some(Self::Enforce),
-            "shadow" => Some(Self::Shadow),
-            _ => None,
-        }
-    }
-}
+spelling!(Mode {
+    Enforce => "enforce",
+    Shadow => "shadow",
+});
 
 impl std::str::FromStr for Mode {
     type Err = String;
@@ -44,23 +32,15 @@ impl std::str::FromStr for Mode {
     }
 }
 
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn spellings_round_trip() {
-        for m in [Mode::Enforce, Mode::Shadow] {
-            assert_eq!(Mode::parse(m.as_str()), Some(m));
+    fn from_str_and_default() {
+        for m in Mode::ALL {
             assert_eq!(m.as_str().parse::<Mode>(), Ok(m));
         }
-        assert_eq!(Mode::parse("Shadow"), None);
         assert!("audit".parse::<Mode>().is_err());
         assert_eq!(Mode::default(), Mode::Enforce);
     }

@@ -1,6 +1,8 @@
 //! The closed set of refusal reasons: the proxy's vocabulary, the refusal record's key and the
 //! approval tool's input, so all three agree.
 
+use crate::spelling::spelling;
+
 /// Why the proxy refused a request. Only [`RefusalReason::NotApproved`],
 /// [`RefusalReason::MethodNotAllowed`], [`RefusalReason::PathNotAllowed`] and
 /// [`RefusalReason::PackageNotApproved`] can be fixed by a person.
@@ -34,44 +36,21 @@ pub enum RefusalReason {
     PackageNotApproved,
 }
 
+spelling!(RefusalReason {
+    NotApproved => "not_approved",
+    IpLiteral => "ip_literal",
+    InternalName => "internal_name",
+    PortNotAllowed => "port_not_allowed",
+    PrivateAddress => "private_address",
+    SniMismatch => "sni_mismatch",
+    HostMismatch => "host_mismatch",
+    LimitExceeded => "limit_exceeded",
+    MethodNotAllowed => "method_not_allowed",
+    PathNotAllowed => "path_not_allowed",
+    PackageNotApproved => "package_not_approved",
+});
+
 impl RefusalReason {
-    /// Every reason, for metrics label sets and tests.
-    pub const ALL: [Self; 11] = [
-        Self::NotApproved,
-        Self::IpLiteral,
-        Self::InternalName,
-        Self::PortNotAllowed,
-        Self::PrivateAddress,
-        Self::SniMismatch,
-        Self::HostMismatch,
-        Self::LimitExceeded,
-        Self::MethodNotAllowed,
-        Self::PathNotAllowed,
-        Self::PackageNotApproved,
-    ];
-
-    /// The wire and database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NotApproved => "not_approved",
-            Self::IpLiteral => "ip_literal",
-            Self::InternalName => "internal_name",
-            Self::PortNotAllowed => "port_not_allowed",
-            Self::PrivateAddress => "private_address",
-            Self::SniMismatch => "sni_mismatch",
-            Self::HostMismatch => "host_mismatch",
-            Self::LimitExceeded => "limit_exceeded",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::PathNotAllowed => "path_not_allowed",
-            Self::PackageNotApproved => "package_not_approved",
-        }
-    }
-
-    /// Parses the database spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
     /// Whether shadow mode may let a request through despite this reason. Policy reasons
     /// (what is approved, which ports, which methods) can be shadowed; reasons that protect the network or
     /// the proxy itself never are: an address in disguise (`ip_literal`), an internal name or
@@ -104,11 +83,5 @@ impl RefusalReason {
     /// package (a registry request the proxy could not map names nothing to approve).
     pub fn approvable_for(self, names_package: bool) -> bool {
         self.approvable() && (self != Self::PackageNotApproved || names_package)
-    }
-}
-
-impl std::fmt::Display for RefusalReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }

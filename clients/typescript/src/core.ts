@@ -105,6 +105,13 @@ class EventParser {
   }
 }
 
+/**
+ * What a generated method hands the transport: the operation, its path parameters, query,
+ * headers and JSON body. One tuple, so `send`, `call` and `events` take the same parts in the
+ * same order and a generated call reads `this.call(OPERATIONS.x, path, query, headers, body)`.
+ */
+type Sent = [op: Op, path: Record<string, string>, query: Values, headers: Values, body: unknown];
+
 /** The transport every generated method goes through. */
 export class Core {
   readonly baseUrl: string;
@@ -117,13 +124,7 @@ export class Core {
     this.fetchFn = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
-  private send(
-    op: Op,
-    path: Record<string, string>,
-    query: Values,
-    headers: Values,
-    body: unknown,
-  ): Promise<Response> {
+  private send(...[op, path, query, headers, body]: Sent): Promise<Response> {
     let url = op.path;
     for (const [name, value] of Object.entries(path)) {
       url = url.replace(`{${name}}`, encodeURIComponent(value));
@@ -140,14 +141,9 @@ export class Core {
   }
 
   /** Sends `op`; the success answer, or throws `ApiError`. */
-  protected async call<T>(
-    op: Op,
-    path: Record<string, string>,
-    query: Values,
-    headers: Values,
-    body: unknown,
-  ): Promise<T> {
-    const response = await this.send(op, path, query, headers, body);
+  protected async call<T>(...sent: Sent): Promise<T> {
+    const op = sent[0];
+    const response = await this.send(...sent);
     const text = await response.text();
     if (!response.ok) throw ApiError.from(response.status, text);
     if (op.answer === "json") return JSON.parse(text) as T;
@@ -156,14 +152,8 @@ export class Core {
   }
 
   /** Sends `op` and yields its server-sent events until the stream ends or the loop stops. */
-  protected async *events(
-    op: Op,
-    path: Record<string, string>,
-    query: Values,
-    headers: Values,
-    body: unknown,
-  ): AsyncIterable<ServerSentEvent> {
-    const response = await this.send(op, path, query, headers, body);
+  protected async *events(...sent: Sent): AsyncIterable<ServerSentEvent> {
+    const response = await this.send(...sent);
     if (!response.ok || response.body === null) {
       throw ApiError.from(response.status, await response.text());
     }

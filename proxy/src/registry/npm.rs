@@ -5,8 +5,6 @@
 //! file name omits the scope). Versions are semver, tags plain tokens: nothing else is
 //! judged as a version, so no `..` or `/` rides in one to a server that resolves it.
 
-use egressgate_store::Package;
-
 use super::{Artifact, Mapping};
 
 /// Longest dist-tag taken as one (npm's own are short words: `latest`, `next`, `beta`).
@@ -31,30 +29,21 @@ pub(super) fn map(segs: &[&str], trailing_slash: bool) -> Mapping {
         [name, rest @ ..] => ((*name).to_owned(), rest),
         [] => return Mapping::Unmappable,
     };
-    let Ok(package) = Package::parse(&format!("npm:{name}")) else {
-        return Mapping::Unmappable;
-    };
     let bare = name.rsplit('/').next().unwrap_or(&name);
     let (version, artifact) = match rest {
         [] => (None, Artifact::None),
-        [version] if is_version(version) || is_tag(version) => {
-            (Some((*version).to_owned()), Artifact::None)
-        }
+        [version] if is_version(version) || is_tag(version) => (Some(*version), Artifact::None),
         ["-", file] => match file
             .strip_suffix(".tgz")
             .and_then(|f| f.strip_prefix(bare))
             .and_then(|f| f.strip_prefix('-'))
         {
-            Some(version) if is_version(version) => (Some(version.to_owned()), Artifact::Other),
+            Some(version) if is_version(version) => (Some(version), Artifact::Other),
             _ => return Mapping::Unmappable,
         },
         _ => return Mapping::Unmappable,
     };
-    Mapping::Package {
-        package,
-        version,
-        artifact,
-    }
+    Mapping::package(&format!("npm:{name}"), version, artifact)
 }
 
 /// A semver version exactly as npm writes one (`1.2.3`, `1.0.0-rc.1`, `1.0.0+build.5`).
@@ -74,63 +63,47 @@ fn is_tag(t: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{Ecosystem, map as map_path};
-    use http::Method;
-
-    fn map(path: &str) -> Mapping {
-        map_path(Ecosystem::Npm, &Method::GET, path)
-    }
+    use crate::registry::{Ecosystem, expect};
 
     fn pkg(name: &str, version: Option<&str>, artifact: Artifact) -> Mapping {
-        Mapping::Package {
-            package: Package::parse(&format!("npm:{name}")).unwrap_or_else(|e| unreachable!("{e}")),
-            version: version.map(str::to_owned),
-            artifact,
-        }
+        expect::pkg(&format!("npm:{name}"), version, artifact)
     }
 
     #[test]
     fn packuments_and_tarballs() {
-        assert_eq!(map("/"), Mapping::Metadata);
-        assert_eq!(map("/-/ping"), Mapping::Metadata);
-        assert_eq!(map("/lodash"), pkg("lodash", None, Artifact::None));
-        assert_eq!(
-            map("/@types%2fnode"),
-            pkg("@types/node", None, Artifact::None)
-        );
-        assert_eq!(
-            map("/@types%2Fnode"),
-            pkg("@types/node", None, Artifact::None)
-        );
-        assert_eq!(
-            map("/@types/node"),
-            pkg("@types/node", None, Artifact::None)
-        );
-        assert_eq!(
-            map("/lodash/4.17.21"),
-            pkg("lodash", Some("4.17.21"), Artifact::None)
-        );
-        assert_eq!(
-            map("/lodash/-/lodash-4.17.21.tgz"),
-            pkg("lodash", Some("4.17.21"), Artifact::Other)
-        );
-        assert_eq!(
-            map("/@types/node/-/node-20.1.0.tgz"),
-            pkg("@types/node", Some("20.1.0"), Artifact::Other)
-        );
-        assert_eq!(
-            map("/@types%2fnode/-/node-20.1.0.tgz"),
-            pkg("@types/node", Some("20.1.0"), Artifact::Other)
-        );
-        assert_eq!(
-            map("/lodash/latest"),
-            pkg("lodash", Some("latest"), Artifact::None)
-        );
-        assert_eq!(
-            map("/left~pad/-/left~pad-1.0.0-rc.1.tgz"),
-            pkg("left~pad", Some("1.0.0-rc.1"), Artifact::Other)
-        );
-        for bad in [
+        let good = [
+            ("/", Mapping::Metadata),
+            ("/-/ping", Mapping::Metadata),
+            ("/lodash", pkg("lodash", None, Artifact::None)),
+            ("/@types%2fnode", pkg("@types/node", None, Artifact::None)),
+            ("/@types%2Fnode", pkg("@types/node", None, Artifact::None)),
+            ("/@types/node", pkg("@types/node", None, Artifact::None)),
+            (
+                "/lodash/4.17.21",
+                pkg("lodash", Some("4.17.21"), Artifact::None),
+            ),
+            (
+                "/lodash/-/lodash-4.17.21.tgz",
+                pkg("lodash", Some("4.17.21"), Artifact::Other),
+            ),
+            (
+                "/@types/node/-/node-20.1.0.tgz",
+                pkg("@types/node", Some("20.1.0"), Artifact::Other),
+            ),
+            (
+                "/@types%2fnode/-/node-20.1.0.tgz",
+                pkg("@types/node", Some("20.1.0"), Artifact::Other),
+            ),
+            (
+                "/lodash/latest",
+                pkg("lodash", Some("latest"), Artifact::None),
+            ),
+            (
+                "/left~pad/-/left~pad-1.0.0-rc.1.tgz",
+                pkg("left~pad", Some("1.0.0-rc.1"), Artifact::Other),
+            ),
+        ];
+        let bad = [
             // A tarball of another package under an approved one's path.
             "/lodash/-/evil-1.0.0.tgz",
             "/lodash/-/lodash-.tgz",
@@ -168,8 +141,7 @@ mod tests {
             "//approved/-/approved-1.0.0.tgz",
             "/approved/^1",
             "/approved/1.x",
-        ] {
-            assert_eq!(map(bad), Mapping::Unmappable, "{bad:?}");
-        }
+        ];
+        expect::table(Ecosystem::Npm, &good, &bad);
     }
 }

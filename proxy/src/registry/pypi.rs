@@ -26,15 +26,9 @@ pub(super) fn map(segs: &[&str], trailing_slash: bool) -> Mapping {
     }
 }
 
+/// A request about the PyPI project `name` (normalised as PEP 503 says by the store's parser).
 fn package(name: &str, version: Option<&str>, artifact: Artifact) -> Mapping {
-    match Package::parse(&format!("pip:{name}")) {
-        Ok(package) => Mapping::Package {
-            package,
-            version: version.map(str::to_owned),
-            artifact,
-        },
-        Err(_) => Mapping::Unmappable,
-    }
+    Mapping::package(&format!("pip:{name}"), version, artifact)
 }
 
 /// Source distribution suffixes (PEP 625's `.tar.gz` and the legacy ones pip still reads).
@@ -114,40 +108,29 @@ fn is_version(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Ecosystem;
-    use crate::registry::map as map_path;
-    use http::Method;
-
-    fn map(path: &str) -> Mapping {
-        map_path(Ecosystem::Pypi, &Method::GET, path)
-    }
+    use crate::registry::{Ecosystem, expect};
 
     fn pkg(name: &str, version: Option<&str>, artifact: Artifact) -> Mapping {
-        Mapping::Package {
-            package: Package::parse(name).unwrap_or_else(|e| unreachable!("{e}")),
-            version: version.map(str::to_owned),
-            artifact,
-        }
+        expect::pkg(&format!("pip:{name}"), version, artifact)
     }
 
     #[test]
     fn index_and_json_api() {
-        assert_eq!(map("/"), Mapping::Metadata);
-        assert_eq!(map("/simple/"), Mapping::Metadata);
-        assert_eq!(map("/simple/NumPy/"), pkg("numpy", None, Artifact::None));
-        assert_eq!(
-            map("/simple/zope.interface"),
-            pkg("zope-interface", None, Artifact::None)
-        );
-        assert_eq!(
-            map("/pypi/Requests/json"),
-            pkg("requests", None, Artifact::None)
-        );
-        assert_eq!(
-            map("/pypi/requests/2.32.3/json"),
-            pkg("requests", Some("2.32.3"), Artifact::None)
-        );
-        for bad in [
+        let good = [
+            ("/", Mapping::Metadata),
+            ("/simple/", Mapping::Metadata),
+            ("/simple/NumPy/", pkg("numpy", None, Artifact::None)),
+            (
+                "/simple/zope.interface",
+                pkg("zope-interface", None, Artifact::None),
+            ),
+            ("/pypi/Requests/json", pkg("requests", None, Artifact::None)),
+            (
+                "/pypi/requests/2.32.3/json",
+                pkg("requests", Some("2.32.3"), Artifact::None),
+            ),
+        ];
+        let bad = [
             "/simple/-bad-/",
             "/simple/a/b/",
             "/pypi/requests",
@@ -164,42 +147,43 @@ mod tests {
             "/simple/numpy%3f/",
             "/simple/numpy%23/",
             "/simple/numpy;x/",
-        ] {
-            assert_eq!(map(bad), Mapping::Unmappable, "{bad:?}");
-        }
+        ];
+        expect::table(Ecosystem::Pypi, &good, &bad);
     }
 
     #[test]
     fn files_map_to_their_project() {
-        assert_eq!(
-            map("/packages/ab/cd/ef0123/numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.whl"),
-            pkg("numpy", Some("2.1.3"), Artifact::Wheel)
-        );
-        assert_eq!(
-            map("/packages/torch-2.1.0%2Bcpu-cp311-cp311-linux_x86_64.whl"),
-            pkg("torch", Some("2.1.0+cpu"), Artifact::Wheel)
-        );
-        assert_eq!(
-            map("/packages/six-1.16.0-py2.py3-none-any.whl"),
-            pkg("six", Some("1.16.0"), Artifact::Wheel)
-        );
-        assert_eq!(
-            map("/packages/Foo_Bar-1.0-1-py3-none-any.whl"),
-            pkg("foo-bar", Some("1.0"), Artifact::Wheel)
-        );
-        assert_eq!(
-            map("/packages/foo_bar-1.0-py3-none-any.whl.metadata"),
-            pkg("foo-bar", Some("1.0"), Artifact::None)
-        );
-        assert_eq!(
-            map("/packages/python-dateutil-2.8.2.tar.gz"),
-            pkg("python-dateutil", Some("2.8.2"), Artifact::Other)
-        );
-        assert_eq!(
-            map("/packages/requests-2.32.3.zip"),
-            pkg("requests", Some("2.32.3"), Artifact::Other)
-        );
-        for bad in [
+        let good = [
+            (
+                "/packages/ab/cd/ef0123/numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.whl",
+                pkg("numpy", Some("2.1.3"), Artifact::Wheel),
+            ),
+            (
+                "/packages/torch-2.1.0%2Bcpu-cp311-cp311-linux_x86_64.whl",
+                pkg("torch", Some("2.1.0+cpu"), Artifact::Wheel),
+            ),
+            (
+                "/packages/six-1.16.0-py2.py3-none-any.whl",
+                pkg("six", Some("1.16.0"), Artifact::Wheel),
+            ),
+            (
+                "/packages/Foo_Bar-1.0-1-py3-none-any.whl",
+                pkg("foo-bar", Some("1.0"), Artifact::Wheel),
+            ),
+            (
+                "/packages/foo_bar-1.0-py3-none-any.whl.metadata",
+                pkg("foo-bar", Some("1.0"), Artifact::None),
+            ),
+            (
+                "/packages/python-dateutil-2.8.2.tar.gz",
+                pkg("python-dateutil", Some("2.8.2"), Artifact::Other),
+            ),
+            (
+                "/packages/requests-2.32.3.zip",
+                pkg("requests", Some("2.32.3"), Artifact::Other),
+            ),
+        ];
+        let bad = [
             // Ambiguous: `victim` 1.0-1 (post release) or `victim-1.0` 1.
             "/packages/victim-1.0-1.tar.gz",
             "/packages/numpy-2.1.3.exe",
@@ -218,8 +202,7 @@ mod tests {
             "/packages/x%2f..%2f..%2fprivate/approved-1.0-py3-none-any.whl",
             "/packages/x%252f..%252fprivate/approved-1.0-py3-none-any.whl",
             "/packages/approved-1.0.tar.gz?x=1",
-        ] {
-            assert_eq!(map(bad), Mapping::Unmappable, "{bad:?}");
-        }
+        ];
+        expect::table(Ecosystem::Pypi, &good, &bad);
     }
 }

@@ -177,15 +177,31 @@ impl Store {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let sql = list.sql();
+        self.remove_audited(sql.delete, sql.noun, value, actor, now)
+            .await
+    }
+
+    /// Removes the one row `delete` (a `DELETE … WHERE key = $1`) names by `value` and, only
+    /// when there was one, commits an `admin_change` audit row `{"action": "remove", "list":
+    /// noun, "value": value}` in the same transaction: the lists and the named tokens are
+    /// removed, and audited, the same way. `Ok(false)` when there was none.
+    pub(crate) async fn remove_audited(
+        &self,
+        delete: &'static str,
+        noun: &str,
+        value: &str,
+        actor: &str,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
         let mut tx = self.begin().await?;
-        let removed = sqlx::query(sql.delete)
+        let removed = sqlx::query(delete)
             .bind(value)
             .execute(&mut *tx)
             .await?
             .rows_affected()
             > 0;
         if removed {
-            let detail = serde_json::json!({"action": "remove", "list": sql.noun, "value": value});
+            let detail = serde_json::json!({"action": "remove", "list": noun, "value": value});
             self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
                 .await?;
         }
@@ -238,10 +254,8 @@ impl Store {
             .bind(user.as_str())
             .fetch_optional(self.pool())
             .await?;
-        row.map(|r| {
-            Mode::parse(&r.try_get::<String, _>(0)?).ok_or(StoreError::Corrupt("user_modes.mode"))
-        })
-        .transpose()
+        row.map(|r| crate::db::word_column(&r, 0, Mode::parse, "user_modes.mode"))
+            .transpose()
     }
 
     /// Whether a user may approve; `None` when no row exists (the caller applies the default).
@@ -317,8 +331,7 @@ impl super::FromRow for AdminEntry {
             created_at: Timestamp::from_millis(r.try_get(2)?),
             rules: SiteRules {
                 inspect: r.try_get::<i64, _>(3)? != 0,
-                access: Access::parse(&r.try_get::<String, _>(4)?)
-                    .ok_or(StoreError::Corrupt("admin_sites.access"))?,
+                access: crate::db::word_column(r, 4, Access::parse, "admin_sites.access")?,
             },
         })
     }

@@ -8,6 +8,7 @@ use super::events::EventKind;
 use super::pointer::Pointer;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// What kind of change a row records (the closed set the admin API filters on).
@@ -32,38 +33,16 @@ pub enum AuditKind {
     AdminChange,
 }
 
-impl AuditKind {
-    /// Every kind, for parsing the `kind=` filter.
-    pub const ALL: [Self; 8] = [
-        Self::TurnOpened,
-        Self::ApprovalRequested,
-        Self::ApprovalResolved,
-        Self::DecisionRejected,
-        Self::ClaimCapExpired,
-        Self::ApprovalRevoked,
-        Self::ChatHidden,
-        Self::AdminChange,
-    ];
-
-    /// The stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::TurnOpened => "turn_opened",
-            Self::ApprovalRequested => "approval_requested",
-            Self::ApprovalResolved => "approval_resolved",
-            Self::DecisionRejected => "decision_rejected",
-            Self::ClaimCapExpired => "claim_cap_expired",
-            Self::ApprovalRevoked => "approval_revoked",
-            Self::ChatHidden => "chat_hidden",
-            Self::AdminChange => "admin_change",
-        }
-    }
-
-    /// Parses the stored spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
+spelling!(AuditKind {
+    TurnOpened => "turn_opened",
+    ApprovalRequested => "approval_requested",
+    ApprovalResolved => "approval_resolved",
+    DecisionRejected => "decision_rejected",
+    ClaimCapExpired => "claim_cap_expired",
+    ApprovalRevoked => "approval_revoked",
+    ChatHidden => "chat_hidden",
+    AdminChange => "admin_change",
+});
 
 /// One audit row to write.
 #[derive(Debug, Clone)]

@@ -17,6 +17,7 @@ use super::contacts::Contacts;
 use super::events::{EventKind, RETENTION};
 use super::{Backend, Store, StoreError};
 use crate::ids::MessageId;
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// How long delivered and failed deliveries stay listed.
@@ -31,22 +32,12 @@ pub enum Channel {
     Email,
 }
 
-impl Channel {
-    /// Every channel, in a fixed order (metrics are exported for each from the start).
-    pub const ALL: [Self; 2] = [Self::Slack, Self::Email];
-
-    /// The stored spelling, also the metric prefix (`egressgate_slack_…`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Slack => "slack",
-            Self::Email => "email",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-}
+// The stored spelling is also the metric prefix (`egressgate_slack_…`), and metrics are
+// exported for every channel of `ALL` from the start.
+spelling!(Channel {
+    Slack => "slack",
+    Email => "email",
+});
 
 /// One event as the fan-out hands it to the payload builder.
 #[derive(Clone, Debug)]

@@ -13,6 +13,7 @@ use crate::card::Card;
 use crate::grant::Scope;
 use crate::ids::{ChatId, InterruptId, SecretHash, TurnId, UserId};
 use crate::path_prefix::PathPrefix;
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// Where a request is in its life.
@@ -29,24 +30,12 @@ pub enum InterruptState {
     Expired,
 }
 
-impl InterruptState {
-    /// Every state, for schemas and label sets that must list the closed set.
-    pub const ALL: [Self; 4] = [Self::Pending, Self::Claimed, Self::Done, Self::Expired];
-
-    /// Stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Claimed => "claimed",
-            Self::Done => "done",
-            Self::Expired => "expired",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
+spelling!(InterruptState {
+    Pending => "pending",
+    Claimed => "claimed",
+    Done => "done",
+    Expired => "expired",
+});
 
 /// How the person answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -227,8 +216,7 @@ pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
         turn_seq: r.try_get(5)?,
         card: json_column(&r.try_get::<String, _>(6)?, "interrupts.card")?,
         tool_call_id: r.try_get(7)?,
-        state: InterruptState::parse(&r.try_get::<String, _>(8)?)
-            .ok_or(StoreError::Corrupt("interrupts.state"))?,
+        state: crate::db::word_column(r, 8, InterruptState::parse, "interrupts.state")?,
         snapshot,
         first_answer: r.try_get(11)?,
         first_answer_key: r.try_get(12)?,

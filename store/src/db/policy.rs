@@ -12,6 +12,7 @@ use crate::ids::{ChatId, TurnId, UserId};
 use crate::package::{Package, PackageSpec};
 use crate::path_prefix::PathPrefix;
 use crate::pattern::SitePattern;
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// The kind of an approval row.
@@ -24,24 +25,10 @@ pub enum ApprovalKind {
     Package,
 }
 
-impl ApprovalKind {
-    /// Stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Site => "site",
-            Self::Package => "package",
-        }
-    }
-
-    /// Parses the stored (and URL) spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "site" => Some(Self::Site),
-            "package" => Some(Self::Package),
-            _ => None,
-        }
-    }
-}
+spelling!(ApprovalKind {
+    Site => "site",
+    Package => "package",
+});
 
 /// One unexpired approval row of a chat or of a user.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -211,8 +198,7 @@ pub(crate) async fn site_allowed_on(
             "admin" => Grant::admin(),
             _ => Grant::approval(row.try_get(1)?, Timestamp::from_millis(row.try_get(2)?)),
         };
-        let access =
-            Access::parse(&row.try_get::<String, _>(3)?).ok_or(StoreError::Corrupt("access"))?;
+        let access = crate::db::word_column(&row, 3, Access::parse, "access")?;
         let counted = match row.try_get::<Option<i64>, _>(5)? {
             Some(uses_left) => Some(std::sync::Arc::new(CountedRow {
                 user_id: at.user.as_str().to_owned(),
@@ -310,15 +296,12 @@ pub(crate) async fn package_allowed_on(
 impl super::FromRow for ApprovalRow {
     fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         Ok(Self {
-            kind: ApprovalKind::parse(&r.try_get::<String, _>(0)?)
-                .ok_or(StoreError::Corrupt("approvals.kind"))?,
+            kind: crate::db::word_column(r, 0, ApprovalKind::parse, "approvals.kind")?,
             value: r.try_get(1)?,
             card_id: r.try_get(2)?,
             expires_at: Timestamp::from_millis(r.try_get(3)?),
-            access: Access::parse(&r.try_get::<String, _>(4)?)
-                .ok_or(StoreError::Corrupt("approvals.access"))?,
-            scope: Scope::parse(&r.try_get::<String, _>(5)?)
-                .ok_or(StoreError::Corrupt("approvals.scope"))?,
+            access: crate::db::word_column(r, 4, Access::parse, "approvals.access")?,
+            scope: crate::db::word_column(r, 5, Scope::parse, "approvals.scope")?,
             uses_left: r.try_get(6)?,
             paths: paths_column(r.try_get(7)?)?,
             turn_id: Some(r.try_get::<String, _>(8)?).filter(|t| !t.is_empty()),

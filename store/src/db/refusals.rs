@@ -190,8 +190,7 @@ fn refusal_from_row(
     r: &sqlx::any::AnyRow,
     whole_host_ok: &[Host],
 ) -> Result<RefusalRow, StoreError> {
-    let reason = RefusalReason::parse(&r.try_get::<String, _>(2)?)
-        .ok_or(StoreError::Corrupt("refusals.reason"))?;
+    let reason = crate::db::word_column(r, 2, RefusalReason::parse, "refusals.reason")?;
     let package = Some(r.try_get::<String, _>(9)?).filter(|p| !p.is_empty());
     let host: String = r.try_get(0)?;
     let approvable = crate::refusal_approvable(reason, package.is_some(), &host, whole_host_ok);

@@ -7,6 +7,7 @@ use sqlx::Row as _;
 use super::audit::AuditEntry;
 use super::{FromRow, Store, StoreError};
 use crate::ids::SecretHash;
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// What a token may do. The env runtime token holds every scope but `admin`; the env admin
@@ -26,32 +27,14 @@ pub enum Scope {
     Admin,
 }
 
-impl Scope {
-    /// Every scope, in a fixed order.
-    pub const ALL: [Scope; 5] = [
-        Self::Turns,
-        Self::Approvals,
-        Self::CardsRead,
-        Self::Chats,
-        Self::Admin,
-    ];
-
-    /// The spelling in the API, the CLI and the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Turns => "turns",
-            Self::Approvals => "approvals",
-            Self::CardsRead => "cards:read",
-            Self::Chats => "chats",
-            Self::Admin => "admin",
-        }
-    }
-
-    /// Reads a spelling of [`Scope::as_str`].
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-}
+// The spelling in the API, the CLI and the database; `ALL`'s order is the bit order.
+spelling!(Scope {
+    Turns => "turns",
+    Approvals => "approvals",
+    CardsRead => "cards:read",
+    Chats => "chats",
+    Admin => "admin",
+});
 
 /// Longest token name.
 pub const NAME_MAX: usize = 64;
@@ -191,19 +174,8 @@ impl Store {
         actor: &str,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let removed = sqlx::query("DELETE FROM scoped_tokens WHERE name = $1")
-            .bind(name)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
-        if removed {
-            let detail = serde_json::json!({"action": "remove", "list": "token", "value": name});
-            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-                .await?;
-        }
-        Ok(removed)
+        let delete = "DELETE FROM scoped_tokens WHERE name = $1";
+        self.remove_audited(delete, "token", name, actor, now).await
     }
 
     /// Every named token, by name.

@@ -9,6 +9,7 @@ use sqlx::any::AnyRow;
 use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::ids::{MessageId, WebhookId};
+use crate::spelling::spelling;
 use crate::time::Timestamp;
 
 /// An endpoint as the administrator sees it (no secret).
@@ -63,25 +64,11 @@ pub enum DeliveryStatus {
     Failed,
 }
 
-impl DeliveryStatus {
-    /// The stored and API spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Delivered => "delivered",
-            Self::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => Self::Pending,
-            "delivered" => Self::Delivered,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
-    }
-}
+spelling!(DeliveryStatus {
+    Pending => "pending",
+    Delivered => "delivered",
+    Failed => "failed",
+});
 
 /// One delivery as the administrator sees it.
 #[derive(Clone, Debug)]
@@ -249,8 +236,12 @@ impl super::FromRow for Delivery {
             id: MessageId::from_db(r.try_get(0)?),
             event_id: r.try_get(1)?,
             event_type: r.try_get(2)?,
-            status: DeliveryStatus::parse(&r.try_get::<String, _>(3)?)
-                .ok_or(StoreError::Corrupt("webhook_deliveries.status"))?,
+            status: crate::db::word_column(
+                r,
+                3,
+                DeliveryStatus::parse,
+                "webhook_deliveries.status",
+            )?,
             attempts: r.try_get(4)?,
             last_status: r.try_get(5)?,
             last_error: r.try_get(6)?,

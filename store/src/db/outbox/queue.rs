@@ -199,8 +199,12 @@ impl Store {
             .map(|r| {
                 Ok(ChannelDue {
                     id: MessageId::from_db(r.try_get(0)?),
-                    channel: Channel::parse(&r.try_get::<String, _>(1)?)
-                        .ok_or(StoreError::Corrupt("channel_deliveries.channel"))?,
+                    channel: crate::db::word_column(
+                        r,
+                        1,
+                        Channel::parse,
+                        "channel_deliveries.channel",
+                    )?,
                     recipient: r.try_get(2)?,
                     user: UserId::from_db(r.try_get(3)?),
                     event_type: r.try_get(4)?,

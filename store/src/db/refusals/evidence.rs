@@ -212,8 +212,7 @@ impl crate::db::FromRow for EvidenceRow {
             host: r.try_get(0)?,
             port: u16::try_from(r.try_get::<i64, _>(1)?)
                 .map_err(|_| StoreError::Corrupt("refusal_evidence.port"))?,
-            reason: RefusalReason::parse(&r.try_get::<String, _>(2)?)
-                .ok_or(StoreError::Corrupt("refusal_evidence.reason"))?,
+            reason: crate::db::word_column(r, 2, RefusalReason::parse, "refusal_evidence.reason")?,
             package: known(r.try_get(3)?),
             method: known(r.try_get(4)?),
             url: known(r.try_get(5)?),
