@@ -222,16 +222,27 @@ pub async fn proxy_raw(proxy: SocketAddr, raw: &str) -> Resp {
 
 /// `GET url` through the proxy (absolute form) with the turn's credential.
 pub async fn proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> Resp {
+    proxy_raw(proxy, &proxy_get_head(turn, url)).await
+}
+
+/// [`proxy_get`] that tolerates a proxy closing the connection without an answer (`Err`),
+/// within 10 seconds: what a request admitted just before a revocation meets when the proxy
+/// cuts the revoked grant's connections.
+pub async fn try_proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> std::io::Result<Resp> {
+    try_proxy_raw(proxy, proxy_get_head(turn, url).as_bytes(), 10).await
+}
+
+/// The absolute-form `GET url` head with the turn's credential, closing after the answer.
+fn proxy_get_head(turn: &Turn, url: &str) -> String {
     let u = url::Url::parse(url).unwrap();
     let host = match u.port() {
         Some(p) => format!("{}:{p}", u.host_str().unwrap()),
         None => u.host_str().unwrap().to_owned(),
     };
-    proxy_raw(
-        proxy,
-        &format!("GET {url} HTTP/1.1\r\nhost: {host}\r\nproxy-authorization: {}\r\nconnection: close\r\n\r\n", turn.auth_header()),
+    format!(
+        "GET {url} HTTP/1.1\r\nhost: {host}\r\nproxy-authorization: {}\r\nconnection: close\r\n\r\n",
+        turn.auth_header()
     )
-    .await
 }
 
 /// One absolute-form `GET http://{authority}{path}` on an open proxy connection, which stays
