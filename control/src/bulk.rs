@@ -30,7 +30,7 @@ fn pointer_size(p: &Pointer) -> usize {
         .as_ref()
         .and_then(|d| serde_json::to_string(d).ok());
     base_size(&p.card, p.tool_call_id.as_deref())
-        + p.first_answer.as_ref().map_or(0, String::len)
+        + p.first_answer.inline.as_ref().map_or(0, String::len)
         + decision.map_or(0, |d| d.len())
 }
 
@@ -123,7 +123,7 @@ fn fits(state: &AppState, size: usize) -> bool {
 
 /// The stored final answer of a done request, for a replay.
 pub async fn load_answer(state: &AppState, p: &Pointer) -> Result<Value, ApiError> {
-    let text = match (&p.answer, &p.answer_key) {
+    let text = match (&p.answer.inline, &p.answer.key) {
         (Some(inline), _) => inline.clone().into_bytes(),
         (None, Some(loc)) => {
             let blob = BlobRef::from_locator(loc)

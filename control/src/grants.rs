@@ -47,9 +47,10 @@ impl Grants {
             turn: &turn.id,
         };
         let approvals = store.turn_approvals(of, now).await?;
-        let mut sites: Vec<SitePattern> = turn.sites.clone();
-        let mut read_sites: Vec<SitePattern> = turn.read_sites.clone();
+        let mut sites: Vec<SitePattern> = turn.launch.sites.clone();
+        let mut read_sites: Vec<SitePattern> = turn.launch.read_sites.clone();
         let mut packages: Vec<String> = turn
+            .launch
             .packages
             .iter()
             .map(|p| p.as_str().to_owned())

@@ -128,7 +128,7 @@ async fn a_first_answer_over_the_item_limit_moves_whole_to_the_blob_store() {
         .await
         .unwrap()
         .unwrap();
-    let blob = BlobRef::from_locator(p.first_answer_key.as_deref().unwrap()).unwrap();
+    let blob = BlobRef::from_locator(p.first_answer.key.as_deref().unwrap()).unwrap();
     assert_eq!(dir.get(&blob).await.unwrap(), long.as_bytes());
 
     // A short one stays inline.

@@ -240,5 +240,5 @@ async fn a_launch_wildcard_stored_before_the_rule_tightened_grants_nothing() {
         .unwrap()
         .unwrap();
     let bucket = Host::parse("attacker-bucket.s3.amazonaws.com").unwrap();
-    assert!(!turn.sites.iter().any(|p| p.matches(&bucket)));
+    assert!(!turn.launch.sites.iter().any(|p| p.matches(&bucket)));
 }

@@ -162,10 +162,10 @@ impl TurnEntry {
     pub fn launch_grant(&self, host: &Host) -> Option<Grant> {
         let matches = |list: &[egressgate_store::SitePattern]| list.iter().any(|p| p.matches(host));
         let grant = Grant::launch(self.turn.expires_at);
-        if matches(&self.turn.sites) {
+        if matches(&self.turn.launch.sites) {
             Some(grant)
         } else {
-            matches(&self.turn.read_sites)
+            matches(&self.turn.launch.read_sites)
                 .then(|| grant.with_access(egressgate_store::Access::Read))
         }
     }
@@ -174,6 +174,7 @@ impl TurnEntry {
     /// packages name it (and their pin, if any, admits the version).
     pub fn launch_package_grant(&self, package: &Package, version: Option<&str>) -> Option<Grant> {
         self.turn
+            .launch
             .packages
             .iter()
             .any(|p| p.package() == package && p.admits(version))

@@ -308,6 +308,17 @@ impl Store {
         Ok((changed > 0).then_some(tx))
     }
 
+    /// Runs one conditional statement on its own (an insert that may meet a conflict, an
+    /// update or delete of what may be gone) and answers whether it changed a row: the
+    /// single-statement form of [`Store::begin_guarded`], for answers of `false` when
+    /// nothing matched.
+    pub(crate) async fn changed_a_row(
+        &self,
+        write: sqlx::query::Query<'_, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<bool, StoreError> {
+        Ok(write.execute(self.pool()).await?.rows_affected() > 0)
+    }
+
     /// The pool, for the submodules' single-statement reads and writes.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool

@@ -132,7 +132,7 @@ pub(crate) async fn request(
     )?;
 
     // Step 6.
-    let no_answer = if !turn.can_ask_human {
+    let no_answer = if !turn.launch.can_ask_human {
         Some(NoAnswer::NoHuman)
     } else if !state
         .store

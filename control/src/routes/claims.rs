@@ -40,7 +40,7 @@ async fn read<B>(
         return Err(interrupt_not_found());
     }
     let claim = Secret::from_presented(claim_id);
-    let ours = p.claim_hash.as_ref().is_some_and(|h| h.matches(&claim));
+    let ours = p.claim.as_ref().is_some_and(|c| c.hash.matches(&claim));
     Ok((p, claim, ours))
 }
 
@@ -60,7 +60,7 @@ pub(crate) async fn heartbeat(
     if !ours || p.state != InterruptState::Claimed {
         return Err(claim_lost());
     }
-    let deadline = p.deadline.unwrap_or(now);
+    let deadline = p.claim.as_ref().map_or(now, |c| c.deadline);
     if deadline.has_passed(now) {
         return Err(ApiError::gone(
             "DEADLINE_PASSED",
@@ -153,7 +153,9 @@ pub(crate) async fn takeover(
     if p.user != user {
         return Err(interrupt_not_found());
     }
-    if p.state == InterruptState::Claimed && p.deadline.is_some_and(|d| d.has_passed(now)) {
+    if p.state == InterruptState::Claimed
+        && p.claim.as_ref().is_some_and(|c| c.deadline.has_passed(now))
+    {
         return Err(ApiError::gone(
             "DEADLINE_PASSED",
             "the resume ran past its deadline; the claim cannot be taken over",
@@ -164,7 +166,7 @@ pub(crate) async fn takeover(
     }
     let claim = Secret::generate();
     let hash = claim.hash();
-    let deadline = p.deadline.unwrap_or(now);
+    let deadline = p.claim.as_ref().map_or(now, |c| c.deadline);
     let lease = now.plus(state.settings.lease).min(deadline);
     let worker = pointer::worker_label("claim", &hash);
     if !state

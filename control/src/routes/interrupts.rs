@@ -11,6 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use egressgate_store::db::interrupts::Pointer;
 use egressgate_store::db::register::{NewPointer, RegisterError};
+use egressgate_store::db::resume::StoredAnswer;
 use egressgate_store::{ChatId, DraftId, InterruptId, Secret, Timestamp};
 use serde_json::{Value, json};
 
@@ -185,9 +186,9 @@ pub(crate) async fn register(
     match (&chain, &current) {
         (None, Some(p)) if p.is_open(now) => return Err(pending()),
         (Some(h), p)
-            if !p
-                .as_ref()
-                .is_some_and(|p| p.lease_live(now) && p.claim_hash.as_ref() == Some(h)) =>
+            if !p.as_ref().is_some_and(|p| {
+                p.lease_live(now) && p.claim.as_ref().is_some_and(|c| &c.hash == h)
+            }) =>
         {
             return Err(claim_lost());
         }
@@ -249,8 +250,10 @@ pub(crate) async fn register(
         id,
         secret_hash: secret.hash(),
         snapshot,
-        first_answer,
-        first_answer_key: first_answer_blob.as_ref().map(|b| b.locator()),
+        first_answer: StoredAnswer {
+            inline: first_answer,
+            key: first_answer_blob.as_ref().map(|b| b.locator()),
+        },
         ttl,
         retention: state.settings.interrupt_retention,
         chain_claim: chain,

@@ -97,6 +97,7 @@ pub(crate) fn worker_label(kind: &str, claim_hash: &SecretHash) -> String {
 /// the runtime to take it over.
 pub(crate) fn awaits_takeover(p: &Pointer, now: Timestamp) -> bool {
     p.state == InterruptState::Claimed
-        && p.deadline.is_some_and(|d| !d.has_passed(now))
-        && p.worker.as_deref().is_some_and(|w| w.starts_with(HANDOFF))
+        && p.claim
+            .as_ref()
+            .is_some_and(|c| !c.deadline.has_passed(now) && c.worker.starts_with(HANDOFF))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use egressgate_store::db::turns::{NewTurn, OpenTurnError};
+use egressgate_store::db::turns::{Launch, NewTurn, OpenTurnError};
 use egressgate_store::{Access, PackageSpec, Secret, SitePattern, Timestamp, TurnId};
 use serde::Deserialize;
 
@@ -150,10 +150,12 @@ async fn new_turn(state: &AppState, body: OpenTurnBody) -> Result<NewTurn, ApiEr
     Ok(NewTurn {
         user,
         chat,
-        can_ask_human: body.can_ask_human,
-        sites,
-        read_sites,
-        packages: packages.into_iter().collect(),
+        launch: Launch {
+            can_ask_human: body.can_ask_human,
+            sites,
+            read_sites,
+            packages: packages.into_iter().collect(),
+        },
         ttl,
     })
 }

@@ -284,17 +284,16 @@ impl Store {
         hash: &SecretHash,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let n = sqlx::query(
-            "INSERT INTO api_tokens (role, token_hash, created_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (role) DO NOTHING",
+        self.changed_a_row(
+            sqlx::query(
+                "INSERT INTO api_tokens (role, token_hash, created_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (role) DO NOTHING",
+            )
+            .bind(role.as_str())
+            .bind(hash.as_str())
+            .bind(now.millis()),
         )
-        .bind(role.as_str())
-        .bind(hash.as_str())
-        .bind(now.millis())
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        Ok(n > 0)
+        .await
     }
 
     /// The deployment key `name`, generating and storing `fresh()` on first use. When two

@@ -91,31 +91,15 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::db::testing;
-    use crate::db::turns::NewTurn;
     use crate::host::Host;
-    use crate::ids::Secret;
 
     #[tokio::test]
     async fn draft_round_trips_bound_to_its_turn() -> Result<(), Box<dyn std::error::Error>> {
         let db = testing::fresh().await;
         let now = Timestamp::now();
-        let new = NewTurn {
-            user: UserId::parse("u1").ok_or("user")?,
-            chat: ChatId::parse("c1").ok_or("chat")?,
-            can_ask_human: true,
-            sites: vec![],
-            read_sites: vec![],
-            packages: vec![],
-            ttl: Duration::from_secs(60),
-        };
-        let turn = db
-            .store
-            .open_turn(&new, &Secret::generate().hash(), now)
-            .await?;
+        let turn = testing::open_turn_at(&db.store, "u1", "c1", now).await?;
         let card = Card::new(
             vec![Host::parse("files.example.com")?],
             vec![],

@@ -12,7 +12,7 @@ use crate::ids::{ChatId, InterruptId, SecretHash, UserId};
 use crate::time::Timestamp;
 
 /// The pointer's words, at the path callers have always named them by.
-pub use super::pointer::{Decision, InterruptState, Outcome, Pointer};
+pub use super::pointer::{Claim, Decision, InterruptState, Outcome, Pointer};
 
 impl Store {
     /// How many cards are in each state (`pending`, `claimed`, `done`, `expired`), for the

@@ -217,14 +217,11 @@ pub async fn janitor_pass(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::db::refusals::{EgressEvent, RefusalEvent};
     use crate::db::testing;
-    use crate::db::turns::{NewTurn, Turn};
+    use crate::db::turns::Turn;
     use crate::host::Host;
-    use crate::ids::{ChatId, Secret, UserId};
     use crate::reason::RefusalReason;
 
     /// A turn opened at `at` for one minute, with one refusal and one egress row.
@@ -233,16 +230,7 @@ mod tests {
         chat: &str,
         at: Timestamp,
     ) -> Result<Turn, Box<dyn std::error::Error>> {
-        let new = NewTurn {
-            user: UserId::parse("u1").ok_or("user")?,
-            chat: ChatId::parse(chat).ok_or("chat")?,
-            can_ask_human: true,
-            sites: vec![],
-            read_sites: vec![],
-            packages: vec![],
-            ttl: Duration::from_secs(60),
-        };
-        let turn = s.open_turn(&new, &Secret::generate().hash(), at).await?;
+        let turn = testing::open_turn_at(s, "u1", chat, at).await?;
         let refusal = RefusalEvent {
             turn: turn.id.clone(),
             host: "blocked.example.com".into(),

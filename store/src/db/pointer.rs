@@ -113,10 +113,8 @@ pub struct Pointer {
     pub state: InterruptState,
     /// The paused run's snapshot.
     pub snapshot: Option<BlobRef>,
-    /// The runtime's first answer, when it fit in the pointer.
-    pub first_answer: Option<String>,
-    /// The first answer's blob (locator), when it did not fit.
-    pub first_answer_key: Option<String>,
+    /// The runtime's first answer, in the pointer or in a blob.
+    pub first_answer: StoredAnswer,
     /// When the card was registered.
     pub created_at: Timestamp,
     /// Logical expiry: answering stops here.
@@ -125,29 +123,51 @@ pub struct Pointer {
     pub purge_at: Timestamp,
     /// Claims so far.
     pub claim_count: i64,
-    /// SHA-256 of the current claim id.
-    pub claim_hash: Option<SecretHash>,
-    /// Label of the current claim (never a secret).
-    pub worker: Option<String>,
-    /// When the current claim lapses unless renewed.
-    pub lease_expires_at: Option<Timestamp>,
-    /// Hard stop of the current claim.
-    pub deadline: Option<Timestamp>,
+    /// The current (or, once done or expired, the last) claim; `None` before the first.
+    pub claim: Option<Claim>,
     /// Fixed by the first claim.
     pub decision: Option<Decision>,
-    /// The resumed run's final answer (JSON text), when it fit in the pointer.
-    pub answer: Option<String>,
-    /// The answer's blob (locator), when it did not fit.
-    pub answer_key: Option<String>,
+    /// The resumed run's final answer (JSON), in the pointer or in a blob.
+    pub answer: StoredAnswer,
     /// Rejected decisions for this card so far.
     pub rejected_count: i64,
+}
+
+/// An answer the pointer keeps: inline text when it fits the pointer's size limit, else the
+/// locator of the blob holding it whole; both `None` when there is none. The runtime's first
+/// answer and the resumed run's final answer are kept alike.
+#[derive(Debug, Clone, Default)]
+pub struct StoredAnswer {
+    /// The text, when it fits the pointer.
+    pub inline: Option<String>,
+    /// Blob locator, when it did not.
+    pub key: Option<String>,
+}
+
+/// A claim on a card: its hash, label and hard stop are written together by a claim (a
+/// takeover replaces hash and label) and cleared together when a new card replaces the row,
+/// so a pointer holds all of them or none.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// SHA-256 of the claim id.
+    pub hash: SecretHash,
+    /// Label of the claim (never a secret).
+    pub worker: String,
+    /// When the claim lapses unless renewed; `None` once the resumed run completed.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Hard stop of the claim.
+    pub deadline: Timestamp,
 }
 
 impl Pointer {
     /// Whether a claim's lease is still running.
     pub fn lease_live(&self, now: Timestamp) -> bool {
         self.state == InterruptState::Claimed
-            && self.lease_expires_at.is_some_and(|l| !l.has_passed(now))
+            && self
+                .claim
+                .as_ref()
+                .and_then(|c| c.lease_expires_at)
+                .is_some_and(|l| !l.has_passed(now))
     }
 
     /// What to report: a pending card past its logical expiry is expired even if no write
@@ -203,6 +223,20 @@ pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
         (None, None) => None,
         _ => return Err(StoreError::Corrupt("interrupts.snapshot")),
     };
+    let claim = match (
+        r.try_get::<Option<String>, _>(17)?,
+        r.try_get::<Option<String>, _>(18)?,
+        ts(20)?,
+    ) {
+        (Some(hash), Some(worker), Some(deadline)) => Some(Claim {
+            hash: SecretHash::from_db(hash),
+            worker,
+            lease_expires_at: ts(19)?,
+            deadline,
+        }),
+        (None, None, None) if ts(19)?.is_none() => None,
+        _ => return Err(StoreError::Corrupt("interrupts.claim")),
+    };
     let decision = match r.try_get::<Option<String>, _>(21)? {
         Some(s) => Some(json_column(&s, "interrupts.decision")?),
         None => None,
@@ -218,19 +252,101 @@ pub(crate) fn pointer_from_row(r: &AnyRow) -> Result<Pointer, StoreError> {
         tool_call_id: r.try_get(7)?,
         state: crate::db::word_column(r, 8, InterruptState::parse, "interrupts.state")?,
         snapshot,
-        first_answer: r.try_get(11)?,
-        first_answer_key: r.try_get(12)?,
+        first_answer: StoredAnswer {
+            inline: r.try_get(11)?,
+            key: r.try_get(12)?,
+        },
         created_at: Timestamp::from_millis(r.try_get(13)?),
         expires_at: Timestamp::from_millis(r.try_get(14)?),
         purge_at: Timestamp::from_millis(r.try_get(15)?),
         claim_count: r.try_get(16)?,
-        claim_hash: r.try_get::<Option<String>, _>(17)?.map(SecretHash::from_db),
-        worker: r.try_get(18)?,
-        lease_expires_at: ts(19)?,
-        deadline: ts(20)?,
+        claim,
         decision,
-        answer: r.try_get(22)?,
-        answer_key: r.try_get(23)?,
+        answer: StoredAnswer {
+            inline: r.try_get(22)?,
+            key: r.try_get(23)?,
+        },
         rejected_count: r.try_get(24)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::testing;
+
+    /// The claim columns of a stored row: hash, worker, lease, deadline.
+    type ClaimColumns = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<i64>,
+        Option<i64>,
+    );
+
+    /// Stores the chat's only card with `claim` in its claim columns and reads it back
+    /// through the one pointer reader.
+    async fn read_back(
+        store: &crate::db::Store,
+        claim: ClaimColumns,
+    ) -> Result<Pointer, StoreError> {
+        sqlx::query("DELETE FROM interrupts")
+            .execute(store.pool())
+            .await?;
+        sqlx::query(
+            "INSERT INTO interrupts (user_id, chat_id, interrupt_id, secret_hash, turn_id, \
+             turn_seq, card, state, created_at, expires_at, purge_at, claim_hash, worker, \
+             lease_expires_at, deadline) VALUES ('u1', 'c1', 'int_1', 'h', 't_1', 1, $1, \
+             'claimed', 0, 10, 20, $2, $3, $4, $5)",
+        )
+        .bind(r#"{"sites":[],"urls":[],"packages":[],"reason":"r"}"#)
+        .bind(claim.0)
+        .bind(claim.1)
+        .bind(claim.2)
+        .bind(claim.3)
+        .execute(store.pool())
+        .await?;
+        let row = sqlx::query(select_pointer!("interrupt_id = 'int_1'"))
+            .fetch_one(store.pool())
+            .await?;
+        pointer_from_row(&row)
+    }
+
+    #[tokio::test]
+    async fn a_claim_reads_back_whole_or_not_at_all() -> Result<(), StoreError> {
+        let db = testing::fresh().await;
+        let s = &db.store;
+        let held = read_back(s, (Some("ch"), Some("claim-ch"), Some(5), Some(9))).await?;
+        let claim = held.claim.ok_or(StoreError::Corrupt("no claim"))?;
+        assert_eq!(
+            (claim.hash.as_str(), claim.worker.as_str()),
+            ("ch", "claim-ch")
+        );
+        assert_eq!(claim.lease_expires_at, Some(Timestamp::from_millis(5)));
+        assert_eq!(claim.deadline, Timestamp::from_millis(9));
+        let done = read_back(s, (Some("ch"), Some("claim-ch"), None, Some(9))).await?;
+        assert!(
+            done.claim.is_some_and(|c| c.lease_expires_at.is_none()),
+            "a completed claim keeps its hash, label and deadline without a lease"
+        );
+        assert!(
+            read_back(s, (None, None, None, None))
+                .await?
+                .claim
+                .is_none()
+        );
+        for half in [
+            (Some("ch"), None, Some(5), Some(9)),
+            (Some("ch"), Some("claim-ch"), Some(5), None),
+            (None, None, Some(5), None),
+        ] {
+            assert!(
+                matches!(
+                    read_back(s, half).await,
+                    Err(StoreError::Corrupt("interrupts.claim"))
+                ),
+                "{half:?}"
+            );
+        }
+        Ok(())
+    }
 }

@@ -8,7 +8,7 @@ use sqlx::Row as _;
 
 use super::audit::{AuditEntry, AuditKind};
 use super::drafts::Draft;
-use super::pointer::{InterruptState, Pointer};
+use super::pointer::{InterruptState, Pointer, StoredAnswer};
 use super::slots::{self, SlotMove};
 use super::{Store, StoreError};
 use crate::blob::BlobRef;
@@ -27,10 +27,8 @@ pub struct NewPointer<'a> {
     pub secret_hash: SecretHash,
     /// The confirmed snapshot, if the runtime sent one.
     pub snapshot: Option<BlobRef>,
-    /// The first answer, when it fits the pointer.
-    pub first_answer: Option<String>,
-    /// The first answer's blob, when it did not fit.
-    pub first_answer_key: Option<String>,
+    /// The first answer, in the pointer when it fits, else its blob.
+    pub first_answer: StoredAnswer,
     /// Logical lifetime (already clamped below snapshot retention).
     pub ttl: Duration,
     /// Kept this long past the logical expiry before the janitor purges the row.
@@ -146,18 +144,13 @@ impl Store {
             state: InterruptState::Pending,
             snapshot: new.snapshot,
             first_answer: new.first_answer,
-            first_answer_key: new.first_answer_key,
             created_at: now,
             expires_at,
             purge_at: expires_at.plus(new.retention),
             claim_count: 0,
-            claim_hash: None,
-            worker: None,
-            lease_expires_at: None,
-            deadline: None,
+            claim: None,
             decision: None,
-            answer: None,
-            answer_key: None,
+            answer: StoredAnswer::default(),
             rejected_count: 0,
         };
         let card_json =
@@ -177,8 +170,8 @@ impl Store {
         .bind(pointer.tool_call_id.clone())
         .bind(pointer.snapshot.as_ref().map(|b| b.key.clone()))
         .bind(pointer.snapshot.as_ref().map(|b| b.sha256.clone()))
-        .bind(pointer.first_answer.clone())
-        .bind(pointer.first_answer_key.clone())
+        .bind(pointer.first_answer.inline.clone())
+        .bind(pointer.first_answer.key.clone())
         .bind(now.millis())
         .bind(expires_at.millis())
         .bind(pointer.purge_at.millis());

@@ -5,6 +5,8 @@
 use sqlx::{Any, Row as _, Transaction};
 
 use super::audit::{self, AuditEntry, AuditKind};
+/// The answer kept by `complete_claim` (the pointer's type for its answers).
+pub use super::pointer::StoredAnswer;
 use super::pointer::{Decision, Outcome, Pointer};
 use super::slots::{self, SlotMove};
 use super::{Store, StoreError, approvals};
@@ -62,15 +64,6 @@ impl Decider<'_> {
         detail["decided_by"] = by;
         detail["proof"] = proof.into();
     }
-}
-
-/// The answer kept by `complete`: inline JSON text, or a blob locator when it did not fit.
-#[derive(Debug, Clone, Default)]
-pub struct StoredAnswer {
-    /// JSON text, when it fits the pointer.
-    pub inline: Option<String>,
-    /// Blob locator, when it did not.
-    pub key: Option<String>,
 }
 
 impl Store {
@@ -218,7 +211,7 @@ impl Store {
         lease_expires_at: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let (Some(old_hash), Some(old_worker)) = (&read.claim_hash, &read.worker) else {
+        let Some(old) = &read.claim else {
             return Ok(false);
         };
         let write = sqlx::query(
@@ -230,8 +223,8 @@ impl Store {
         .bind(worker)
         .bind(lease_expires_at.millis())
         .bind(read.id.as_str())
-        .bind(old_hash.as_str())
-        .bind(old_worker)
+        .bind(old.hash.as_str())
+        .bind(&old.worker)
         .bind(now.millis())
         .bind(read.claim_count);
         self.claim_step(read, write, SlotMove::Hold(lease_expires_at))

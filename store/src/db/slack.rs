@@ -22,16 +22,15 @@ impl Store {
             .bind(horizon)
             .execute(self.pool())
             .await?;
-        let n = sqlx::query(
-            "INSERT INTO slack_replays (signature_hash, seen_at) VALUES ($1, $2) \
-             ON CONFLICT (signature_hash) DO NOTHING",
+        self.changed_a_row(
+            sqlx::query(
+                "INSERT INTO slack_replays (signature_hash, seen_at) VALUES ($1, $2) \
+                 ON CONFLICT (signature_hash) DO NOTHING",
+            )
+            .bind(signature_hash)
+            .bind(now.millis()),
         )
-        .bind(signature_hash)
-        .bind(now.millis())
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        Ok(n == 1)
+        .await
     }
 }
 

@@ -30,11 +30,22 @@ pub async fn fresh() -> TestDb {
     TestDb { store, _dir: dir }
 }
 
-/// Opens a turn of `user`'s `chat`: a minute long, a person can answer, no launch lists.
+/// Opens a turn of `user`'s `chat` now (see [`open_turn_at`]).
 pub async fn open_turn(
     store: &Store,
     user: &str,
     chat: &str,
+) -> Result<crate::db::turns::Turn, crate::db::turns::OpenTurnError> {
+    open_turn_at(store, user, chat, crate::Timestamp::now()).await
+}
+
+/// Opens a turn of `user`'s `chat` at `at`: a minute long, a person can answer, no launch
+/// lists.
+pub async fn open_turn_at(
+    store: &Store,
+    user: &str,
+    chat: &str,
+    at: crate::Timestamp,
 ) -> Result<crate::db::turns::Turn, crate::db::turns::OpenTurnError> {
     let (Some(user), Some(chat)) = (
         crate::ids::UserId::parse(user),
@@ -45,16 +56,16 @@ pub async fn open_turn(
     let new = crate::db::turns::NewTurn {
         user,
         chat,
-        can_ask_human: true,
-        sites: vec![],
-        read_sites: vec![],
-        packages: vec![],
+        launch: crate::db::turns::Launch {
+            can_ask_human: true,
+            sites: vec![],
+            read_sites: vec![],
+            packages: vec![],
+        },
         ttl: std::time::Duration::from_secs(60),
     };
     let secret = crate::ids::Secret::generate().hash();
-    store
-        .open_turn(&new, &secret, crate::Timestamp::now())
-        .await
+    store.open_turn(&new, &secret, at).await
 }
 
 /// Appends one event of `kind` with `data` for `user`'s `chat` at `at`, committed (and

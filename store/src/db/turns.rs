@@ -13,13 +13,11 @@ use crate::package::PackageSpec;
 use crate::pattern::SitePattern;
 use crate::time::Timestamp;
 
-/// What the runtime asks for when a user message starts an agent run.
+/// What a run is launched with: whether a person can answer, and the sites and packages it
+/// may use from the start. The runtime asks for it when it opens the turn and the turn keeps
+/// it unchanged to its end, so the request and the stored turn hold one and the same value.
 #[derive(Debug, Clone)]
-pub struct NewTurn {
-    /// The person.
-    pub user: UserId,
-    /// Their chat.
-    pub chat: ChatId,
+pub struct Launch {
     /// False for unattended runs: approval requests are denied deterministically.
     pub can_ask_human: bool,
     /// Launch-time sites, already validated.
@@ -28,6 +26,17 @@ pub struct NewTurn {
     pub read_sites: Vec<SitePattern>,
     /// Launch-time packages (with optional pins), already validated.
     pub packages: Vec<PackageSpec>,
+}
+
+/// What the runtime asks for when a user message starts an agent run.
+#[derive(Debug, Clone)]
+pub struct NewTurn {
+    /// The person.
+    pub user: UserId,
+    /// Their chat.
+    pub chat: ChatId,
+    /// What the run is launched with.
+    pub launch: Launch,
     /// How long the credential lives.
     pub ttl: Duration,
 }
@@ -45,14 +54,8 @@ pub struct Turn {
     pub seq: i64,
     /// SHA-256 of the proxy password.
     pub secret_hash: SecretHash,
-    /// Whether a person can answer a card in this run.
-    pub can_ask_human: bool,
-    /// Launch-time sites.
-    pub sites: Vec<SitePattern>,
-    /// Launch-time sites at `read` only.
-    pub read_sites: Vec<SitePattern>,
-    /// Launch-time packages (with optional pins).
-    pub packages: Vec<PackageSpec>,
+    /// What the run was launched with.
+    pub launch: Launch,
     /// When it opened.
     pub created_at: Timestamp,
     /// When the credential stops working (claims may push it later).
@@ -114,19 +117,17 @@ impl Store {
             chat: new.chat.clone(),
             seq,
             secret_hash: secret_hash.clone(),
-            can_ask_human: new.can_ask_human,
-            sites: new.sites.clone(),
-            read_sites: new.read_sites.clone(),
-            packages: new.packages.clone(),
+            launch: new.launch.clone(),
             created_at: now,
             expires_at: now.plus(new.ttl),
             // Read by the proxy when it loads the turn; opening it does not need it.
             user_mode: None,
         };
-        let sites: Vec<String> = turn.sites.iter().map(SitePattern::to_key).collect();
-        let packages: Vec<&str> = turn.packages.iter().map(PackageSpec::as_str).collect();
+        let launch = &turn.launch;
+        let sites: Vec<String> = launch.sites.iter().map(SitePattern::to_key).collect();
+        let packages: Vec<&str> = launch.packages.iter().map(PackageSpec::as_str).collect();
         let sites_json = serde_json::to_string(&sites).unwrap_or_else(|_| "[]".into());
-        let read_sites: Vec<String> = turn.read_sites.iter().map(SitePattern::to_key).collect();
+        let read_sites: Vec<String> = launch.read_sites.iter().map(SitePattern::to_key).collect();
         let read_json = serde_json::to_string(&read_sites).unwrap_or_else(|_| "[]".into());
         let packages_json = serde_json::to_string(&packages).unwrap_or_else(|_| "[]".into());
         sqlx::query(
@@ -139,7 +140,7 @@ impl Store {
         .bind(turn.chat.as_str())
         .bind(seq)
         .bind(secret_hash.as_str())
-        .bind(flag(turn.can_ask_human))
+        .bind(flag(launch.can_ask_human))
         .bind(&sites_json)
         .bind(&packages_json)
         .bind(now.millis())
@@ -150,7 +151,7 @@ impl Store {
         .map_err(StoreError::from)?;
         let mut detail = serde_json::json!({
             "turn_id": turn.id.as_str(),
-            "can_ask_human": turn.can_ask_human,
+            "can_ask_human": launch.can_ask_human,
             "sites": sites,
             "packages": packages,
             "expires_at": turn.expires_at,
@@ -201,15 +202,19 @@ impl Store {
             chat: ChatId::from_db(r.try_get(2)?),
             seq: r.try_get(3)?,
             secret_hash: SecretHash::from_db(r.try_get(4)?),
-            can_ask_human: r.try_get::<i64, _>(5)? != 0,
-            // A launch pattern an older release stored but the rules now refuse
-            // (`*.amazonaws.com`) grants nothing; the turn itself stays usable.
-            sites: patterns(&sites),
-            read_sites: patterns(&read_sites),
-            packages: packages
-                .iter()
-                .map(|p| PackageSpec::parse(p).map_err(|_| StoreError::Corrupt("turns.packages")))
-                .collect::<Result<_, _>>()?,
+            launch: Launch {
+                can_ask_human: r.try_get::<i64, _>(5)? != 0,
+                // A launch pattern an older release stored but the rules now refuse
+                // (`*.amazonaws.com`) grants nothing; the turn itself stays usable.
+                sites: patterns(&sites),
+                read_sites: patterns(&read_sites),
+                packages: packages
+                    .iter()
+                    .map(|p| {
+                        PackageSpec::parse(p).map_err(|_| StoreError::Corrupt("turns.packages"))
+                    })
+                    .collect::<Result<_, _>>()?,
+            },
             created_at: Timestamp::from_millis(r.try_get(8)?),
             expires_at: Timestamp::from_millis(r.try_get(9)?),
             user_mode: r

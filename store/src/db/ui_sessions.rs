@@ -58,11 +58,9 @@ impl Store {
 
     /// Ends a session (sign out); `false` when there was none.
     pub async fn delete_ui_session(&self, session: &SecretHash) -> Result<bool, StoreError> {
-        let n = sqlx::query("DELETE FROM ui_sessions WHERE session_hash = $1")
-            .bind(session.as_str())
-            .execute(self.pool())
-            .await?
-            .rows_affected();
-        Ok(n > 0)
+        self.changed_a_row(
+            sqlx::query("DELETE FROM ui_sessions WHERE session_hash = $1").bind(session.as_str()),
+        )
+        .await
     }
 }

@@ -203,17 +203,16 @@ impl Store {
         delivery: &MessageId,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let n = sqlx::query(
-            "UPDATE webhook_deliveries SET status = 'pending', next_try_at = $1, attempts = 0 \
-             WHERE id = $2 AND endpoint_id = $3 AND status <> 'delivered'",
+        self.changed_a_row(
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'pending', next_try_at = $1, \
+                 attempts = 0 WHERE id = $2 AND endpoint_id = $3 AND status <> 'delivered'",
+            )
+            .bind(now.millis())
+            .bind(delivery.as_str())
+            .bind(endpoint.as_str()),
         )
-        .bind(now.millis())
-        .bind(delivery.as_str())
-        .bind(endpoint.as_str())
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        Ok(n > 0)
+        .await
     }
 }
 

@@ -256,12 +256,8 @@ async fn insert_refusals<'a>(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::db::testing;
-    use crate::db::turns::NewTurn;
-    use crate::ids::Secret;
 
     fn refusal(host: &str, at: i64, url: Option<&str>) -> RefusalEvent {
         RefusalEvent {
@@ -343,21 +339,8 @@ mod tests {
     -> Result<(), Box<dyn std::error::Error>> {
         let db = testing::fresh().await;
         let s = &db.store;
-        let (user, chat) = (
-            UserId::parse("u1").ok_or("user")?,
-            ChatId::parse("c1").ok_or("chat")?,
-        );
-        let new = NewTurn {
-            user: user.clone(),
-            chat: chat.clone(),
-            can_ask_human: true,
-            sites: vec![],
-            read_sites: vec![],
-            packages: vec![],
-            ttl: Duration::from_secs(60),
-        };
-        let now = Timestamp::now();
-        let turn = s.open_turn(&new, &Secret::generate().hash(), now).await?;
+        let turn = testing::open_turn(s, "u1", "c1").await?;
+        let now = turn.created_at;
         let at = |host: &str, ms: i64, url: Option<&str>| RefusalEvent {
             turn: turn.id.clone(),
             ..refusal(host, now.millis() + ms, url)
@@ -383,7 +366,7 @@ mod tests {
         assert_eq!(rows[0].first_seen.millis(), now.millis() + 1);
         assert_eq!(rows[0].last_seen.millis(), now.millis() + 3);
         assert_eq!(overflow, 1, "the host past the cap is counted, not kept");
-        let events = s.events_after(&user, &chat, 0, 10).await?;
+        let events = s.events_after(&turn.user, &turn.chat, 0, 10).await?;
         let recorded = events
             .iter()
             .filter(|e| e.kind == "refusal.recorded")
