@@ -86,12 +86,8 @@ pub struct Config {
     pub pool: PoolOptions,
     /// Apply missing migrations at start (`--auto-migrate`) instead of refusing.
     pub auto_migrate: bool,
-    /// Proxy listener.
-    pub proxy_listen: SocketAddr,
-    /// Control listener.
-    pub control_listen: SocketAddr,
-    /// Metrics listener for a proxy-only process.
-    pub metrics_listen: Option<SocketAddr>,
+    /// The listeners' addresses.
+    pub listen: Listen,
     /// The control plane's addresses (`--control-addr`), never dialled by the proxy.
     pub control_addrs: Vec<SocketAddr>,
     /// Whether `--proxy-public-url` was given (required for `control`).
@@ -104,4 +100,17 @@ pub struct Config {
     pub control: egressgate_control::Settings,
     /// The deployment CA's lifetime, names and seal key.
     pub ca: ca::CaSettings,
+}
+
+/// Where this process's listeners bind (`--proxy-listen`, `--control-listen`,
+/// `--metrics-listen`): read and checked as one step of the configuration and bound as one
+/// step of the start, each by the planes that run.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    /// The proxy's listener.
+    pub proxy: SocketAddr,
+    /// The control plane's listener.
+    pub control: SocketAddr,
+    /// `/metrics`, `/healthz` and `/readyz` of a proxy-only process (none unless set).
+    pub metrics: Option<SocketAddr>,
 }

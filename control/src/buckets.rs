@@ -8,6 +8,8 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::settings::Budget;
+
 /// Keys kept before refilled buckets are swept out.
 const SWEEP_AT: usize = 16 * 1024;
 
@@ -32,10 +34,11 @@ pub(crate) struct Buckets<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> Buckets<K, V> {
-    /// `capacity` tokens per key, refilled over `window` (a zero window never limits).
-    pub(crate) fn new(capacity: u32, window: Duration) -> Self {
-        let capacity = f64::from(capacity.max(1));
-        let secs = window.as_secs_f64();
+    /// `budget.per_window` tokens per key, refilled over `budget.window` (a zero window never
+    /// limits).
+    pub(crate) fn new(budget: Budget) -> Self {
+        let capacity = f64::from(budget.per_window.max(1));
+        let secs = budget.window.as_secs_f64();
         Self {
             capacity,
             per_second: if secs > 0.0 {
@@ -110,7 +113,10 @@ mod tests {
 
     #[test]
     fn a_bucket_empties_then_refills_over_its_window() {
-        let b: Buckets<&str, ()> = Buckets::new(3, Duration::from_secs(3));
+        let b: Buckets<&str, ()> = Buckets::new(Budget {
+            per_window: 3,
+            window: Duration::from_secs(3),
+        });
         let t0 = Instant::now();
         assert!(b.empty(&"k", t0).is_none(), "no bucket yet: not limited");
         for _ in 0..3 {
@@ -126,7 +132,10 @@ mod tests {
 
     #[test]
     fn the_map_holds_at_most_max_keys() {
-        let b: Buckets<usize, ()> = Buckets::new(2, Duration::from_secs(3600));
+        let b: Buckets<usize, ()> = Buckets::new(Budget {
+            per_window: 2,
+            window: Duration::from_secs(3600),
+        });
         let t0 = Instant::now();
         for k in 0..MAX_KEYS + 10 {
             b.take(k, (), t0);

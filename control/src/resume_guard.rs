@@ -86,8 +86,8 @@ const RESUME_FAILURES: &str = "failed resume attempts";
 impl ResumeGuard {
     pub(crate) fn new(s: &Settings) -> Self {
         Self {
-            per_client: Buckets::new(s.resume_failures_per_client, s.resume_failure_window),
-            per_card: Buckets::new(s.resume_failures_per_card, s.resume_failure_window),
+            per_client: Buckets::new(s.resume_failures_per_client),
+            per_card: Buckets::new(s.resume_failures_per_card),
             tally: Arc::new(Tally::new(s.rejection_flush_after, s.rejection_flush_at)),
         }
     }

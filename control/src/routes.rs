@@ -204,7 +204,7 @@ mod tests {
                 }
             }
             let body = &chunk[..end];
-            for m in ["get", "post", "put", "delete", "patch"] {
+            for m in super::openapi::METHODS {
                 let called = body.match_indices(&format!("{m}(")).any(|(i, _)| {
                     i == 0 || !body[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
                 });
@@ -252,22 +252,11 @@ mod tests {
             routes.len() > 20,
             "the route scan found too little: {routes:?}"
         );
-        let doc = super::openapi::document();
-        let mut documented = BTreeSet::new();
-        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
-            for m in ["get", "post", "put", "delete", "patch"] {
-                if item.get(m).is_some() {
-                    documented.insert((m.to_owned(), path.clone()));
-                }
-            }
-        }
-        let missing: Vec<_> = routes.difference(&documented).collect();
-        assert!(
-            missing.is_empty(),
-            "routes missing from the OpenAPI document (annotate the handler and add it to paths(...)): {missing:?}"
+        super::openapi::assert_names_every_operation(
+            &routes,
+            "routes missing from the OpenAPI document (annotate the handler and add it to paths(...))",
+            "documented but not routed",
         );
-        let extra: Vec<_> = documented.difference(&routes).collect();
-        assert!(extra.is_empty(), "documented but not routed: {extra:?}");
     }
 
     #[test]

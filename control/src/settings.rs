@@ -44,31 +44,26 @@ pub struct Settings {
     pub resume_slots_per_user: u32,
     /// Whether users without a row may approve.
     pub default_can_approve: bool,
-    /// Card caps.
-    pub card_max_sites: usize,
-    /// Card caps.
-    pub card_max_urls: usize,
-    /// Card caps.
-    pub card_max_packages: usize,
+    /// The most one card may ask for (`--card-max-sites`, `--card-max-urls`,
+    /// `--card-max-packages`).
+    pub card_caps: CardCaps,
     /// Operator-configured internal suffixes (in addition to the built-in ones).
     pub internal_suffixes: Vec<Host>,
     /// Path-style multi-tenant hosts the administrator opted in as whole-host grants
     /// (`--allow-whole-host`); the others on the kept list answer `422`.
     pub allow_whole_host: Vec<Host>,
     /// Failed resume attempts (unknown id, wrong secret, another user) one client address
-    /// may make per `resume_failure_window`, then `429 TOO_MANY_ATTEMPTS`.
-    pub resume_failures_per_client: u32,
-    /// Failed resume attempts on one card per `resume_failure_window`; past it only the
-    /// card's right secret is still checked.
-    pub resume_failures_per_card: u32,
-    /// The window over which those limits refill.
-    pub resume_failure_window: Duration,
+    /// may make per window, then `429 TOO_MANY_ATTEMPTS` (`--resume-failures-per-client` per
+    /// `--resume-failure-window`).
+    pub resume_failures_per_client: Budget,
+    /// Failed resume attempts on one card per window; past it only the card's right secret
+    /// is still checked (`--resume-failures-per-card` per `--resume-failure-window`).
+    pub resume_failures_per_card: Budget,
     /// Requests without a valid credential (a missing, unknown or expired bearer token, a
-    /// dead console cookie, a wrong sign-in token) one client address may make per
-    /// `auth_failure_window`, then `429 TOO_MANY_ATTEMPTS` before any database read.
-    pub auth_failures_per_client: u32,
-    /// The window over which that limit refills.
-    pub auth_failure_window: Duration,
+    /// dead console cookie, a wrong sign-in token) one client address may make per window,
+    /// then `429 TOO_MANY_ATTEMPTS` before any database read (`--auth-failures-per-client`
+    /// per `--auth-failure-window`).
+    pub auth_failures_per_client: Budget,
     /// How long a card's rejected answers are counted in memory before they are written.
     pub rejection_flush_after: Duration,
     /// A card's rejected answers that are written at once, without waiting.
@@ -95,6 +90,30 @@ pub struct Settings {
     pub slack: crate::notify::slack::settings::SlackSettings,
 }
 
+/// The most sites, URLs and packages one card may name. They are checked together on every
+/// approval request (one over its cap refuses the request) and a refusal list is fitted to
+/// them, so they are one setting of three numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CardCaps {
+    /// Sites (hosts or patterns) on one card.
+    pub sites: usize,
+    /// URLs the agent names on one card.
+    pub urls: usize,
+    /// Packages on one card.
+    pub packages: usize,
+}
+
+/// A failure limit: so many failures per key (a client address, a card) within `window`,
+/// refilled evenly over it. The two numbers only mean something together, and each limit's
+/// token buckets are built from exactly this pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Failures a key may make at once, and per `window` on average.
+    pub per_window: u32,
+    /// The time over which a spent budget refills (zero: no limit).
+    pub window: Duration,
+}
+
 /// A symmetric key: never printed, not even by `Debug`.
 #[derive(Clone)]
 pub struct StateKey(pub Vec<u8>);
@@ -108,6 +127,7 @@ impl std::fmt::Debug for StateKey {
 impl Default for Settings {
     fn default() -> Self {
         const HOUR: u64 = 3600;
+        const MINUTE: Duration = Duration::from_secs(60);
         Self {
             inspect: Vec::new(),
             ca: None,
@@ -126,16 +146,25 @@ impl Default for Settings {
             user_grant_ttl: Duration::from_secs(8 * HOUR),
             resume_slots_per_user: 2,
             default_can_approve: true,
-            card_max_sites: 20,
-            card_max_urls: 20,
-            card_max_packages: 50,
+            card_caps: CardCaps {
+                sites: 20,
+                urls: 20,
+                packages: 50,
+            },
             internal_suffixes: Vec::new(),
             allow_whole_host: Vec::new(),
-            resume_failures_per_client: 30,
-            resume_failures_per_card: 10,
-            resume_failure_window: Duration::from_secs(60),
-            auth_failures_per_client: 300,
-            auth_failure_window: Duration::from_secs(60),
+            resume_failures_per_client: Budget {
+                per_window: 30,
+                window: MINUTE,
+            },
+            resume_failures_per_card: Budget {
+                per_window: 10,
+                window: MINUTE,
+            },
+            auth_failures_per_client: Budget {
+                per_window: 300,
+                window: MINUTE,
+            },
             rejection_flush_after: Duration::from_secs(5),
             rejection_flush_at: 100,
             cors_origins: Vec::new(),

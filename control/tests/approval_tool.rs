@@ -388,7 +388,7 @@ async fn step6_default_can_approve_false_applies_to_users_without_a_row() {
 
 #[tokio::test]
 async fn refused_packages_are_merged_into_the_card_one_row_each_and_capped() {
-    let app = TestApp::configured(|s| s.card_max_packages = 3).await;
+    let app = TestApp::configured(|s| s.card_caps.packages = 3).await;
     let t = app.turn("u", "c").await;
     for p in ["numpy", "scipy", "npm:left-pad", "pandas"] {
         app.refuse_package(&t, "pypi.org", p).await;

@@ -118,9 +118,9 @@ async fn step1_invalid_input_names_the_entry_and_why_and_writes_nothing() {
 #[tokio::test]
 async fn step1_card_caps() {
     let app = TestApp::configured(|s| {
-        s.card_max_sites = 2;
-        s.card_max_urls = 3;
-        s.card_max_packages = 2;
+        s.card_caps.sites = 2;
+        s.card_caps.urls = 3;
+        s.card_caps.packages = 2;
     })
     .await;
     let t = app.turn("u", "c").await;
@@ -148,7 +148,7 @@ async fn step1_card_caps() {
 
 #[tokio::test]
 async fn probing_more_hosts_than_a_card_holds_keeps_the_card_usable() {
-    let app = TestApp::configured(|s| s.card_max_sites = 5).await;
+    let app = TestApp::configured(|s| s.card_caps.sites = 5).await;
     let t = app.turn("u", "c").await;
     // A script probes 30 hosts, then the one it needed is refused last.
     for i in 0..30 {

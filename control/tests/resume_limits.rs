@@ -13,14 +13,20 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use egressgate_control::Settings;
+use egressgate_control::settings::Budget;
 use serde_json::{Value, json};
 use support::{TestApp, assert_code};
 
 fn limits(per_client: u32, per_card: u32, window: Duration) -> Settings {
     Settings {
-        resume_failures_per_client: per_client,
-        resume_failures_per_card: per_card,
-        resume_failure_window: window,
+        resume_failures_per_client: Budget {
+            per_window: per_client,
+            window,
+        },
+        resume_failures_per_card: Budget {
+            per_window: per_card,
+            window,
+        },
         ..Settings::default()
     }
 }

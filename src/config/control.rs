@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use anyhow::Result;
+use egressgate_control::settings::{Budget, CardCaps};
 use egressgate_store::{Host, SitePattern};
 
 use super::raw::RawConfig;
@@ -26,6 +27,17 @@ pub(super) fn settings(
         .as_deref()
         .map(|u| control_public_url(&l("control-public-url"), u))
         .transpose()?;
+    // A limit's count as given (else the default's), over its window.
+    let budget = |per_window: Option<u32>, default: Budget, window| Budget {
+        per_window: per_window.unwrap_or(default.per_window),
+        window,
+    };
+    // One window for both resume limits, as one flag sets it.
+    let resume_failure_window = setting!(
+        duration,
+        raw.resume_failure_window,
+        default = c.resume_failures_per_client.window
+    );
     Ok(egressgate_control::Settings {
         inspect,
         ca: None,
@@ -44,16 +56,32 @@ pub(super) fn settings(
         user_grant_ttl: setting!(duration, raw.user_grant_ttl, c),
         resume_slots_per_user: setting!(raw.resume_slots_per_user, c),
         default_can_approve: setting!(raw.default_can_approve, c),
-        card_max_sites: setting!(raw.card_max_sites, c),
-        card_max_urls: setting!(raw.card_max_urls, c),
-        card_max_packages: setting!(raw.card_max_packages, c),
+        card_caps: CardCaps {
+            sites: raw.card_max_sites.unwrap_or(c.card_caps.sites),
+            urls: raw.card_max_urls.unwrap_or(c.card_caps.urls),
+            packages: raw.card_max_packages.unwrap_or(c.card_caps.packages),
+        },
         internal_suffixes: internal_suffixes.clone(),
         allow_whole_host: setting!(each host, raw.allow_whole_host),
-        resume_failures_per_client: setting!(raw.resume_failures_per_client, c),
-        resume_failures_per_card: setting!(raw.resume_failures_per_card, c),
-        resume_failure_window: setting!(duration, raw.resume_failure_window, c),
-        auth_failures_per_client: setting!(raw.auth_failures_per_client, c),
-        auth_failure_window: setting!(duration, raw.auth_failure_window, c),
+        resume_failures_per_client: budget(
+            raw.resume_failures_per_client,
+            c.resume_failures_per_client,
+            resume_failure_window,
+        ),
+        resume_failures_per_card: budget(
+            raw.resume_failures_per_card,
+            c.resume_failures_per_card,
+            resume_failure_window,
+        ),
+        auth_failures_per_client: budget(
+            raw.auth_failures_per_client,
+            c.auth_failures_per_client,
+            setting!(
+                duration,
+                raw.auth_failure_window,
+                default = c.auth_failures_per_client.window
+            ),
+        ),
         cors_origins: setting!(each cors_origin, raw.cors_origin),
         control_public_url: public
             .clone()

@@ -8,7 +8,7 @@ use egressgate_store::PoolOptions;
 
 use super::raw::RawConfig;
 use super::values::{duration, host, public_url, redact, socket};
-use super::{Config, Database, LogFormat, ca, control, proxy};
+use super::{Config, Database, Listen, LogFormat, ca, control, proxy};
 
 /// Validates the merged raw configuration.
 pub fn validate(raw: &RawConfig) -> Result<Config> {
@@ -78,9 +78,11 @@ pub fn validate(raw: &RawConfig) -> Result<Config> {
         data_dir,
         database,
         pool,
-        proxy_listen,
-        control_listen,
-        metrics_listen,
+        listen: Listen {
+            proxy: proxy_listen,
+            control: control_listen,
+            metrics: metrics_listen,
+        },
         control_addrs: crate::selfaddr::control_addrs(&l("control-addr"), &raw.control_addr)?,
         proxy_public_url_given: raw.proxy_public_url.is_some(),
         control_public_url_given: raw.control_public_url.is_some(),
@@ -112,7 +114,7 @@ mod tests {
     fn the_packaged_settings_file_and_each_of_its_examples_are_valid() {
         let shipped = load_file(SHIPPED.as_ref()).unwrap_or_else(|e| unreachable!("{e:#}"));
         assert_eq!(shipped.data_dir, PathBuf::from("/var/lib/egressgate"));
-        assert_eq!(shipped.control_listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(shipped.listen.control.to_string(), "127.0.0.1:8080");
         assert!(matches!(shipped.database, Database::Sqlite));
 
         let text = std::fs::read_to_string(SHIPPED).unwrap_or_else(|e| unreachable!("{e}"));

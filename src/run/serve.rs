@@ -29,16 +29,16 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
     }
     let store = open_migrated(&cfg, Create::Yes).await?;
     let proxy_listener = if with_proxy {
-        Some(bind("proxy", cfg.proxy_listen).await?)
+        Some(bind("proxy", cfg.listen.proxy).await?)
     } else {
         None
     };
     let control_listener = if with_control {
-        Some(bind("control", cfg.control_listen).await?)
+        Some(bind("control", cfg.listen.control).await?)
     } else {
         None
     };
-    let metrics_listener = match (with_control, cfg.metrics_listen) {
+    let metrics_listener = match (with_control, cfg.listen.metrics) {
         (false, Some(a)) => Some(bind("metrics", a).await?),
         _ => None,
     };
@@ -56,8 +56,8 @@ pub(super) async fn run(raw: RawConfig, with_proxy: bool, with_control: bool) ->
             .chain(&metrics_listener)
             .filter_map(|l| l.local_addr().ok()),
     );
-    forbidden.push(cfg.proxy_listen);
-    forbidden.push(cfg.control_listen);
+    forbidden.push(cfg.listen.proxy);
+    forbidden.push(cfg.listen.control);
     cfg.proxy.forbidden_addrs = forbidden;
     if let (Some(l), false) = (&proxy_listener, cfg.proxy_public_url_given) {
         cfg.control.proxy_public_url = l.local_addr()?.to_string();

@@ -8,7 +8,7 @@ use egressgate_store::{Host, PackageSpec, PatternError, SanitizedUrl, UrlError};
 use serde::Deserialize;
 
 use crate::error::ApiError;
-use crate::settings::Settings;
+use crate::settings::{CardCaps, Settings};
 use crate::validate;
 
 /// Longest reason, in characters: one sentence, shown on the card.
@@ -126,7 +126,7 @@ pub(crate) fn validate(
         tool_call_id: body.tool_call_id,
     };
     check_caps(
-        settings,
+        &settings.card_caps,
         req.named_hosts().len(),
         req.urls.len(),
         req.packages.len(),
@@ -137,7 +137,7 @@ pub(crate) fn validate(
 /// The card caps: one card is something a person can read. Checked on what was named (step
 /// 1) and again on the computed card, which may also carry hosts refused this turn.
 pub(crate) fn check_caps(
-    settings: &Settings,
+    caps: &CardCaps,
     sites: usize,
     urls: usize,
     packages: usize,
@@ -147,14 +147,14 @@ pub(crate) fn check_caps(
             "one card holds at most {max} {what}; this request has {n}: ask for fewer at a time"
         ))
     };
-    if sites > settings.card_max_sites {
-        return Err(over("sites", sites, settings.card_max_sites));
+    if sites > caps.sites {
+        return Err(over("sites", sites, caps.sites));
     }
-    if urls > settings.card_max_urls {
-        return Err(over("URLs", urls, settings.card_max_urls));
+    if urls > caps.urls {
+        return Err(over("URLs", urls, caps.urls));
     }
-    if packages > settings.card_max_packages {
-        return Err(over("packages", packages, settings.card_max_packages));
+    if packages > caps.packages {
+        return Err(over("packages", packages, caps.packages));
     }
     Ok(())
 }

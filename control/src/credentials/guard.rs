@@ -26,10 +26,10 @@ pub(crate) struct AuthGuard {
 }
 
 impl AuthGuard {
-    /// `auth_failures_per_client` failures per `auth_failure_window` and address.
+    /// `auth_failures_per_client` failures per its window and address.
     pub(crate) fn new(s: &Settings) -> Self {
         Self {
-            per_client: Buckets::new(s.auth_failures_per_client, s.auth_failure_window),
+            per_client: Buckets::new(s.auth_failures_per_client),
         }
     }
 }

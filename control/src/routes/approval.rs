@@ -112,9 +112,9 @@ pub(crate) async fn request(
     };
 
     // At most card-max-sites hosts: every named one, then the latest refused ones.
-    let fitted = fit::fit(&left, settings.card_max_sites);
+    let fitted = fit::fit(&left, settings.card_caps.sites);
     // At most card-max-packages packages: every named one, then those refused this turn.
-    let packages = fit::fit_packages(&left, &req.packages, settings.card_max_packages);
+    let packages = fit::fit_packages(&left, &req.packages, settings.card_caps.packages);
     let card = Card::new(
         fitted.sites.into_iter().collect(),
         left.urls.iter().map(|u| u.text.clone()).collect(),
@@ -125,7 +125,7 @@ pub(crate) async fn request(
     // What was named passed the caps in step 1 and the fit bounds the rest; checked again so
     // no card a person cannot read is ever stored.
     input::check_caps(
-        settings,
+        &settings.card_caps,
         card.sites.len(),
         card.urls.len(),
         card.packages.len(),

@@ -218,6 +218,34 @@ pub(crate) fn document() -> &'static Value {
     &DOC
 }
 
+/// The HTTP methods an operation of the document can be under, as its path items name them.
+#[cfg(test)]
+pub(crate) const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
+
+/// Fails unless `table` (`(method, path)` rows) names exactly the operations the document
+/// describes, read from the document in one way for the route table and the operationId
+/// table alike. `undocumented` heads the rows the document lacks, `unlisted` the operations
+/// the table lacks.
+#[cfg(test)]
+pub(crate) fn assert_names_every_operation(
+    table: &std::collections::BTreeSet<(String, String)>,
+    undocumented: &str,
+    unlisted: &str,
+) {
+    let mut documented = std::collections::BTreeSet::new();
+    for (path, item) in document()["paths"].as_object().into_iter().flatten() {
+        for method in METHODS {
+            if item.get(method).is_some() {
+                documented.insert((method.to_owned(), path.clone()));
+            }
+        }
+    }
+    let extra: Vec<_> = table.difference(&documented).collect();
+    assert!(extra.is_empty(), "{undocumented}: {extra:?}");
+    let missing: Vec<_> = documented.difference(table).collect();
+    assert!(missing.is_empty(), "{unlisted}: {missing:?}");
+}
+
 fn json_response(v: &Value) -> Response {
     ([(header::CACHE_CONTROL, "no-cache")], Json(v.clone())).into_response()
 }

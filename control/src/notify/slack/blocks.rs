@@ -135,10 +135,13 @@ impl CardMessage {
         }
         let mut fields = Vec::new();
         if !c.sites.is_empty() {
-            fields.push(mrkdwn(&format!("*Sites*\n{}", list(&c.sites))));
+            fields.push(mrkdwn(&format!("*Sites*\n{}", code_list(&c.sites, "\n"))));
         }
         if !c.packages.is_empty() {
-            fields.push(mrkdwn(&format!("*Packages*\n{}", list(&c.packages))));
+            fields.push(mrkdwn(&format!(
+                "*Packages*\n{}",
+                code_list(&c.packages, "\n")
+            )));
         }
         if !fields.is_empty() {
             blocks.push(json!({"type": "section", "fields": fields}));
@@ -196,10 +199,10 @@ pub fn answered(card: &Card, decision: &Decision, slack_user: &str, note: &str) 
         Outcome::Approved => {
             let mut parts = Vec::new();
             if !decision.sites.is_empty() {
-                parts.push(list_inline(&decision.sites));
+                parts.push(code_list(&decision.sites, ", "));
             }
             if !decision.packages.is_empty() {
-                parts.push(list_inline(&decision.packages));
+                parts.push(code_list(&decision.packages, ", "));
             }
             let mut limits = vec![format!("for {}", scope_words(decision))];
             if let Some(n) = decision.max_uses {
@@ -277,20 +280,14 @@ fn mrkdwn(text: &str) -> Value {
     json!({"type": "mrkdwn", "text": text})
 }
 
-fn list(items: &[String]) -> String {
+/// Each item escaped as code, joined by `sep`: one line each in a card's fields (`"\n"`),
+/// a run in a sentence (`", "`).
+fn code_list(items: &[String], sep: &str) -> String {
     items
         .iter()
         .map(|i| format!("`{}`", escape(i)))
         .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn list_inline(items: &[String]) -> String {
-    items
-        .iter()
-        .map(|i| format!("`{}`", escape(i)))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .join(sep)
 }
 
 /// Slack's mrkdwn escaping: `&`, `<`, `>` (so a host, URL or reason cannot make a link or a
