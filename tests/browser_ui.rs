@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use support::*;
 
-const FILES: &str = "files.example.com";
 /// Where the evidence card's script tries to upload.
 const UPLOAD: &str = "upload.example.net";
 

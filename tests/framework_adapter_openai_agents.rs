@@ -11,8 +11,8 @@
 mod support;
 
 use serde_json::json;
-use support::adapters::{Example, answer, example_available, outcome};
-use support::examples::{assert_one_claim_per_card, example_bench};
+use support::adapters::{Example, answer, framework_bench, outcome};
+use support::examples::assert_one_claim_per_card;
 use support::*;
 
 const NAME: &str = "openai_agents";
@@ -20,10 +20,9 @@ const BODY: &str = "origin says hi";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_decline_is_the_sdk_rejection_even_after_the_site_was_allowed() {
-    if !example_available(NAME) {
+    let Some((o, g, port)) = framework_bench(NAME).await else {
         return;
-    }
-    let (o, g, port) = example_bench().await;
+    };
     let ex = Example::of(NAME, &g, port);
     let card = ex.ask("alice", "c1", &[FILES]);
     let args = [
@@ -69,10 +68,9 @@ async fn a_stored_decline_is_the_sdk_rejection_even_after_the_site_was_allowed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_cancelled_beside_the_approval_call_never_runs_not_even_on_resume() {
-    if !example_available(NAME) {
+    let Some((o, g, port)) = framework_bench(NAME).await else {
         return;
-    }
-    let (o, g, port) = example_bench().await;
+    };
     let ex = Example::of(NAME, &g, port);
     // The model's step holds the approval call and a retry of the download; the retry is
     // cancelled before it reaches the proxy (one refusal: the first download).

@@ -17,8 +17,7 @@ use tokio::net::TcpStream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_loris_heads_are_closed_while_others_are_served() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--header-read-timeout", "1s"]).await;
+    let (o, g, turn) = listed_gate(&["--header-read-timeout", "1s"]).await;
     let p = o.port();
     let started = Instant::now();
 
@@ -50,7 +49,7 @@ async fn slow_loris_heads_are_closed_while_others_are_served() {
     });
 
     // Meanwhile a normal client is served promptly.
-    served_promptly(g.proxy(), &turn, &files_url(&o), Duration::from_secs(2)).await;
+    served_promptly(&g, &turn, &o).await;
 
     for (i, mut s) in stalled.into_iter().enumerate() {
         let closed = wait_closed(&mut s, 5).await;
@@ -75,13 +74,12 @@ async fn slow_loris_heads_are_closed_while_others_are_served() {
         "slow clients held on for {total:?} with a 1 s header timeout"
     );
     assert!(o.requests().len() == 1, "no slow head reached the origin");
-    served_promptly(g.proxy(), &turn, &files_url(&o), Duration::from_secs(2)).await;
+    served_promptly(&g, &turn, &o).await;
 }
 
 #[tokio::test]
 async fn oversized_request_head_is_431_and_the_proxy_keeps_serving() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--max-header-bytes", "8192"]).await;
+    let (o, g, turn) = listed_gate(&["--max-header-bytes", "8192"]).await;
     let p = o.port();
     let big = format!(
         "GET http://{FILES}:{p}/ HTTP/1.1\r\nhost: {FILES}:{p}\r\nproxy-authorization: {}\r\nx-big: {}\r\n\r\n",
@@ -117,13 +115,12 @@ async fn oversized_request_head_is_431_and_the_proxy_keeps_serving() {
     );
     let r = try_proxy_raw(g.proxy(), ok.as_bytes(), 10).await.unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
-    served_promptly(g.proxy(), &turn, &files_url(&o), Duration::from_secs(2)).await;
+    served_promptly(&g, &turn, &o).await;
 }
 
 #[tokio::test]
 async fn per_turn_connection_limit_is_429_limit_exceeded_and_frees_up() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--max-connections-per-turn", "2"]).await;
+    let (o, g, turn) = listed_gate(&["--max-connections-per-turn", "2"]).await;
     let api = g.api();
     let t1 = open_tunnel(g.proxy(), &turn, &o).await;
     let _t2 = open_tunnel(g.proxy(), &turn, &o).await;
@@ -203,8 +200,7 @@ async fn recovers(proxy: SocketAddr, turn: &Turn, o: &Origin) {
 
 #[tokio::test]
 async fn total_connection_limit_is_429_and_the_proxy_recovers() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--max-connections", "3"]).await;
+    let (o, g, turn) = listed_gate(&["--max-connections", "3"]).await;
     let api = g.api();
     let mut held = Vec::new();
     for _ in 0..3 {
@@ -221,8 +217,7 @@ async fn total_connection_limit_is_429_and_the_proxy_recovers() {
 /// as long as they are open, or a flood of tunnels bypasses the cap.
 #[tokio::test]
 async fn total_connection_limit_counts_open_tunnels() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--max-connections", "3"]).await;
+    let (o, g, turn) = listed_gate(&["--max-connections", "3"]).await;
     let mut tunnels = Vec::new();
     for _ in 0..3 {
         tunnels.push(open_tunnel(g.proxy(), &turn, &o).await);

@@ -14,8 +14,7 @@ use tokio::net::TcpStream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_tunnel_is_closed_while_a_busy_one_stays_open() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--idle-timeout", "1s"]).await;
+    let (o, g, turn) = listed_gate(&["--idle-timeout", "1s"]).await;
     let mut idle = open_tunnel(g.proxy(), &turn, &o).await;
     let mut busy = open_tunnel(g.proxy(), &turn, &o).await;
     let busy_task = tokio::spawn(async move {
@@ -82,8 +81,7 @@ async fn tunnel_ends_when_its_turn_expires() {
 /// Graceful shutdown stops accepting but lets open tunnels run up to the drain timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_tunnels_keep_working_during_the_drain() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--drain-timeout", "3s"]).await;
+    let (o, g, turn) = listed_gate(&["--drain-timeout", "3s"]).await;
     let proxy = g.proxy();
     let mut t = open_tunnel(proxy, &turn, &o).await;
     let started = Instant::now();
@@ -111,8 +109,7 @@ async fn open_tunnels_keep_working_during_the_drain() {
 /// exits without having to cut anything itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_tunnel_is_closed_at_the_drain_timeout() {
-    let o = origin().await;
-    let (g, turn) = listed_gate(&o, &["--drain-timeout", "1s"]).await;
+    let (o, g, turn) = listed_gate(&["--drain-timeout", "1s"]).await;
     let (head, mut silent) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200, "CONNECT: {}", head.text());
     o.assert_dialled().await;

@@ -8,14 +8,13 @@
 mod support;
 
 use serde_json::json;
-use support::person::{page_resume, raw, refused_card, runtime_as, setup};
+use support::person::{page_resume, raw, refused_card, runtime_as, setup, with_turn};
 use support::*;
 
 #[tokio::test]
 async fn the_card_is_shown_only_for_its_secret() {
-    let (g, o) = setup(&[]).await;
+    let (g, o, turn) = with_turn("alice", "c1").await;
     let api = g.api();
-    let turn = g.turn("alice", "c1").await;
     let url = o.url(FILES, "/data.csv?token=x");
     let (id, secret) = refused_card(&g, &turn, &url, &["requests"]).await;
     let view = |id: String, body: String, user: Option<&'static str>| async move {
@@ -80,9 +79,8 @@ async fn the_card_is_shown_only_for_its_secret() {
 
 #[tokio::test]
 async fn a_page_click_is_taken_over_by_exactly_one_runtime_worker() {
-    let (g, o) = setup(&[]).await;
+    let (g, o, turn) = with_turn("alice", "c1").await;
     let api = g.api();
-    let turn = g.turn("alice", "c1").await;
     let url = o.url(FILES, "/data.csv");
     let (id, secret) = refused_card(&g, &turn, &url, &[]).await;
     // The page resumes with the secret only (no runtime token): a handoff claim.

@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::json;
-use support::person::{card, raw, setup, sign_in};
+use support::person::{card, raw, setup, sign_in, with_turn};
 use support::*;
 
 /// The attribute value that `html` quotes right after the first `opening` (which ends with
@@ -120,9 +120,8 @@ async fn the_console_session_is_a_hashed_cookie_with_csrf() {
 
 #[tokio::test]
 async fn the_dry_run_matches_recent_refusals_with_the_pattern_rules() {
-    let (g, o) = setup(&[]).await;
+    let (g, o, turn) = with_turn("alice", "c1").await;
     let api = g.api();
-    let turn = g.turn("alice", "c1").await;
     for host in ["a.example.com", "example.com", "badexample.com", FILES] {
         let url = o.url(host, "/x");
         assert_eq!(g.get(&turn, &url).await.status, 403);

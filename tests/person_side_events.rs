@@ -5,16 +5,15 @@
 
 mod support;
 
-use support::person::{card, page_resume, raw, runtime_as, setup};
+use support::person::{card, page_resume, raw, runtime_as, setup, with_turn};
 use support::sse::Events;
 use support::*;
 
 #[tokio::test]
 async fn a_chat_streams_its_events_and_resumes_from_the_last_id() {
-    let (g, o) = setup(&[]).await;
-    let api = g.api();
     // A chat exists from its first turn: subscribe after opening it, before running anything.
-    let turn = g.turn("alice", "c1").await;
+    let (g, o, turn) = with_turn("alice", "c1").await;
+    let api = g.api();
     let mut ev = Events::open(&api, "c1", "alice", None).await;
     let url = o.url(FILES, "/data.csv");
     // Three refusals of one host and one of another: one event per new refusal row.

@@ -147,14 +147,9 @@ import socket, ssl, sys, urllib.request
 ctx = ssl.create_default_context(cadata=open("{ca}", "rb").read())
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({{}}), urllib.request.HTTPSHandler(context=ctx))
 print(opener.open("https://{SECURE}:{port}/", timeout=20).read().decode())
-raw = socket.create_connection(("{SECURE}", {port}), timeout=20)
-try:
-    ctx.wrap_socket(raw, server_hostname="{APPROVED}")
-    print("fronted: handshake completed")
-except (ssl.SSLError, OSError) as e:
-    print("fronted: refused")
-"#,
-        ca = ca.display()
+{fronted}"#,
+        ca = ca.display(),
+        fronted = fronting_probe(SECURE, port, APPROVED)
     );
     let flags = ["--proxy-url-file", url_file.to_str().unwrap()];
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_egressgate"));
@@ -233,10 +228,9 @@ for host in ("203.0.113.7", "2001:db8::7"):
 /// the IPv6 capture listener.
 #[tokio::test]
 async fn a_client_that_prefers_aaaa_answers_works() {
-    if !have("python3") {
+    let Some((o, g)) = capture_bench("python3", &[APPROVED]).await else {
         return;
-    }
-    let (o, g) = capture_bench(&[APPROVED]).await;
+    };
     let port = o.port();
     let api = g.api();
     api.admin_site(APPROVED).await;

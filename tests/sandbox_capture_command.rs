@@ -51,10 +51,9 @@ fn entry<'a>(card: &'a Value, host: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_card_shows_the_command_the_sandbox_reported_and_only_from_the_sandbox() {
-    if !have("curl") {
+    let Some((o, g)) = capture_bench("curl", &[CAPTURED, PROXIED, MARKED]).await else {
         return;
-    }
-    let (o, g) = capture_bench(&[CAPTURED, PROXIED, MARKED]).await;
+    };
     let port = o.port();
     let api = g.api();
     let turn = api.turn("u-command", "c1", &[]).await;

@@ -33,10 +33,9 @@ async fn sh(proxy_url: &str, flags: &[&str], script: &str) -> Output {
 
 #[tokio::test]
 async fn captured_plain_http_gets_the_403_and_curl_shows_the_next_step() {
-    if !have("curl") {
+    let Some((o, g)) = capture_bench("curl", &[ASKED]).await else {
         return;
-    }
-    let (o, g) = capture_bench(&[ASKED]).await;
+    };
     let port = o.port();
     let turn = g.api().turn("u-curl", "c1", &[]).await;
     let proxy_url = g.proxy_url(&turn);
@@ -128,13 +127,8 @@ async fn with_the_deployment_ca_trusted_refused_https_gets_the_403_inside_tls() 
             r#"
 import socket, ssl
 ctx = ssl.create_default_context()
-raw = socket.create_connection(("{ASKED}", {port}), timeout=20)
-try:
-    ctx.wrap_socket(raw, server_hostname="other.example.com")
-    print("fronted: handshake completed")
-except (ssl.SSLError, OSError) as e:
-    print("fronted: refused")
-"#
+{fronted}"#,
+            fronted = fronting_probe(ASKED, port, "other.example.com")
         );
         let argv = ["python3".into(), "-c".into(), script];
         let got = sandbox(&proxy_url, &flags, &argv).await;

@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use support::capture::readable_dir;
 use support::*;
 
 const BLOCKED: &str = "blocked.example.com";
@@ -221,8 +222,7 @@ fn the_launcher_refuses_to_start_where_the_commands_user_could_reach_the_gates_d
     );
 
     // A searchable directory whose key is readable by everyone.
-    let leaky = tempfile::tempdir().unwrap();
-    chmod(leaky.path(), 0o755);
+    let leaky = readable_dir();
     let key = leaky.path().join("ca-key.pem");
     std::fs::write(&key, "-----BEGIN PRIVATE KEY-----\n").unwrap();
     chmod(&key, 0o644);
@@ -323,8 +323,7 @@ fn a_working_directory_the_commands_user_cannot_enter_is_refused() {
 /// itself (no supplementary group, `no_new_privs` so a set-uid program cannot raise it).
 #[test]
 fn no_isolate_as_root_runs_the_command_as_the_unprivileged_user() {
-    let dir = tempfile::tempdir().unwrap();
-    chmod(dir.path(), 0o755);
+    let dir = readable_dir();
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "root only").unwrap();
     chmod(&secret, 0o600);

@@ -10,6 +10,7 @@ mod support;
 use std::time::Duration;
 
 use support::hello::ech_client_hello;
+use support::relay::{OTHER, origin_relay, relay_gate};
 use support::*;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,23 +18,6 @@ use tokio::net::{TcpListener, TcpStream};
 // ---------------------------------------------------------------------------------------------
 // Hole 2: a tunnel carries traffic for its CONNECT host only, on every port.
 // ---------------------------------------------------------------------------------------------
-
-const OTHER: &str = "unapproved.example.com";
-
-/// A gate where `files.example.com` is approved and `unapproved.example.com` is not, both on
-/// the same loopback address (two virtual hosts of one server), with `ports` allowed.
-async fn fronting_gate(ports: &[u16]) -> (Gate, Api, Turn) {
-    let g = gate()
-        .loopback()
-        .ports(ports)
-        .names(&[FILES, OTHER])
-        .sites(&[FILES])
-        .ready()
-        .await;
-    let turn = g.turn("frank", "c1").await;
-    let api = g.api();
-    (g, api, turn)
-}
 
 /// Sends one raw request over a tunnel and reads the answer.
 async fn send_over(s: &mut TcpStream, raw: &str) -> std::io::Result<Resp> {
@@ -70,9 +54,8 @@ fn assert_host_mismatch(r: &Resp) {
 
 #[tokio::test]
 async fn plain_http_in_a_tunnel_cannot_name_another_virtual_host() {
-    let o = origin().await;
-    let port = o.addr.port();
-    let (g, api, turn) = fronting_gate(&[port]).await;
+    let (g, api, turn, o) = origin_relay().await;
+    let port = o.port();
     let authority = format!("{FILES}:{port}");
     // (what the first request inside the tunnel names, the request)
     for (trick, raw) in [
@@ -140,7 +123,7 @@ async fn fronting_after_the_server_first_allowance_is_still_judged() {
     let pki = pki(&[FILES, OTHER]);
     let tls = tls_origin(&pki).await;
     let plain = origin().await;
-    let (g, api, turn) = fronting_gate(&[tls.addr.port(), plain.addr.port()]).await;
+    let (g, api, turn) = relay_gate(&[tls.addr.port(), plain.addr.port()]).await;
     // TLS with another SNI, sent after the client waited past the allowance.
     let (r, s) = connect(g.proxy(), &turn, &format!("{FILES}:{}", tls.addr.port())).await;
     assert_eq!(r.status, 200);
@@ -188,7 +171,7 @@ async fn a_server_first_protocol_still_works_and_its_client_bytes_are_judged() {
             });
         }
     });
-    let (g, api, turn) = fronting_gate(&[port]).await;
+    let (g, api, turn) = relay_gate(&[port]).await;
     let (r, mut s) = connect(g.proxy(), &turn, &format!("{FILES}:{port}")).await;
     assert_eq!(r.status, 200);
     let mut banner = [0u8; 20];
@@ -235,7 +218,7 @@ async fn an_ech_hello_is_judged_by_its_outer_sni_and_grease_ech_passes() {
             });
         }
     });
-    let (g, api, turn) = fronting_gate(&[port]).await;
+    let (g, api, turn) = relay_gate(&[port]).await;
     let authority = format!("{FILES}:{port}");
     // The outer name is a provider's public front, not the CONNECT host: refused.
     let (r, mut s) = connect(g.proxy(), &turn, &authority).await;
@@ -270,9 +253,8 @@ async fn an_ech_hello_is_judged_by_its_outer_sni_and_grease_ech_passes() {
 /// never reaches the origin through a tunnel.
 #[tokio::test]
 async fn split_request_lines_and_http2_prefaces_in_a_tunnel_are_judged_too() {
-    let o = origin().await;
-    let port = o.addr.port();
-    let (g, api, turn) = fronting_gate(&[port]).await;
+    let (g, api, turn, o) = origin_relay().await;
+    let port = o.port();
     let authority = format!("{FILES}:{port}");
     // A request line split across a pause longer than the server-first allowance.
     let (_, mut s) = connect(g.proxy(), &turn, &authority).await;

@@ -14,9 +14,8 @@ use tokio::io::AsyncWriteExt as _;
 
 #[tokio::test]
 async fn pipelined_requests_are_answered_in_order_and_a_foreign_one_refused() {
-    let o = origin().await;
-    let port = o.addr.port();
-    let (g, api, turn) = relay_gate(port).await;
+    let (g, api, turn, o) = origin_relay().await;
+    let port = o.port();
     // Both requests in one write: the first is served, the second names another host.
     let raw = format!(
         "GET /a HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\nGET /b HTTP/1.1\r\nhost: {OTHER}:{port}\r\n\r\n"
@@ -50,9 +49,7 @@ async fn pipelined_requests_are_answered_in_order_and_a_foreign_one_refused() {
 #[tokio::test]
 async fn a_request_inside_a_chunked_body_is_body_and_the_next_head_is_judged_and_cleaned() {
     let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nokay";
-    let (addr, seen) = raw_origin(b"GET /after", reply).await;
-    let port = addr.port();
-    let (g, api, turn) = relay_gate(port).await;
+    let (g, api, turn, port, seen) = raw_relay(b"GET /after", reply).await;
     let mut s = open(&g, &turn, port).await;
     let hidden = format!("GET /evil HTTP/1.1\r\nhost: {OTHER}\r\n\r\n");
     let body = format!("{:x}\r\n{hidden}\r\n0\r\n\r\n", hidden.len());
@@ -93,9 +90,8 @@ async fn a_request_inside_a_chunked_body_is_body_and_the_next_head_is_judged_and
 
 #[tokio::test]
 async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
-    let o = origin().await;
-    let port = o.addr.port();
-    let (g, api, turn) = relay_gate(port).await;
+    let (g, api, turn, o) = origin_relay().await;
+    let port = o.port();
     let host = format!("host: {FILES}:{port}\r\n");
     for framing in [
         "content-length: 5\r\ntransfer-encoding: chunked\r\n",
@@ -146,9 +142,7 @@ async fn ambiguous_framing_is_a_400_and_never_reaches_the_origin() {
 
 #[tokio::test]
 async fn a_malformed_chunk_after_a_good_head_closes_the_tunnel() {
-    let (addr, seen) = raw_origin(b"never", b"").await;
-    let port = addr.port();
-    let (g, _api, turn) = relay_gate(port).await;
+    let (g, _api, turn, port, seen) = raw_relay(b"never", b"").await;
     let raw = format!(
         "POST / HTTP/1.1\r\nhost: {FILES}:{port}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\nGET /x HTTP/1.1\r\nhost: {OTHER}\r\n\r\n"
     );
@@ -171,9 +165,7 @@ async fn a_malformed_chunk_after_a_good_head_closes_the_tunnel() {
 async fn an_origin_that_switches_protocols_is_cut_off() {
     let reply =
         b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\nRAW BYTES";
-    let (addr, _seen) = raw_origin(b"\r\n\r\n", reply).await;
-    let port = addr.port();
-    let (g, _api, turn) = relay_gate(port).await;
+    let (g, _api, turn, port, _seen) = raw_relay(b"\r\n\r\n", reply).await;
     let raw = format!("GET / HTTP/1.1\r\nhost: {FILES}:{port}\r\nupgrade: h2c\r\n\r\n");
     let mut s = send(&g, &turn, port, &raw).await;
     // The switch is never relayed: the tunnel closes without a byte of it.
@@ -182,9 +174,8 @@ async fn an_origin_that_switches_protocols_is_cut_off() {
 
 #[tokio::test]
 async fn a_clean_origin_connection_serves_the_turns_next_tunnel_only() {
-    let o = origin().await;
-    let port = o.addr.port();
-    let (g, api, turn) = relay_gate(port).await;
+    let (g, api, turn, o) = origin_relay().await;
+    let port = o.port();
     let authority = format!("{FILES}:{port}");
     // One tunnel, to its end (its line is written after its connection was kept).
     let get_once = async |turn: Turn, nth: usize| {
@@ -238,9 +229,8 @@ async fn a_long_body_moves_whole_and_the_next_answer_still_follows_it() {
     let mut reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {N}\r\n\r\n").into_bytes();
     reply.extend((0..N).map(|i| (i % 251) as u8));
     reply.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nnext");
-    let (addr, _seen) = raw_origin(b"GET /second", Box::leak(reply.into_boxed_slice())).await;
-    let port = addr.port();
-    let (g, _api, turn) = relay_gate(port).await;
+    let (g, _api, turn, port, _seen) =
+        raw_relay(b"GET /second", Box::leak(reply.into_boxed_slice())).await;
     let raw = format!(
         "GET /big HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\nGET /second HTTP/1.1\r\nhost: {FILES}:{port}\r\n\r\n"
     );

@@ -28,7 +28,7 @@ struct Bench {
 impl Bench {
     async fn on(origin: ScriptOrigin) -> Self {
         let port = origin.port;
-        let (g, api, turn) = relay_gate(port).await;
+        let (g, api, turn) = relay_gate(&[port]).await;
         let hidden = format!("GET /secret HTTP/1.1\r\nHost: {OTHER}:{port}\r\n\r\n");
         Self {
             origin,
@@ -249,9 +249,7 @@ async fn an_answer_to_no_request_cuts_the_tunnel_and_nothing_after_a_last_reques
     // An origin that answers one request twice: the second answer is what a request smuggled
     // past the proxy would get.
     let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled";
-    let (addr, seen) = raw_origin(b"\r\n\r\n", reply).await;
-    let port = addr.port();
-    let (g, _api, turn) = relay_gate(port).await;
+    let (g, _api, turn, port, seen) = raw_relay(b"\r\n\r\n", reply).await;
     let raw = format!("GET /a HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n");
     let mut s = send(&g, &turn, port, &raw).await;
     // Both answers come in one read, so the cut drops the first with them: all the client
@@ -269,9 +267,8 @@ async fn an_answer_to_no_request_cuts_the_tunnel_and_nothing_after_a_last_reques
 
     // A request that asks to be the last ends the tunnel: a request pipelined after it never
     // reaches the origin.
-    let o = origin().await;
-    let port = o.addr.port();
-    let (g, _api, turn) = relay_gate(port).await;
+    let (g, _api, turn, o) = origin_relay().await;
+    let port = o.port();
     let raw = format!(
         "GET /last HTTP/1.1\r\nHost: {FILES}:{port}\r\nConnection: close\r\n\r\n\
          GET /after HTTP/1.1\r\nHost: {FILES}:{port}\r\n\r\n"

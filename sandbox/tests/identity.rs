@@ -22,8 +22,7 @@ fn chmod(path: &Path, mode: u32) {
 /// be): none of them reaches the command, so a file that group 4242 may read stays closed.
 #[test]
 fn as_user_takes_a_name_or_a_uid_and_no_supplementary_group_of_the_launcher() {
-    let dir = tempfile::tempdir().unwrap();
-    chmod(dir.path(), 0o755);
+    let dir = readable_tempdir();
     let group_file = dir.path().join("group-readable");
     std::fs::write(&group_file, "group 4242 only").unwrap();
     nix::unistd::chown(&group_file, None, Some(nix::unistd::Gid::from_raw(4242))).unwrap();

@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -215,8 +214,7 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
          curl -sS -m 20 --noproxy '*' http://192.0.2.1/ 2>/dev/null; echo literal=$?"
     );
     // A copy of the launcher that `nobody` can execute wherever the checkout lives.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = readable_tempdir();
     let launcher_copy = launcher_copy(dir.path());
     // Capture works for it too: its tools borrowed CAP_NET_ADMIN, the command holds no
     // capability (so it cannot remove the ruleset), and a connection that ignores the proxy

@@ -9,8 +9,8 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-use super::examples::{as_runtime, available};
-use super::{Gate, RUNTIME};
+use super::examples::{as_runtime, available, example_bench};
+use super::{Gate, Origin, RUNTIME};
 
 /// Where `.ci/run` installs the pinned framework packages.
 pub fn frameworks() -> PathBuf {
@@ -38,6 +38,16 @@ pub fn example_available(name: &str) -> bool {
         &mut check,
         &format!("the pinned framework of egressgate.examples.{name}"),
     )
+}
+
+/// The bench of [`super::examples::example_bench`] (a loopback origin and a gate for it:
+/// origin, gate, port) for `egressgate.examples.{name}`, or `None` when its pinned framework
+/// is not installed ([`example_available`]: the test returns early, or fails in CI).
+pub async fn framework_bench(name: &str) -> Option<(Origin, Gate, u16)> {
+    if !example_available(name) {
+        return None;
+    }
+    Some(example_bench().await)
 }
 
 /// One framework's example, run as a runtime of one gate would run it.

@@ -63,15 +63,36 @@ pub async fn sandbox(proxy_url: &str, flags: &[&str], argv: &[String]) -> Output
         .unwrap()
 }
 
+/// Python lines that connect to `host:port` and start TLS there naming `sni` in the
+/// ClientHello instead (domain fronting), with the `ssl` context `ctx` the script defined
+/// before (it imports `socket` and `ssl`): they print `fronted: handshake completed`, or
+/// `fronted: refused` when the handshake fails.
+pub fn fronting_probe(host: &str, port: u16, sni: &str) -> String {
+    format!(
+        r#"raw = socket.create_connection(("{host}", {port}), timeout=20)
+try:
+    ctx.wrap_socket(raw, server_hostname="{sni}")
+    print("fronted: handshake completed")
+except (ssl.SSLError, OSError) as e:
+    print("fronted: refused")
+"#
+    )
+}
+
 pub fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A loopback origin and a gate that resolves `hosts` to it and allows its port.
-pub async fn capture_bench(hosts: &[&str]) -> (Origin, Gate) {
+/// A loopback origin and a gate that resolves `hosts` to it and allows its port, for a test
+/// whose sandboxed command runs `tool`: `None` when `tool` is not installed (the test then
+/// returns early; in CI [`have`] fails it loudly instead).
+pub async fn capture_bench(tool: &str, hosts: &[&str]) -> Option<(Origin, Gate)> {
+    if !have(tool) {
+        return None;
+    }
     let o = origin().await;
     let g = gate_for(hosts, &[o.port()], &[]);
-    (o, g)
+    Some((o, g))
 }
 
 /// A gate that resolves `hosts` to the loopback origins and allows their ports.

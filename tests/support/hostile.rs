@@ -14,23 +14,26 @@ pub fn gate_for(o: &Origin, extra: &[&str]) -> Gate {
     gate().reach(o).names(&[FILES]).args(extra).start()
 }
 
-/// [`gate_for`] with [`FILES`] on the administrator's list, and a turn of (`u`, `c`): the
-/// well-behaved client's side of every row.
-pub async fn listed_gate(o: &Origin, extra: &[&str]) -> (Gate, Turn) {
-    let g = gate().reach(o).names(&[FILES]).args(extra);
+/// A fresh loopback origin, a [`gate_for`] it with [`FILES`] on the administrator's list, and
+/// a turn of (`u`, `c`): the well-behaved client's side of every row, which starts each test.
+pub async fn listed_gate(extra: &[&str]) -> (Origin, Gate, Turn) {
+    let o = origin().await;
+    let g = gate().reach(&o).names(&[FILES]).args(extra);
     let g = g.sites(&[FILES]).ready().await;
     let turn = g.turn("u", "c").await;
-    (g, turn)
+    (o, g, turn)
 }
 
 pub fn files_url(o: &Origin) -> String {
     o.url(FILES, "/")
 }
 
-/// A well-behaved forwarded request must succeed within `within`.
-pub async fn served_promptly(proxy: SocketAddr, turn: &Turn, url: &str, within: Duration) {
+/// A well-behaved forwarded request for the origin's [`files_url`] is answered by it within
+/// two seconds, whatever the hostile clients hold meanwhile.
+pub async fn served_promptly(g: &Gate, turn: &Turn, o: &Origin) {
+    let within = Duration::from_secs(2);
     let t = Instant::now();
-    let r = tokio::time::timeout(within, proxy_get(proxy, turn, url))
+    let r = tokio::time::timeout(within, proxy_get(g.proxy(), turn, &files_url(o)))
         .await
         .unwrap_or_else(|_| panic!("a normal request was not answered within {within:?}"));
     assert_eq!(r.status, 200, "{}", r.text());

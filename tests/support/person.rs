@@ -13,6 +13,14 @@ pub async fn setup(extra: &[&str]) -> (Gate, Origin) {
     reachable_with(&names, extra).await
 }
 
+/// [`setup`] with no extra flags and a turn open for (`user`, `chat`): where most of the
+/// person's rows start (a chat exists from its first turn).
+pub async fn with_turn(user: &str, chat: &str) -> (Gate, Origin, Turn) {
+    let (g, o) = setup(&[]).await;
+    let turn = g.turn(user, chat).await;
+    (g, o, turn)
+}
+
 /// The approval tool asked for `packages` (and what the turn was refused), registered:
 /// (interrupt id, resume secret).
 pub async fn card(api: &Api, turn: &Turn, packages: &[&str]) -> (String, String) {

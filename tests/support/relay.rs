@@ -1,5 +1,5 @@
 //! Tunnel relay fixtures: a gate with one approved host and one that is not (both on
-//! loopback), tunnels opened to it, raw origins that answer what a test scripts, and real
+//! loopback; the fronting rows of `tests/security_review_tunnels.rs` use it too), tunnels opened to it, raw origins that answer what a test scripts, and real
 //! HTTP servers (Node's llhttp, Python's http.server) run as child processes, each logging the
 //! requests it served, for the tests that show what a strict or lenient origin would make of
 //! what the relay passed on.
@@ -18,18 +18,39 @@ use super::*;
 /// The host no list names ([`FILES`], the approved one, is the harness's).
 pub const OTHER: &str = "unapproved.example.com";
 
-/// `files.example.com` approved, `unapproved.example.com` not, both on loopback.
-pub async fn relay_gate(port: u16) -> (Gate, Api, Turn) {
+/// `files.example.com` approved, `unapproved.example.com` not, both on loopback (two virtual
+/// hosts of one server), with `ports` allowed.
+pub async fn relay_gate(ports: &[u16]) -> (Gate, Api, Turn) {
     let g = gate()
         .names(&[FILES, OTHER])
         .loopback()
-        .ports(&[port])
+        .ports(ports)
         .sites(&[FILES])
         .ready()
         .await;
     let api = g.api();
     let turn = api.turn("rita", "c1", &[]).await;
     (g, api, turn)
+}
+
+/// A loopback [`origin`] and a [`relay_gate`] for its port: (gate, API, turn, origin), where
+/// the tests whose origin serves ordinary requests start.
+pub async fn origin_relay() -> (Gate, Api, Turn, Origin) {
+    let o = origin().await;
+    let (g, api, turn) = relay_gate(&[o.port()]).await;
+    (g, api, turn, o)
+}
+
+/// A [`raw_origin`] scripted with `until` and `reply`, and a [`relay_gate`] for its port:
+/// (gate, API, turn, the origin's port, every byte it was sent), where the tests whose origin
+/// answers what they script start.
+pub async fn raw_relay(
+    until: &'static [u8],
+    reply: &'static [u8],
+) -> (Gate, Api, Turn, u16, Arc<Mutex<Vec<u8>>>) {
+    let (addr, seen) = raw_origin(until, reply).await;
+    let (g, api, turn) = relay_gate(&[addr.port()]).await;
+    (g, api, turn, addr.port(), seen)
 }
 
 /// A raw origin: keeps every byte its connections send; once they contain `until`, it writes

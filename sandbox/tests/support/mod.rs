@@ -299,6 +299,16 @@ pub fn shared_tempdir() -> tempfile::TempDir {
     dir
 }
 
+/// A temporary directory every user may read and enter but only root may write (mode 0755),
+/// for what the command's user (`nobody` under a root launcher) must read or execute.
+pub fn readable_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
 /// A copy of the launcher in `dir` that any user (`nobody`, started with `setpriv`) can
 /// execute wherever the checkout lives. Run it through [`run_copied`].
 pub fn launcher_copy(dir: &std::path::Path) -> std::path::PathBuf {
