@@ -145,7 +145,7 @@ async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     let r = api.set_user("alice", json!({"mode": "enforce"})).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let enforced = eventually(Duration::from_secs(2), async || {
-        g.get(&alice, &url).await.status == 403
+        g.status_or_cut(&alice, &url).await == Some(403)
     })
     .await;
     assert!(enforced, "enforce never came back");

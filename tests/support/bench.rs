@@ -154,6 +154,18 @@ impl Gate {
     pub async fn get(&self, turn: &Turn, url: &str) -> Resp {
         proxy_get(self.proxy(), turn, url).await
     }
+
+    /// The status of [`Gate::get`], or `None` when the proxy closed the connection before
+    /// any answer: what a request admitted by a cache the revocation has not reached yet
+    /// meets when the sweep then closes the revoked grant's connections (docs/approval-flow.md).
+    /// Any other failure (a timeout, a refused connect) still fails the test.
+    pub async fn status_or_cut(&self, turn: &Turn, url: &str) -> Option<u16> {
+        match try_proxy_get(self.proxy(), turn, url).await {
+            Ok(r) => Some(r.status),
+            Err(e) if is_cut(&e) => None,
+            Err(e) => panic!("GET {url} through the proxy: {e}"),
+        }
+    }
 }
 
 impl Turn {

@@ -355,6 +355,16 @@ pub async fn try_proxy_raw(proxy: SocketAddr, raw: &[u8], secs: u64) -> std::io:
     within(secs, "answer from the proxy", attempt).await
 }
 
+/// Whether `e` is the peer closing the connection before a whole answer (EOF or a reset),
+/// as opposed to a timeout or a failed connect.
+pub fn is_cut(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe
+    )
+}
+
 /// `attempt` within `secs` seconds; `TimedOut` ("no {what} in time") otherwise.
 pub async fn within<T>(
     secs: u64,
