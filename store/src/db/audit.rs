@@ -4,7 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row as _, Transaction};
 
-use super::events::EventKind;
+use super::events::{EventKind, Owner};
 use super::pointer::Pointer;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
@@ -167,7 +167,7 @@ pub async fn write(
                 obj.insert("interrupt_id".into(), id.into());
             }
         }
-        super::events::append(tx, user, chat, kind, &data, now).await?;
+        super::events::append(tx, Owner::Chat(user, chat), kind, &data, now).await?;
     }
     Ok(())
 }
