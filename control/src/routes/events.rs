@@ -17,8 +17,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use egressgate_store::db::events::ChatEvent;
-use egressgate_store::{ChatId, Store, StoreError, Timestamp, UserId};
+use egressgate_store::{ChatId, Store, Timestamp};
 use futures_util::Stream;
 use tokio::sync::watch;
 
@@ -34,30 +33,8 @@ const POLL: Duration = Duration::from_secs(1);
 /// Keep-alive comment interval (proxies and browsers drop silent streams).
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
-/// Whose events a stream follows: one chat of a user (the runtime's stream), or every chat
-/// of a user (the person's inbox).
-pub(crate) enum Follow {
-    /// One chat.
-    Chat(UserId, ChatId),
-    /// Every chat of the user.
-    User(UserId),
-}
-
-impl Follow {
-    async fn after(&self, store: &Store, last: i64) -> Result<Vec<ChatEvent>, StoreError> {
-        match self {
-            Self::Chat(user, chat) => store.events_after(user, chat, last, BATCH + 1).await,
-            Self::User(user) => store.user_events_after(user, last, BATCH + 1).await,
-        }
-    }
-
-    async fn latest(&self, store: &Store) -> Result<i64, StoreError> {
-        match self {
-            Self::Chat(user, chat) => store.latest_event_id(user, chat).await,
-            Self::User(user) => store.latest_user_event_id(user).await,
-        }
-    }
-}
+/// Whose events a stream follows: the store reads both kinds through one cursor.
+pub(crate) use egressgate_store::db::events::Follow;
 
 /// One subscriber's position.
 struct Cursor {
@@ -88,7 +65,11 @@ impl Cursor {
             if self.until.is_some_and(|t| t.has_passed(Timestamp::now())) {
                 return None;
             }
-            let rows = match self.follow.after(&self.store, self.last).await {
+            let rows = match self
+                .store
+                .events_after(&self.follow, self.last, BATCH + 1)
+                .await
+            {
                 Ok(rows) => rows,
                 Err(e) => {
                     tracing::warn!(error = %e, "event stream read failed; closing it");
@@ -96,7 +77,7 @@ impl Cursor {
                 }
             };
             if rows.len() > usize::try_from(BATCH).unwrap_or(usize::MAX) {
-                let latest = self.follow.latest(&self.store).await.ok()?;
+                let latest = self.store.latest_event_id(&self.follow).await.ok()?;
                 self.last = latest;
                 return Some(resync(latest, "lagged"));
             }
@@ -169,12 +150,12 @@ pub(crate) async fn open(
     let wake = store.subscribe_events();
     let mut queue = VecDeque::new();
     let last = match last_event_id(headers)? {
-        None => follow.latest(&store).await?,
+        None => store.latest_event_id(&follow).await?,
         Some(after) => {
             let oldest = store.oldest_event_id().await?;
             if oldest > after.saturating_add(1) {
                 // Events after `after` may have been pruned: say so, then go on from now.
-                let latest = follow.latest(&store).await?;
+                let latest = store.latest_event_id(&follow).await?;
                 queue.push_back(resync(latest, "pruned"));
                 latest
             } else {

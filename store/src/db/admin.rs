@@ -4,7 +4,6 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row as _, Transaction};
 
-use super::audit::AuditEntry;
 use super::{Store, StoreError, flag};
 use crate::access::Access;
 use crate::ids::{SecretHash, UserId};
@@ -162,8 +161,7 @@ impl Store {
                 detail["inspect"] = rules.inspect.into();
                 detail["access"] = rules.access.as_str().into();
             }
-            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-                .await?;
+            self.commit_admin_change(tx, actor, detail, now).await?;
         }
         Ok(added)
     }
@@ -202,8 +200,7 @@ impl Store {
             > 0;
         if removed {
             let detail = serde_json::json!({"action": "remove", "list": noun, "value": value});
-            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-                .await?;
+            self.commit_admin_change(tx, actor, detail, now).await?;
         }
         Ok(removed)
     }
@@ -244,8 +241,7 @@ impl Store {
             detail["mode"] = mode.as_str().into();
         }
         super::contacts::apply(&mut tx, user, &change.contacts, &mut detail, now).await?;
-        self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-            .await
+        self.commit_admin_change(tx, actor, detail, now).await
     }
 
     /// A user's own mode; `None` when none was set (the deployment's applies).

@@ -218,7 +218,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        slots::free_chat(&mut tx, user, chat).await?;
+        slots::Held::InChat(user, chat).free(&mut tx).await?;
         let revoked = sqlx::query("DELETE FROM approvals WHERE user_id = $1 AND chat_id = $2")
             .bind(user.as_str())
             .bind(chat.as_str())

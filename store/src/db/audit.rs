@@ -4,7 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row as _, Transaction};
 
-use super::events::EventKind;
+use super::events::{EventKind, Owner};
 use super::pointer::Pointer;
 use super::{Store, StoreError};
 use crate::ids::{ChatId, InterruptId, UserId};
@@ -167,7 +167,7 @@ pub async fn write(
                 obj.insert("interrupt_id".into(), id.into());
             }
         }
-        super::events::append(tx, user, chat, kind, &data, now).await?;
+        super::events::append(tx, Owner::Chat(user, chat), kind, &data, now).await?;
     }
     Ok(())
 }
@@ -192,6 +192,19 @@ fn event_of(kind: AuditKind) -> Option<EventKind> {
 }
 
 impl Store {
+    /// Ends an administrator's change (a list entry, a token, a webhook, a user's settings):
+    /// one `admin_change` row by `actor` with `detail`, through [`Self::commit_audited`].
+    pub(crate) async fn commit_admin_change(
+        &self,
+        tx: Transaction<'static, Any>,
+        actor: &str,
+        detail: serde_json::Value,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
+            .await
+    }
+
     /// Ends an audited change: writes `entry` last in `tx` (the chat event it publishes holds
     /// PostgreSQL's ordering lock until commit, so it must come last), commits, and wakes this
     /// process's event subscribers when a chat event was written. A change of a kind that may

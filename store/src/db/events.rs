@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
 use sqlx::{Acquire as _, Any, Row as _, Transaction};
 use tokio::sync::watch;
 
@@ -69,47 +70,69 @@ pub struct ChatEvent {
     pub data: String,
 }
 
-/// Appends one event inside `tx` (call it last, just before commit).
+/// Whose events a reader follows: one chat of a user (the runtime's stream), or every chat
+/// of a user (the person's inbox). Each read takes one, so both streams share one cursor.
+#[derive(Clone, Debug)]
+pub enum Follow {
+    /// One chat.
+    Chat(UserId, ChatId),
+    /// Every chat of the user.
+    User(UserId),
+}
+
+impl Follow {
+    /// `chat_sql` (user `$1`, chat `$2`) or `user_sql` (user `$1`) with the followed ids
+    /// bound; the caller binds the rest after them.
+    fn query(
+        &self,
+        chat_sql: &'static str,
+        user_sql: &'static str,
+    ) -> Query<'_, Any, AnyArguments> {
+        match self {
+            Self::Chat(user, chat) => sqlx::query(chat_sql)
+                .bind(user.as_str())
+                .bind(chat.as_str()),
+            Self::User(user) => sqlx::query(user_sql).bind(user.as_str()),
+        }
+    }
+}
+
+/// Whose chat an appended event belongs to.
+pub(crate) enum Owner<'a> {
+    /// The chat named by its user and id.
+    Chat(&'a str, &'a str),
+    /// The chat that owns this turn (the recorder knows only the turn).
+    TurnOf(&'a str),
+}
+
+/// Appends one event inside `tx` (call it last, just before commit): the one insert every
+/// event goes through, however its chat is named.
 pub(crate) async fn append(
     tx: &mut Transaction<'static, Any>,
-    user: &str,
-    chat: &str,
+    owner: Owner<'_>,
     kind: EventKind,
     data: &serde_json::Value,
     now: Timestamp,
 ) -> Result<(), StoreError> {
     order_appends(tx).await?;
-    sqlx::query(
-        "INSERT INTO events (at, user_id, chat_id, kind, data) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(now.millis())
-    .bind(user)
-    .bind(chat)
-    .bind(kind.as_str())
-    .bind(data.to_string())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Appends a `refusal.recorded` event for the chat that owns `turn`.
-pub(crate) async fn append_for_turn(
-    tx: &mut Transaction<'static, Any>,
-    turn: &str,
-    data: &serde_json::Value,
-    now: Timestamp,
-) -> Result<(), StoreError> {
-    order_appends(tx).await?;
-    sqlx::query(
-        "INSERT INTO events (at, user_id, chat_id, kind, data) \
-         SELECT $1, user_id, chat_id, $2, $3 FROM turns WHERE turn_id = $4",
-    )
-    .bind(now.millis())
-    .bind(EventKind::RefusalRecorded.as_str())
-    .bind(data.to_string())
-    .bind(turn)
-    .execute(&mut **tx)
-    .await?;
+    let sql = match owner {
+        Owner::Chat(..) => {
+            "INSERT INTO events (at, kind, data, user_id, chat_id) VALUES ($1, $2, $3, $4, $5)"
+        }
+        Owner::TurnOf(_) => {
+            "INSERT INTO events (at, kind, data, user_id, chat_id) \
+             SELECT $1, $2, $3, user_id, chat_id FROM turns WHERE turn_id = $4"
+        }
+    };
+    let query = sqlx::query(sql)
+        .bind(now.millis())
+        .bind(kind.as_str())
+        .bind(data.to_string());
+    let query = match owner {
+        Owner::Chat(user, chat) => query.bind(user).bind(chat),
+        Owner::TurnOf(turn) => query.bind(turn),
+    };
+    query.execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -150,63 +173,34 @@ impl Store {
         self.signal.subscribe(Topic::Events)
     }
 
-    /// The chat's events after `after`, oldest first, at most `limit` (`approval.expired`,
-    /// written for webhooks, is not one of a chat stream's kinds).
+    /// The followed events after `after`, oldest first, at most `limit`. A chat's stream
+    /// leaves out `approval.expired` (written for webhooks, not one of its kinds); a user's
+    /// spans every chat of the user: what a person's inbox follows.
     pub async fn events_after(
         &self,
-        user: &UserId,
-        chat: &ChatId,
+        follow: &Follow,
         after: i64,
         limit: i64,
     ) -> Result<Vec<ChatEvent>, StoreError> {
-        let query = sqlx::query(
+        let query = follow.query(
             "SELECT id, at, kind, data FROM events WHERE user_id = $1 AND chat_id = $2 \
              AND id > $3 AND kind <> 'approval.expired' ORDER BY id LIMIT $4",
-        )
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .bind(after)
-        .bind(limit);
-        super::fetch_all(self.pool(), query).await
-    }
-
-    /// Every chat's events of `user` after `after`, oldest first, at most `limit`: what a
-    /// person's inbox follows.
-    pub async fn user_events_after(
-        &self,
-        user: &UserId,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<ChatEvent>, StoreError> {
-        let query = sqlx::query(
             "SELECT id, at, kind, data FROM events WHERE user_id = $1 AND id > $2 \
              ORDER BY id LIMIT $3",
-        )
-        .bind(user.as_str())
-        .bind(after)
-        .bind(limit);
-        super::fetch_all(self.pool(), query).await
+        );
+        super::fetch_all(self.pool(), query.bind(after).bind(limit)).await
     }
 
-    /// The largest event id of any of `user`'s chats (0 when none).
-    pub async fn latest_user_event_id(&self, user: &UserId) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COALESCE(MAX(id), 0) FROM events WHERE user_id = $1")
-            .bind(user.as_str())
+    /// The largest followed event id (0 when none): where a fresh subscriber starts, and
+    /// where a lagging one resumes after a resync.
+    pub async fn latest_event_id(&self, follow: &Follow) -> Result<i64, StoreError> {
+        let row = follow
+            .query(
+                "SELECT COALESCE(MAX(id), 0) FROM events WHERE user_id = $1 AND chat_id = $2",
+                "SELECT COALESCE(MAX(id), 0) FROM events WHERE user_id = $1",
+            )
             .fetch_one(self.pool())
             .await?;
-        Ok(row.try_get(0)?)
-    }
-
-    /// The largest event id of the chat (0 when none): where a fresh subscriber starts, and
-    /// where a lagging one resumes after a resync.
-    pub async fn latest_event_id(&self, user: &UserId, chat: &ChatId) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "SELECT COALESCE(MAX(id), 0) FROM events WHERE user_id = $1 AND chat_id = $2",
-        )
-        .bind(user.as_str())
-        .bind(chat.as_str())
-        .fetch_one(self.pool())
-        .await?;
         Ok(row.try_get(0)?)
     }
 
@@ -244,35 +238,31 @@ mod tests {
     async fn a_chat_reads_only_its_own_events_in_id_order() {
         let db = fresh().await;
         let s = &db.store;
-        let (alice, c1) = (
-            UserId::from_db("alice".into()),
-            ChatId::from_db("c1".into()),
-        );
+        let alice = UserId::from_db("alice".into());
+        let c1 = Follow::Chat(alice.clone(), ChatId::from_db("c1".into()));
         let wake = s.subscribe_events();
         let now = Timestamp::now();
         add(s, "alice", "c1", EventKind::ApprovalRequested, now).await;
         add(s, "bob", "c1", EventKind::ApprovalRequested, now).await;
         add(s, "alice", "c1", EventKind::ApprovalResolved, now).await;
         assert!(wake.has_changed().unwrap_or(false), "subscribers are woken");
-        let all = s.events_after(&alice, &c1, 0, 10).await.unwrap_or_default();
+        let all = s.events_after(&c1, 0, 10).await.unwrap_or_default();
         let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["approval.requested", "approval.resolved"]);
         assert!(all[0].id < all[1].id);
-        let after = s
-            .events_after(&alice, &c1, all[0].id, 10)
-            .await
-            .unwrap_or_default();
+        let after = s.events_after(&c1, all[0].id, 10).await.unwrap_or_default();
         assert_eq!(after.len(), 1);
-        assert_eq!(s.latest_event_id(&alice, &c1).await.ok(), Some(all[1].id));
-        let none = ChatId::from_db("none".into());
-        assert_eq!(s.latest_event_id(&alice, &none).await.ok(), Some(0));
+        assert_eq!(s.latest_event_id(&c1).await.ok(), Some(all[1].id));
+        let none = Follow::Chat(alice.clone(), ChatId::from_db("none".into()));
+        assert_eq!(s.latest_event_id(&none).await.ok(), Some(0));
         // The user's stream spans chats and leaves other users out.
         add(s, "alice", "c2", EventKind::ApprovalRequested, now).await;
-        let mine = s.user_events_after(&alice, 0, 10).await.unwrap_or_default();
+        let alice = Follow::User(alice);
+        let mine = s.events_after(&alice, 0, 10).await.unwrap_or_default();
         assert_eq!(mine.len(), 3);
-        let latest = s.latest_user_event_id(&alice).await.ok();
+        let latest = s.latest_event_id(&alice).await.ok();
         assert_eq!(latest, mine.last().map(|e| e.id));
-        let rest = s.user_events_after(&alice, all[1].id, 10).await;
+        let rest = s.events_after(&alice, all[1].id, 10).await;
         assert_eq!(rest.unwrap_or_default().len(), 1);
     }
 
@@ -286,11 +276,11 @@ mod tests {
         add(s, "alice", "c1", EventKind::ApprovalRevoked, now).await;
         let counts = s.janitor_sweep(now).await.unwrap_or_default();
         assert_eq!(counts.events, 1);
-        let (alice, c1) = (
+        let c1 = Follow::Chat(
             UserId::from_db("alice".into()),
             ChatId::from_db("c1".into()),
         );
-        let left = s.events_after(&alice, &c1, 0, 10).await.unwrap_or_default();
+        let left = s.events_after(&c1, 0, 10).await.unwrap_or_default();
         assert_eq!(left.len(), 1);
         assert!(s.oldest_event_id().await.unwrap_or(0) == left[0].id);
     }

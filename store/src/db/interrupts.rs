@@ -129,7 +129,7 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        slots::free_card(&mut tx, id).await?;
+        slots::Held::OnCard(id).free(&mut tx).await?;
         tx.commit().await?;
         Ok(n > 0)
     }

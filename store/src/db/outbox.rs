@@ -13,8 +13,9 @@ pub use queue::{Attempt, ChannelDue, Due, Queue};
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
+use super::FromRow as _;
 use super::contacts::Contacts;
-use super::events::{EventKind, RETENTION};
+use super::events::{ChatEvent, EventKind, Owner, RETENTION};
 use super::{Backend, Store, StoreError};
 use crate::ids::MessageId;
 use crate::spelling::spelling;
@@ -102,7 +103,7 @@ impl Store {
             .await?
             .try_get(0)?;
         let rows = sqlx::query(
-            "SELECT id, at, user_id, chat_id, kind, data FROM events WHERE id > $1 \
+            "SELECT id, at, kind, data, user_id, chat_id FROM events WHERE id > $1 \
              ORDER BY id LIMIT $2",
         )
         .bind(cursor)
@@ -205,8 +206,7 @@ impl Store {
             });
             super::events::append(
                 &mut tx,
-                &user,
-                &chat,
+                Owner::Chat(&user, &chat),
                 EventKind::ApprovalExpired,
                 &data,
                 now,
@@ -334,14 +334,17 @@ fn horizon(now: Timestamp, age: std::time::Duration) -> i64 {
         .saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// An events row (the chat stream's columns first, then its user and chat) as the outbox
+/// fans it out: the shared columns are read by [`ChatEvent`]'s reader, its data parsed.
 fn read_event(r: &AnyRow) -> Result<OutboxEvent, StoreError> {
+    let ChatEvent { id, at, kind, data } = ChatEvent::from_row(r)?;
     Ok(OutboxEvent {
-        id: r.try_get(0)?,
-        at: Timestamp::from_millis(r.try_get(1)?),
-        user: r.try_get(2)?,
-        chat: r.try_get(3)?,
-        kind: r.try_get(4)?,
-        data: super::json_column(&r.try_get::<String, _>(5)?, "events.data")?,
+        id,
+        at,
+        user: r.try_get(4)?,
+        chat: r.try_get(5)?,
+        kind,
+        data: super::json_column(&data, "events.data")?,
         card: None,
         contacts: Contacts::default(),
     })

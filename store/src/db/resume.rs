@@ -170,7 +170,7 @@ impl Store {
             return Ok(false);
         };
         let removed = approvals::delete_card_approvals(&mut tx, read).await?;
-        slots::free_card(&mut tx, &read.id).await?;
+        slots::Held::OnCard(&read.id).free(&mut tx).await?;
         let detail = serde_json::json!({"claims": read.claim_count, "approvals_deleted": removed});
         self.commit_decided(tx, AuditKind::ClaimCapExpired, decider, read, detail, now)
             .await?;

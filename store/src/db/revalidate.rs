@@ -175,17 +175,34 @@ mod tests {
     use super::*;
     use crate::reason::RefusalReason;
 
+    /// What both tests start from: the time, two turns, alice, her two chats, one host, the
+    /// site pattern that covers it, and an approval grant.
+    fn scene() -> (
+        Timestamp,
+        [TurnId; 2],
+        UserId,
+        [ChatId; 2],
+        Host,
+        SitePattern,
+        Grant,
+    ) {
+        (
+            Timestamp::from_millis(10_000),
+            [
+                TurnId::from_db("t_one".into()),
+                TurnId::from_db("t_two".into()),
+            ],
+            UserId::from_db("alice".into()),
+            [ChatId::from_db("c1".into()), ChatId::from_db("c2".into())],
+            Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}")),
+            SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!()),
+            Grant::approval("int_x".into(), Timestamp::from_millis(99_000)),
+        )
+    }
+
     #[test]
     fn what_keeps_a_connection_open() {
-        let now = Timestamp::from_millis(10_000);
-        let (t1, t2) = (
-            TurnId::from_db("t_one".into()),
-            TurnId::from_db("t_two".into()),
-        );
-        let user = UserId::from_db("alice".into());
-        let (c1, c2) = (ChatId::from_db("c1".into()), ChatId::from_db("c2".into()));
-        let host = Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}"));
-        let pattern = SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!());
+        let (now, [t1, t2], user, [c1, c2], host, pattern, approval) = scene();
         let mut s = StillAllowed::default();
         s.turns.insert(t1.clone(), Timestamp::from_millis(20_000));
         s.turns.insert(t2.clone(), Timestamp::from_millis(10_000));
@@ -193,7 +210,6 @@ mod tests {
             (user.clone(), c2.as_str().to_owned()),
             vec![(pattern.clone(), String::new())],
         );
-        let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
         let open = |turn, chat, grant| OpenGrant {
             turn,
             user: &user,
@@ -224,19 +240,8 @@ mod tests {
 
     #[test]
     fn a_user_row_keeps_every_chat_and_a_turn_row_only_its_turn() {
-        let now = Timestamp::from_millis(10_000);
-        let (t1, t2) = (
-            TurnId::from_db("t_one".into()),
-            TurnId::from_db("t_two".into()),
-        );
-        let (alice, bob) = (
-            UserId::from_db("alice".into()),
-            UserId::from_db("bob".into()),
-        );
-        let (c1, c2) = (ChatId::from_db("c1".into()), ChatId::from_db("c2".into()));
-        let host = Host::parse("files.example.com").unwrap_or_else(|e| unreachable!("{e}"));
-        let pattern = SitePattern::from_db("files.example.com").unwrap_or_else(|| unreachable!());
-        let approval = Grant::approval("int_x".into(), Timestamp::from_millis(99_000));
+        let (now, [t1, t2], alice, [c1, c2], host, pattern, approval) = scene();
+        let bob = UserId::from_db("bob".into());
         let mut s = StillAllowed::default();
         for t in [&t1, &t2] {
             s.turns.insert(t.clone(), Timestamp::from_millis(20_000));

@@ -50,33 +50,33 @@ pub(crate) async fn apply(
     Ok(())
 }
 
-/// Frees every resume slot held on card `id` (it was expired).
-pub(crate) async fn free_card(
-    tx: &mut Transaction<'static, Any>,
-    id: &InterruptId,
-) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1")
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+/// A set of resume slots freed at once, beyond one user's slot on one card (that is
+/// [`SlotMove::Free`]).
+pub(crate) enum Held<'a> {
+    /// Every slot held on a card, whoever holds it (the card expired).
+    OnCard(&'a InterruptId),
+    /// A user's slots on any card of one chat (the chat was hidden).
+    InChat(&'a UserId, &'a ChatId),
 }
 
-/// Frees the slots held on any card of one chat (it was hidden).
-pub(crate) async fn free_chat(
-    tx: &mut Transaction<'static, Any>,
-    user: &UserId,
-    chat: &ChatId,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id IN \
-         (SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2)",
-    )
-    .bind(user.as_str())
-    .bind(chat.as_str())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+impl Held<'_> {
+    /// Frees the resume slots this names: the one statement runner for every way a card
+    /// or a chat gives its slots back.
+    pub(crate) async fn free(self, tx: &mut Transaction<'static, Any>) -> Result<(), StoreError> {
+        let query = match self {
+            Held::OnCard(id) => {
+                sqlx::query("DELETE FROM resume_slots WHERE interrupt_id = $1").bind(id.as_str())
+            }
+            Held::InChat(user, chat) => sqlx::query(
+                "DELETE FROM resume_slots WHERE user_id = $1 AND interrupt_id IN \
+                 (SELECT interrupt_id FROM interrupts WHERE user_id = $1 AND chat_id = $2)",
+            )
+            .bind(user.as_str())
+            .bind(chat.as_str()),
+        };
+        query.execute(&mut **tx).await?;
+        Ok(())
+    }
 }
 
 impl Store {

@@ -78,9 +78,15 @@ pub async fn append_event(
     at: crate::Timestamp,
 ) {
     let mut tx = store.begin().await.unwrap_or_else(|e| unreachable!("{e}"));
-    crate::db::events::append(&mut tx, user, chat, kind, data, at)
-        .await
-        .unwrap_or_else(|e| unreachable!("{e}"));
+    crate::db::events::append(
+        &mut tx,
+        crate::db::events::Owner::Chat(user, chat),
+        kind,
+        data,
+        at,
+    )
+    .await
+    .unwrap_or_else(|e| unreachable!("{e}"));
     store
         .commit_events(tx, true)
         .await

@@ -4,7 +4,6 @@
 
 use sqlx::Row as _;
 
-use super::audit::AuditEntry;
 use super::{FromRow, Store, StoreError};
 use crate::ids::SecretHash;
 use crate::spelling::spelling;
@@ -161,8 +160,7 @@ impl Store {
             let scopes: Vec<&str> = t.scopes.iter().map(Scope::as_str).collect();
             let detail = serde_json::json!({"action": "add", "list": "token", "value": t.name,
                 "scopes": scopes, "expires_at": t.expires_at});
-            self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-                .await?;
+            self.commit_admin_change(tx, actor, detail, now).await?;
         }
         Ok(added)
     }

@@ -6,7 +6,6 @@
 use sqlx::Row as _;
 use sqlx::any::AnyRow;
 
-use super::audit::AuditEntry;
 use super::{Store, StoreError};
 use crate::ids::{MessageId, WebhookId};
 use crate::spelling::spelling;
@@ -127,8 +126,7 @@ impl Store {
             "webhook_added": new.id.as_str(), "url": new.url, "events": new.events,
             "include_link": new.include_link,
         });
-        self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-            .await
+        self.commit_admin_change(tx, actor, detail, now).await
     }
 
     /// Every endpoint, oldest first.
@@ -174,8 +172,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let detail = serde_json::json!({"webhook_removed": id.as_str()});
-        self.commit_audited(tx, AuditEntry::admin_change(actor, detail), now)
-            .await?;
+        self.commit_admin_change(tx, actor, detail, now).await?;
         Ok(true)
     }
 

@@ -177,12 +177,12 @@ async fn an_unanswered_card_is_announced_expired_once() {
         .map(|r| r.try_get::<String, _>(0).unwrap_or_default())
         .collect();
     assert!(ids.iter().any(|d| d.contains("int_a")) && ids.iter().any(|d| d.contains("int_c")));
-    let (u, c) = (
+    let chat = crate::db::events::Follow::Chat(
         crate::UserId::from_db("u1".into()),
         crate::ChatId::from_db("c1".into()),
     );
     assert!(
-        s.events_after(&u, &c, 0, 10)
+        s.events_after(&chat, 0, 10)
             .await
             .unwrap_or_default()
             .is_empty(),

@@ -10,7 +10,7 @@ use sqlx::{Any, Transaction};
 
 use super::evidence::insert_evidence;
 use super::{RefusalCandidate, RefusalEvent, Subject};
-use crate::db::events::append_for_turn;
+use crate::db::events::{EventKind, Owner, append};
 use crate::db::policy::{ApprovalsOf, package_allowed_on, site_allowed_on};
 use crate::db::{Store, StoreError, flag};
 use crate::grant::Grant;
@@ -249,7 +249,15 @@ async fn insert_refusals<'a>(
     insert_evidence(tx, &kept).await?;
     // Last in the transaction: on PostgreSQL the append holds the ordering lock to commit.
     for e in &fresh {
-        append_for_turn(tx, e.turn.as_str(), &recorded_event(e, whole_host_ok), e.at).await?;
+        let data = recorded_event(e, whole_host_ok);
+        append(
+            tx,
+            Owner::TurnOf(e.turn.as_str()),
+            EventKind::RefusalRecorded,
+            &data,
+            e.at,
+        )
+        .await?;
     }
     Ok(!fresh.is_empty())
 }
@@ -366,7 +374,13 @@ mod tests {
         assert_eq!(rows[0].first_seen.millis(), now.millis() + 1);
         assert_eq!(rows[0].last_seen.millis(), now.millis() + 3);
         assert_eq!(overflow, 1, "the host past the cap is counted, not kept");
-        let events = s.events_after(&turn.user, &turn.chat, 0, 10).await?;
+        let events = s
+            .events_after(
+                &crate::db::events::Follow::Chat(turn.user.clone(), turn.chat.clone()),
+                0,
+                10,
+            )
+            .await?;
         let recorded = events
             .iter()
             .filter(|e| e.kind == "refusal.recorded")
