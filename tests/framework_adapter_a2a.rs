@@ -150,6 +150,20 @@ async fn decide(g: &Gate, card: &Value, approved: bool) {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
+/// The agent asks for (user, chat) and the person answers the task's card with `approved`:
+/// the waiting task and its card, as the rows that go on from a decision start.
+async fn decided(
+    g: &Gate,
+    agent: &Agent,
+    (user, chat): (&str, &str),
+    approved: bool,
+) -> (Value, Value) {
+    let task = agent.ask(user, chat);
+    let c = card(&task);
+    decide(g, &c, approved).await;
+    (task, c)
+}
+
 /// A gate with a public URL whose `files.example.com` is the loopback origin, and the agent.
 async fn bench() -> Option<(Origin, Gate, Agent)> {
     let mut check = python(&["-c", "import a2a.server.routes, uvicorn"]);
@@ -178,13 +192,7 @@ async fn the_task_waits_with_the_card_and_the_answer_in_it_completes_it_once() {
     let id = c["interrupt_id"].as_str().unwrap().to_owned();
     assert_eq!(c["sites"], json!([FILES]), "{c}");
     assert_eq!(c["packages"], json!([]), "{c}");
-    assert!(
-        c["question"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("Allow {FILES}?")),
-        "{c}"
-    );
+    assert_field_starts(&c, "question", &format!("Allow {FILES}?"));
     let link = c["card_url"].as_str().unwrap();
     assert!(
         link.starts_with(&format!("{PUBLIC}/ui/cards/{id}#secret=")),
@@ -252,16 +260,13 @@ async fn the_clients_word_never_grants_what_the_person_declined() {
         return;
     };
     // The person declines; the client says approve: the run continues declined.
-    let task = agent.ask("bob", "c2");
-    decide(&g, &card(&task), false).await;
+    let (task, _) = decided(&g, &agent, ("bob", "c2"), false).await;
     let done = agent.answer(&task, "approve");
     assert!(final_text(&done).ends_with(DECLINED), "{done}");
 
     // The person approves; the client says deny: the run continues declined too (a client
     // may withhold an approval), and the card is done.
-    let task = agent.ask("carol", "c3");
-    let c = card(&task);
-    decide(&g, &c, true).await;
+    let (task, c) = decided(&g, &agent, ("carol", "c3"), true).await;
     let done = agent.answer(&task, "Deny.");
     assert!(final_text(&done).ends_with(DECLINED), "{done}");
     assert_eq!(state(&g, c["interrupt_id"].as_str().unwrap()).await, "done");
@@ -274,10 +279,8 @@ async fn a_task_another_process_finished_is_not_run_again() {
     let Some((o, g, agent)) = bench().await else {
         return;
     };
-    let task = agent.ask("dave", "c4");
-    let c = card(&task);
+    let (task, c) = decided(&g, &agent, ("dave", "c4"), true).await;
     let id = c["interrupt_id"].as_str().unwrap();
-    decide(&g, &c, true).await;
     // Another process restores the task from the card's snapshot and finishes it.
     let mut resume = python(&[
         "-m",

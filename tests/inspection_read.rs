@@ -163,14 +163,9 @@ async fn read_for_a_host_that_is_not_inspected_is_an_invalid_decision() {
     let s = setup(&[]).await;
     let api = s.gate.api();
     let turn = api.turn("u", "c", &[]).await;
-    let (id, secret) = ask(&api, &turn, &[&format!("https://{HOST}/data.csv")]).await;
-    let r = answer_card(
-        &api,
-        &id,
-        &secret,
-        json!({"approved": true, "access": "read"}),
-    )
-    .await;
+    let url = format!("https://{HOST}/data.csv");
+    let read = json!({"approved": true, "access": "read"});
+    let (r, id, secret) = ask_and_answer(&api, &turn, &[&url], read).await;
     assert_eq!(r.status, 422, "{}", r.text());
     assert!(r.text().contains("does not inspect"), "{}", r.text());
     let approvals = api.chat_approvals("u", "c").await;

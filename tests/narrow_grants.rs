@@ -23,8 +23,8 @@ async fn bench(extra: &[&str]) -> (Gate, Origin) {
 async fn decide(g: &Gate, o: &Origin, turn: &Turn, payload: Value) -> (Resp, String) {
     let url = o.url(FILES, "/org/data.csv");
     assert_refused(&g.get(turn, &url).await, "not_approved");
-    let (id, secret) = ask(&g.api(), turn, &[]).await;
-    (answer_card(&g.api(), &id, &secret, payload).await, id)
+    let (r, id, _) = ask_and_answer(&g.api(), turn, &[], payload).await;
+    (r, id)
 }
 
 /// [`decide`] with a decision the gate takes: the resume answers `200`.

@@ -22,8 +22,8 @@ async fn two_proxies_spend_exactly_the_uses_of_one_counted_grant() {
     let turn = control.turn("u", "c").await;
     let url = o.url(FILES, "/data.csv");
     assert_eq!(p1.get(&turn, &url).await.status, 403);
-    let (id, secret) = ask(&api, &turn, &[]).await;
-    let r = answer_card(&api, &id, &secret, json!({"approved": true, "max_uses": 3})).await;
+    let three = json!({"approved": true, "max_uses": 3});
+    let (r, _, _) = ask_and_answer(&api, &turn, &[], three).await;
     assert_eq!(r.status, 200, "{}", r.text());
     // Twelve connections at once, half through each proxy.
     let requests = (0..12).map(|i| {

@@ -14,7 +14,7 @@ use tempfile::TempDir;
 
 use support::registry::{self, Server};
 use support::tls_front::{TlsFront, tls_front};
-use support::{Api, Gate, Turn};
+use support::{Api, Gate, Turn, assert_field_starts};
 
 const INDEX: &str = "pypi.test";
 
@@ -97,12 +97,7 @@ async fn over_https_a_package_and_its_dependency_install_after_one_card_and_noth
     let rows = rec["refusals"].as_array().unwrap();
     let alpha = rows.iter().find(|r| r["package"] == "alpha").unwrap();
     assert_eq!(alpha["host"], INDEX);
-    assert!(
-        alpha["url"]
-            .as_str()
-            .is_some_and(|u| u.starts_with(&format!("https://{INDEX}:"))),
-        "{alpha}"
-    );
+    assert_field_starts(alpha, "url", &format!("https://{INDEX}:"));
     assert!(
         rows.iter().all(|r| r["reason"] == "package_not_approved"),
         "the index host needs no site approval: {rec}"

@@ -12,7 +12,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::held::{FILES, Held, approve, assert_closed_in_a_second};
+use support::held::{FILES, Held, approve, assert_closed_in_a_second, revoke_closes};
 use support::*;
 
 /// The poll of the cache epoch, set out of the tests' reach: what closes a connection within
@@ -62,11 +62,9 @@ async fn closes_only_the_first<R>(
     (what, kept): (&str, &str),
     revoke: impl AsyncFnOnce() -> R,
 ) -> R {
-    let mut gone = Held::open(g.proxy(), first, port).await;
+    let gone = Held::open(g.proxy(), first, port).await;
     let mut stays = Held::open(g.proxy(), second, port).await;
-    let r = revoke().await;
-    let since = Instant::now();
-    gone.assert_closed_within_a_second(since, what).await;
+    let r = revoke_closes(vec![(gone, what)], revoke).await;
     stays.assert_open(second, port, kept).await;
     r
 }
@@ -195,30 +193,24 @@ async fn revoking_a_user_grant_closes_every_chat_it_let_through() {
     let (g, _o, port) = setup_with(&["--allow-user-scope"]).await;
     let api = g.api();
     let c1 = g.turn("alice", "c1").await;
-    let (id, secret) = ask(&api, &c1, &[&url(port)]).await;
-    let r = answer_card(
-        &api,
-        &id,
-        &secret,
-        json!({"approved": true, "scope": "user"}),
-    )
-    .await;
+    let user_scope = json!({"approved": true, "scope": "user"});
+    let (r, _, _) = ask_and_answer(&api, &c1, &[&url(port)], user_scope).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let c2 = g.turn("alice", "c2").await;
     let [bob] = approved_turns(&g, port, [("bob", "c1")]).await;
-    let mut first = Held::open(g.proxy(), &c1, port).await;
-    let mut second = Held::open(g.proxy(), &c2, port).await;
+    let first = Held::open(g.proxy(), &c1, port).await;
+    let second = Held::open(g.proxy(), &c2, port).await;
     let mut stays = Held::open(g.proxy(), &bob, port).await;
-    let path = format!("/v1/users/alice/approvals/site/{FILES}");
-    let r = api.as_user("DELETE", &path, "alice").await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    let since = Instant::now();
-    first
-        .assert_closed_within_a_second(since, "the user grant's first chat")
-        .await;
-    second
-        .assert_closed_within_a_second(since, "the user grant's other chat")
-        .await;
+    let held = vec![
+        (first, "the user grant's first chat"),
+        (second, "the user grant's other chat"),
+    ];
+    revoke_closes(held, async || {
+        let path = format!("/v1/users/alice/approvals/site/{FILES}");
+        let r = api.as_user("DELETE", &path, "alice").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    })
+    .await;
     stays
         .assert_open(&bob, port, "another user's approval")
         .await;

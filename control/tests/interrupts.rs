@@ -132,12 +132,11 @@ async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
         }
     }
     assert_eq!(created, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 1);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM drafts WHERE used_at IS NOT NULL")
-            .await,
-        1
-    );
+    app.assert_counts(&[
+        ("SELECT COUNT(*) FROM interrupts", 1),
+        ("SELECT COUNT(*) FROM drafts WHERE used_at IS NOT NULL", 1),
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -244,21 +243,13 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
     let d2 = cards::draft_in_turn(&app, &turn, &["b.example.com"], &[], None).await;
     let (status, body) = cards::register_with(&app, &d2, json!({"claim_id": "not-a-claim"})).await;
     assert_code(status, &body, (StatusCode::CONFLICT, "CLAIM_LOST"));
-    assert_eq!(
-        app.count(&format!(
-            "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
-            first.id
-        ))
-        .await,
-        1
+    let still_claimed = format!(
+        "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'claimed'",
+        first.id
     );
-    assert_eq!(
-        app.count(&format!(
-            "SELECT COUNT(*) FROM drafts WHERE draft_id = '{d2}' AND used_at IS NULL"
-        ))
-        .await,
-        1
-    );
+    let unused = format!("SELECT COUNT(*) FROM drafts WHERE draft_id = '{d2}' AND used_at IS NULL");
+    app.assert_counts(&[(&still_claimed, 1), (&unused, 1)])
+        .await;
 
     // With the live claim: replaced in place, new id, fresh secret, counter reset.
     let chained = cards::register(&app, &d2, json!({"claim_id": claim})).await;
@@ -268,8 +259,8 @@ async fn a_chained_card_replaces_the_request_under_a_live_claim() {
         "SELECT COUNT(*) FROM interrupts WHERE interrupt_id = '{}' AND state = 'pending' AND claim_count = 0 AND claim_hash IS NULL",
         chained.id
     );
-    assert_eq!(app.count(&reset).await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM interrupts").await, 1);
+    app.assert_counts(&[(&reset, 1), ("SELECT COUNT(*) FROM interrupts", 1)])
+        .await;
     // The old claim is gone with the old request.
     let (status, body) = cards::claim(&app, &first, "heartbeat", &claim).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");

@@ -55,13 +55,12 @@ async fn fifty_concurrent_clicks_claim_exactly_once() {
         "exactly one claim ({in_progress} in progress, {busy} busy)"
     );
     assert_eq!(in_progress + busy, 49);
-    assert_eq!(app.count("SELECT COUNT(*) FROM approvals").await, 3);
     assert_eq!(app.audit_rows("approval_resolved").await, 1);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM interrupts WHERE claim_count = 1")
-            .await,
-        1
-    );
+    app.assert_counts(&[
+        ("SELECT COUNT(*) FROM approvals", 3),
+        ("SELECT COUNT(*) FROM interrupts WHERE claim_count = 1", 1),
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -100,21 +99,11 @@ async fn the_claim_answer_has_the_design_shape_and_extends_the_turn() {
         "SELECT COUNT(*) FROM interrupts WHERE claim_hash = '{}'",
         claim["claim_id"].as_str().unwrap()
     );
-    assert_eq!(app.count(&leaked).await, 0);
     // The narrowed package list is what was approved.
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM approvals WHERE kind = 'package' AND value = 'numpy'")
-            .await,
-        0
-    );
-    assert_eq!(
-        app.count(&format!(
-            "SELECT COUNT(*) FROM approvals WHERE card_id = '{}'",
-            r.id
-        ))
-        .await,
-        2
-    );
+    let numpy = "SELECT COUNT(*) FROM approvals WHERE kind = 'package' AND value = 'numpy'";
+    let approved = format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{}'", r.id);
+    app.assert_counts(&[(&leaked, 0), (numpy, 0), (&approved, 2)])
+        .await;
     // The turn's credential lives at least until the claim's deadline.
     let extended = format!(
         "SELECT COUNT(*) FROM turns WHERE turn_id = '{turn}' AND expires_at >= {}",

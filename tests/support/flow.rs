@@ -56,6 +56,20 @@ pub async fn ask(api: &Api, turn: &Turn, urls: &[&str]) -> (String, String) {
     (id, secret)
 }
 
+/// Asks for `urls` (plus what the turn was refused) and answers the card at once with
+/// `payload` (a scope, an access level, a cap, a path): the resume's answer, then the card's
+/// interrupt id and resume secret for a second answer. One place for the rows that check
+/// what a person's narrowed decision does, so they all ask the same way.
+pub async fn ask_and_answer(
+    api: &Api,
+    turn: &Turn,
+    urls: &[&str],
+    payload: serde_json::Value,
+) -> (Resp, String, String) {
+    let (id, secret) = ask(api, turn, urls).await;
+    (answer_card(api, &id, &secret, payload).await, id, secret)
+}
+
 /// Runs the approval tool with `body`, expecting a card, and registers the interrupt;
 /// returns (the card, interrupt id, resume secret).
 pub async fn ask_with(

@@ -63,6 +63,19 @@ impl Held {
     }
 }
 
+/// Runs `revoke` (which withdraws what the `held` connections relied on), then asserts each
+/// of them, named by its `what`, is closed by the proxy within one second of the answer: the
+/// check every revocation row makes, timed the same way everywhere. Returns what `revoke`
+/// answered (a row that checks the answer does so inside `revoke`, before the timing starts).
+pub async fn revoke_closes<R>(held: Vec<(Held, &str)>, revoke: impl AsyncFnOnce() -> R) -> R {
+    let r = revoke().await;
+    let since = Instant::now();
+    for (mut h, what) in held {
+        h.assert_closed_within_a_second(since, what).await;
+    }
+    r
+}
+
 /// The proxy closes `s` within one second of `since`.
 pub async fn assert_closed_in_a_second(s: &mut TcpStream, since: Instant, what: &str) {
     assert!(wait_closed(s, 3).await.is_ok(), "{what} was not closed");

@@ -347,6 +347,18 @@ pub fn explain(o: &std::process::Output) -> String {
     )
 }
 
+/// Asserts that `field` of the JSON object `v` is a string that begins with `prefix` (a link
+/// or a URL whose rest is random, a question whose rest is prose), showing the whole object
+/// otherwise.
+#[track_caller]
+pub fn assert_field_starts(v: &serde_json::Value, field: &str, prefix: &str) {
+    let text = v[field].as_str();
+    assert!(
+        text.is_some_and(|t| t.starts_with(prefix)),
+        "{field} should start with {prefix:?}: {v}"
+    );
+}
+
 /// Runs a CLI command that must fail, asserts it did, and returns its standard error.
 #[track_caller]
 pub fn cli_failure(cmd: &mut Command) -> String {

@@ -160,6 +160,15 @@ impl TestApp {
             .await
     }
 
+    /// Asserts each `(count query, rows)` pair, naming the query that disagreed: what a row
+    /// expects the tables to hold after its step, read as one table instead of one
+    /// `assert_eq!` a query.
+    pub async fn assert_counts(&self, want: &[(&str, i64)]) {
+        for (sql, rows) in want {
+            assert_eq!(self.count(sql).await, *rows, "{sql}");
+        }
+    }
+
     /// Makes a turn expired now (its expiry set to the epoch).
     pub async fn expire_turn(&self, turn_id: &str) {
         let n = self

@@ -16,17 +16,21 @@ fn req(urls: &[&str], packages: &[&str]) -> ValidRequest {
     }
 }
 
+/// Steps 2–5 under the default settings for a call naming `urls` and `packages` in a turn
+/// refused `refusals`: the card's contents or the early answer.
+fn merged(urls: &[&str], packages: &[&str], refusals: &[RefusalRow]) -> Result<Wanted, Early> {
+    merge(&req(urls, packages), refusals, &Settings::default())
+}
+
+/// [`merged`] for a row that expects a card.
+fn wanted(urls: &[&str], packages: &[&str], refusals: &[RefusalRow]) -> Wanted {
+    merged(urls, packages, refusals).unwrap_or_else(|e| unreachable!("{e:?}"))
+}
+
 /// Two named URLs (two hosts) and two named packages, nothing refused.
 fn files_pypi_numpy_pandas() -> Wanted {
-    merge(
-        &req(
-            &["https://files.example.com/a", "https://pypi.org/simple/"],
-            &["numpy", "pandas"],
-        ),
-        &[],
-        &Settings::default(),
-    )
-    .unwrap_or_else(|e| unreachable!("{e:?}"))
+    let urls = ["https://files.example.com/a", "https://pypi.org/simple/"];
+    wanted(&urls, &["numpy", "pandas"], &[])
 }
 
 fn named_hosts(w: &Wanted) -> Vec<&str> {
@@ -70,12 +74,7 @@ fn refused_hosts_come_most_recent_then_most_frequent_first() {
         seen("new.example.com", N, 40, 1),
         seen("named.example.com", N, 99, 1),
     ];
-    let w = merge(
-        &req(&["https://named.example.com/"], &[]),
-        &refusals,
-        &Settings::default(),
-    )
-    .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = wanted(&["https://named.example.com/"], &[], &refusals);
     let order: Vec<&str> = w.refused.iter().map(Host::as_str).collect();
     assert_eq!(
         order,
@@ -97,22 +96,14 @@ fn merges_named_and_not_approved_refusals_only() {
         refusal("not a host", RefusalReason::NotApproved),
         refusal("github.io", RefusalReason::NotApproved),
     ];
-    let w = merge(
-        &req(&["https://files.example.com/a"], &[]),
-        &refusals,
-        &Settings::default(),
-    )
-    .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = wanted(&["https://files.example.com/a"], &[], &refusals);
     assert_eq!(named_hosts(&w), ["files.example.com"]);
     assert_eq!(w.refused, [host("pypi.org")]);
 }
 
 #[test]
 fn empty_call_with_nothing_approvable_refused_is_nothing_to_approve_naming_why() {
-    assert_eq!(
-        merge(&req(&[], &[]), &[], &Settings::default()),
-        Err(Early::NothingToApprove(vec![]))
-    );
+    assert_eq!(merged(&[], &[], &[]), Err(Early::NothingToApprove(vec![])));
     let refusals = [
         refusal("x.example.com", RefusalReason::PortNotAllowed),
         refusal("10.0.0.1", RefusalReason::IpLiteral),
@@ -121,7 +112,7 @@ fn empty_call_with_nothing_approvable_refused_is_nothing_to_approve_naming_why()
         refusal("co.uk", RefusalReason::NotApproved),
     ];
     assert_eq!(
-        merge(&req(&[], &[]), &refusals, &Settings::default()),
+        merged(&[], &[], &refusals),
         Err(Early::NothingToApprove(vec![
             ("10.0.0.1".into(), RefusalReason::IpLiteral),
             ("co.uk".into(), RefusalReason::NotApproved),
@@ -137,11 +128,8 @@ fn named_host_refused_for_a_fixed_reason_is_not_approvable() {
         refusal("a.example.com", RefusalReason::PrivateAddress),
         refusal("c.example.com", RefusalReason::PrivateAddress),
     ];
-    let got = merge(
-        &req(&["https://b.example.com/", "https://a.example.com/"], &[]),
-        &refusals,
-        &Settings::default(),
-    );
+    let named = ["https://b.example.com/", "https://a.example.com/"];
+    let got = merged(&named, &[], &refusals);
     assert_eq!(
         got,
         Err(Early::NotApprovable(vec![
@@ -199,12 +187,7 @@ fn refused_packages_join_the_card() {
     let mut shadowed = seen("pypi.test", RefusalReason::PackageNotApproved, 7, 1);
     shadowed.package = Some("scipy".into());
     shadowed.shadow = true;
-    let w = merge(
-        &req(&[], &["requests"]),
-        &[pkg, unnamed, shadowed],
-        &Settings::default(),
-    )
-    .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = wanted(&[], &["requests"], &[pkg, unnamed, shadowed]);
     assert_eq!(package_names(&w), ["numpy", "requests"]);
     assert!(
         w.refused.is_empty(),
@@ -216,8 +199,7 @@ fn refused_packages_join_the_card() {
 fn a_named_pin_wins_over_a_refusal_of_the_same_package_and_a_decline_covers_every_pin() {
     let mut numpy = seen("pypi.test", RefusalReason::PackageNotApproved, 5, 1);
     numpy.package = Some("numpy".into());
-    let w = merge(&req(&[], &["NumPy==2.1.*"]), &[numpy], &Settings::default())
-        .unwrap_or_else(|e| unreachable!("{e:?}"));
+    let w = wanted(&[], &["NumPy==2.1.*"], &[numpy]);
     assert_eq!(
         package_names(&w),
         ["numpy==2.1.*"],
