@@ -61,6 +61,14 @@ impl ApiError {
     }
 }
 
+/// What a store write that reports whether it found its row answers (a removal, a revocation,
+/// a heartbeat on a held claim): `Ok` when it did, `missing()` (the endpoint's `404`, or its
+/// lost claim) when it did not. The routes whose write is also their existence check say it
+/// this one way, so none of them can answer success for a row that was not there.
+pub(crate) fn found(changed: bool, missing: impl FnOnce() -> ApiError) -> Result<(), ApiError> {
+    if changed { Ok(()) } else { Err(missing()) }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

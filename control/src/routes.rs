@@ -153,6 +153,17 @@ async fn one_credential_each(
     next.run(req).await
 }
 
+/// An administrator's listing, `{"<key>": [row, …]}`, each stored row written by `row`: the
+/// console's lists (sites, packages, tokens, webhooks, deliveries) answer in this one shape.
+fn listing<T>(
+    key: &str,
+    rows: &[T],
+    row: impl Fn(&T) -> serde_json::Value,
+) -> axum::Json<serde_json::Value> {
+    let rows: Vec<serde_json::Value> = rows.iter().map(row).collect();
+    axum::Json(serde_json::json!({ key: rows }))
+}
+
 /// Unknown paths answer in the API's error shape too.
 async fn no_such_endpoint() -> ApiError {
     ApiError::not_found("NOT_FOUND", "no such endpoint")

@@ -11,11 +11,12 @@ use egressgate_store::{Access, PackageSpec, SitePattern, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::listing;
 use super::openapi::schemas;
 use super::openapi::shared::errors;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
-use crate::error::ApiError;
+use crate::error::{ApiError, found};
 use crate::state::AppState;
 use crate::validate;
 
@@ -105,8 +106,7 @@ errors!(
 
 async fn list(state: &AppState, list: AdminList, plural: &str) -> Result<Json<Value>, ApiError> {
     let entries = state.store.admin_list(list).await?;
-    let items: Vec<Value> = entries.iter().map(|e| entry_json(list, e)).collect();
-    Ok(Json(json!({plural: items})))
+    Ok(listing(plural, &entries, |e| entry_json(list, e)))
 }
 
 /// Adds `value`; `201` with the new entry, or `200` with the entry already there (its
@@ -137,18 +137,17 @@ async fn add(
 }
 
 async fn remove(state: &AppState, list: AdminList, value: &str) -> Result<StatusCode, ApiError> {
-    if state
+    let removed = state
         .store
         .admin_remove(list, value, ACTOR, Timestamp::now())
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found(
+        .await?;
+    found(removed, || {
+        ApiError::not_found(
             "NOT_FOUND",
             format!("{} is not on the list", validate::quote(value)),
-        ))
-    }
+        )
+    })?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /v1/admin/sites` → `{"sites": [{"pattern", "note", "created_at"}]}`.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::openapi::schemas;
 use super::openapi::shared::{ChatParams, MissingUser};
 use crate::auth::ChatUser;
-use crate::error::ApiError;
+use crate::error::{ApiError, found};
 use crate::state::AppState;
 
 fn approval_not_found() -> ApiError {
@@ -42,15 +42,37 @@ pub(crate) async fn list_approvals(
     Ok(Json(json!({"approvals": approvals})))
 }
 
-/// The stored spelling of a value as a person may type it (`Files.Example.com.`, `Requests`).
-pub(super) fn canonical(kind: ApprovalKind, value: &str) -> String {
-    match kind {
-        ApprovalKind::Site => Host::parse(value).map(|h| h.as_str().to_owned()).ok(),
-        ApprovalKind::Package => PackageSpec::parse(value)
-            .map(|p| p.as_str().to_owned())
-            .ok(),
+/// The approval a revoke path names (`{kind}/{value}`), read once for the chat's revoke and
+/// the user's: they look it up, and answer with it, alike.
+pub(super) struct Revocation {
+    pub(super) kind: ApprovalKind,
+    /// The stored spelling of the value as a person may type it (`Files.Example.com.`,
+    /// `Requests`).
+    pub(super) value: String,
+}
+
+impl Revocation {
+    /// `missing()` (the endpoint's own `404`) for a kind that is neither `site` nor `package`.
+    pub(super) fn parse(
+        kind: &str,
+        value: &str,
+        missing: fn() -> ApiError,
+    ) -> Result<Self, ApiError> {
+        let kind = ApprovalKind::parse(kind).ok_or_else(missing)?;
+        let value = match kind {
+            ApprovalKind::Site => Host::parse(value).map(|h| h.as_str().to_owned()).ok(),
+            ApprovalKind::Package => PackageSpec::parse(value)
+                .map(|p| p.as_str().to_owned())
+                .ok(),
+        }
+        .unwrap_or_else(|| value.to_owned());
+        Ok(Self { kind, value })
     }
-    .unwrap_or_else(|| value.to_owned())
+
+    /// `{"revoked": {"kind", "value"}}`, once the store found the approval.
+    pub(super) fn answer(self) -> Json<Value> {
+        Json(json!({"revoked": {"kind": self.kind, "value": self.value}}))
+    }
 }
 
 /// `DELETE /v1/chats/{chat_id}/approvals/{kind}/{value}`.
@@ -64,16 +86,13 @@ pub(crate) async fn revoke(
     Path((chat_id, kind, value)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let chat = ChatId::parse(&chat_id).ok_or_else(approval_not_found)?;
-    let kind = ApprovalKind::parse(&kind).ok_or_else(approval_not_found)?;
-    let value = canonical(kind, &value);
-    if !state
+    let r = Revocation::parse(&kind, &value, approval_not_found)?;
+    let revoked = state
         .store
-        .revoke_approval(&user, &chat, kind, &value, Timestamp::now())
-        .await?
-    {
-        return Err(approval_not_found());
-    }
-    Ok(Json(json!({"revoked": {"kind": kind, "value": value}})))
+        .revoke_approval(&user, &chat, r.kind, &r.value, Timestamp::now())
+        .await?;
+    found(revoked, approval_not_found)?;
+    Ok(r.answer())
 }
 
 /// `DELETE /v1/chats/{chat_id}`: hide the chat.
@@ -86,13 +105,11 @@ pub(crate) async fn hide(
     Path(chat_id): Path<String>,
 ) -> Result<Json<schemas::Hidden>, ApiError> {
     let chat = ChatId::parse(&chat_id).ok_or_else(chat_not_found)?;
-    if !state
+    let hidden = state
         .store
         .hide_chat(&user, &chat, Timestamp::now())
-        .await?
-    {
-        return Err(chat_not_found());
-    }
+        .await?;
+    found(hidden, chat_not_found)?;
     Ok(Json(schemas::Hidden {
         chat_id: chat,
         hidden: true,

@@ -12,7 +12,7 @@ use super::openapi::schemas;
 use super::openapi::shared::{ClaimLost, InterruptNotFound, InterruptParams};
 use super::pointer::{self, CardCall, claim_lost, interrupt_not_found};
 use crate::bulk;
-use crate::error::ApiError;
+use crate::error::{ApiError, found};
 use crate::holder::SecretHolder;
 use crate::state::AppState;
 
@@ -68,13 +68,11 @@ pub(crate) async fn heartbeat(
         ));
     }
     let lease = now.plus(state.settings.lease).min(deadline);
-    if !state
+    let held = state
         .store
         .heartbeat_claim(&p, &claim.hash(), lease, now)
-        .await?
-    {
-        return Err(claim_lost());
-    }
+        .await?;
+    found(held, claim_lost)?;
     Ok(Json(schemas::Heartbeat {
         lease_expires_at: lease,
     }))
@@ -169,13 +167,11 @@ pub(crate) async fn takeover(
     let deadline = p.claim.as_ref().map_or(now, |c| c.deadline);
     let lease = now.plus(state.settings.lease).min(deadline);
     let worker = pointer::worker_label("claim", &hash);
-    if !state
+    let taken = state
         .store
         .take_over_claim(&p, &hash, &worker, lease, now)
-        .await?
-    {
-        return Err(claim_lost());
-    }
+        .await?;
+    found(taken, claim_lost)?;
     let snapshot = bulk::load_snapshot(&state, &p).await?;
     Ok(Json(Takeover {
         state: InterruptState::Claimed,

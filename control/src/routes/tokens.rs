@@ -12,10 +12,11 @@ use egressgate_store::{Secret, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::listing;
 use super::openapi::schemas;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
-use crate::error::ApiError;
+use crate::error::{ApiError, found};
 use crate::state::AppState;
 use crate::validate;
 
@@ -70,14 +71,8 @@ pub(crate) async fn list(
     _auth: AdminAuth,
     State(state): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
-    let tokens: Vec<Value> = state
-        .store
-        .list_tokens()
-        .await?
-        .iter()
-        .map(token_json)
-        .collect();
-    Ok(Json(json!({"tokens": tokens})))
+    let tokens = state.store.list_tokens().await?;
+    Ok(listing("tokens", &tokens, token_json))
 }
 
 /// `POST /v1/admin/tokens` → `201` with the token's fields and `"token"` (the secret, shown
@@ -146,16 +141,15 @@ pub(crate) async fn remove(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if state
+    let removed = state
         .store
         .remove_token(&name, ACTOR, Timestamp::now())
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found(
+        .await?;
+    found(removed, || {
+        ApiError::not_found(
             "TOKEN_NOT_FOUND",
             format!("no token named {}", validate::quote(&name)),
-        ))
-    }
+        )
+    })?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -5,15 +5,14 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use egressgate_store::db::policy::ApprovalKind;
 use egressgate_store::{Timestamp, UserId};
 use serde_json::{Value, json};
 
-use super::chats::canonical;
+use super::chats::Revocation;
 use super::openapi::schemas;
 use super::openapi::shared::MissingUser;
 use crate::auth::ChatUser;
-use crate::error::ApiError;
+use crate::error::{ApiError, found};
 use crate::state::AppState;
 
 /// `Some(user)` when the path names the person the header speaks for.
@@ -52,14 +51,11 @@ pub(crate) async fn revoke(
     if !same_user(&user, &user_id) {
         return Err(not_found());
     }
-    let kind = ApprovalKind::parse(&kind).ok_or_else(not_found)?;
-    let value = canonical(kind, &value);
-    if !state
+    let r = Revocation::parse(&kind, &value, not_found)?;
+    let revoked = state
         .store
-        .revoke_user_approval(&user, kind, &value, Timestamp::now())
-        .await?
-    {
-        return Err(not_found());
-    }
-    Ok(Json(json!({"revoked": {"kind": kind, "value": value}})))
+        .revoke_user_approval(&user, r.kind, &r.value, Timestamp::now())
+        .await?;
+    found(revoked, not_found)?;
+    Ok(r.answer())
 }

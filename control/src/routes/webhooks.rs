@@ -11,11 +11,12 @@ use egressgate_store::{MessageId, Timestamp, WebhookId};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::listing;
 use super::openapi::schemas;
 use super::openapi::shared::errors;
 use crate::auth::AdminAuth;
 use crate::body::StrictJson;
-use crate::error::ApiError;
+use crate::error::{ApiError, found};
 use crate::notify::http::Target;
 use crate::notify::webhooks::{EVENT_TYPES, new_secret};
 use crate::state::AppState;
@@ -127,14 +128,8 @@ pub(crate) async fn list(
     _auth: AdminAuth,
     State(state): State<AppState>,
 ) -> Result<Json<Value>, ApiError> {
-    let all: Vec<Value> = state
-        .store
-        .webhooks()
-        .await?
-        .iter()
-        .map(endpoint_json)
-        .collect();
-    Ok(Json(json!({"webhooks": all})))
+    let all = state.store.webhooks().await?;
+    Ok(listing("webhooks", &all, endpoint_json))
 }
 
 /// `POST /v1/admin/webhooks` → `201 {"id", "secret"}` (the secret shown this once).
@@ -199,15 +194,12 @@ pub(crate) async fn remove(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = WebhookId::parse(&id).ok_or_else(webhook_not_found)?;
-    if state
+    let removed = state
         .store
         .remove_webhook(&id, ACTOR, Timestamp::now())
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(webhook_not_found())
-    }
+        .await?;
+    found(removed, webhook_not_found)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /v1/admin/webhooks/{id}/deliveries`: attempts, status and next try, newest first.
@@ -219,14 +211,11 @@ pub(crate) async fn deliveries(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = known_endpoint(&state, &id).await?;
-    let list: Vec<Value> = state
+    let list = state
         .store
         .webhook_deliveries(&id, DELIVERIES_LISTED)
-        .await?
-        .iter()
-        .map(delivery_json)
-        .collect();
-    Ok(Json(json!({"deliveries": list})))
+        .await?;
+    Ok(listing("deliveries", &list, delivery_json))
 }
 
 /// `POST /v1/admin/webhooks/{id}/deliveries/{delivery_id}/retry`: due now, with a fresh set
@@ -248,12 +237,10 @@ pub(crate) async fn retry(
         )
     };
     let delivery = MessageId::parse(&delivery).ok_or_else(not_found)?;
-    if !state
+    let due = state
         .store
         .retry_delivery(&id, &delivery, Timestamp::now())
-        .await?
-    {
-        return Err(not_found());
-    }
+        .await?;
+    found(due, not_found)?;
     Ok(Json(json!({"id": delivery, "status": "pending"})))
 }
