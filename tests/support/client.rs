@@ -1,5 +1,7 @@
 //! Clients of the two listeners: the control API as JSON over HTTP/1.1, and raw proxy
 //! requests (forwarded and CONNECT) that control every byte, with the response reader both use.
+//! Just past a room's ~400 lines: it is the one place every suite's raw requests come from
+//! (request text, the reader, the cut and timeout helpers); a split is due when it grows again.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
