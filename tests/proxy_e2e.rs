@@ -98,11 +98,11 @@ async fn keep_alive_connection_neither_outlives_its_turn_nor_trusts_another_cred
     // The proxy's sweep closes the connection of an ended turn: the request meets either that
     // close (before any answer; the client's retry on a new connection is decided afresh)
     // or, when it lands before the sweep, a 407 on the connection itself.
-    let on_same = match conn.write_all(get(&turn).as_bytes()).await {
-        Ok(()) => read_response(&mut conn).await,
-        Err(e) => Err(e),
+    let on_same = async {
+        conn.write_all(get(&turn).as_bytes()).await?;
+        read_response(&mut conn).await
     };
-    let status = match on_same {
+    let status = match on_same.await {
         Ok(r) => r.status,
         Err(e) if is_cut(&e) => proxy_raw(g.proxy(), &get(&turn)).await.status,
         Err(e) => panic!("the expired turn's request on its keep-alive connection: {e}"),
