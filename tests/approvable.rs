@@ -51,9 +51,7 @@ async fn tool(api: &Api, turn: &Turn) -> Resp {
 
 #[tokio::test]
 async fn hosts_nobody_can_approve_are_not_approvable_anywhere() {
-    let g = gate().start();
-    let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let (g, api, turn) = gate_and_turn(&[], "alice", "c1").await;
     for host in ["github.io", "storage.googleapis.com"] {
         let (approvable, body) = refused(&g, &turn, host).await;
         assert_eq!(approvable, "false", "{host}: {body}");
@@ -100,11 +98,8 @@ async fn hosts_nobody_can_approve_are_not_approvable_anywhere() {
 
 #[tokio::test]
 async fn an_opted_in_host_is_approvable_everywhere() {
-    let g = gate()
-        .args(&["--allow-whole-host", "storage.googleapis.com"])
-        .start();
-    let api = g.api();
-    let turn = api.turn("alice", "c1", &[]).await;
+    let opted_in = ["--allow-whole-host", "storage.googleapis.com"];
+    let (g, api, turn) = gate_and_turn(&opted_in, "alice", "c1").await;
     let (approvable, body) = refused(&g, &turn, "storage.googleapis.com").await;
     assert_eq!(approvable, "true", "{body}");
     assert_eq!(

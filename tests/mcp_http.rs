@@ -28,9 +28,7 @@ async fn post_mcp(api: Api, headers: &[(&str, &str)], body: &str) -> Resp {
 
 #[tokio::test]
 async fn mcp_needs_the_runtime_token_and_a_turn() {
-    let g = gate().start();
-    let api = g.api();
-    let turn = g.turn("alice", "c1").await;
+    let (_g, api, turn) = gate_and_turn(&[], "alice", "c1").await;
     let bearer_rt = format!("Bearer {RUNTIME}");
     let bearer_admin = format!("Bearer {ADMIN}");
 
@@ -71,11 +69,8 @@ async fn mcp_needs_the_runtime_token_and_a_turn() {
 
 #[tokio::test]
 async fn mcp_refuses_foreign_hosts_and_accepts_the_public_one() {
-    let g = gate()
-        .args(&["--control-public-url", "https://gate.example.com"])
-        .start();
-    let api = g.api();
-    let turn = g.turn("alice", "c1").await;
+    let public = ["--control-public-url", "https://gate.example.com"];
+    let (_g, api, turn) = gate_and_turn(&public, "alice", "c1").await;
     let bearer = format!("Bearer {RUNTIME}");
     let base = [
         ("authorization", bearer.as_str()),

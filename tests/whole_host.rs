@@ -108,11 +108,8 @@ async fn path_multi_tenant_hosts_are_refused_as_whole_host_grants() {
 
 #[tokio::test]
 async fn an_opted_in_host_is_a_whole_host_grant_again() {
-    let g = gate()
-        .args(&["--allow-whole-host", "raw.githubusercontent.com"])
-        .start();
-    let api = g.api();
-    let turn = api.turn("alice", "c2", &[]).await;
+    let opted_in = ["--allow-whole-host", "raw.githubusercontent.com"];
+    let (_g, api, turn) = gate_and_turn(&opted_in, "alice", "c2").await;
     let r = tool(
         &api,
         &turn,

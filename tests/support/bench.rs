@@ -119,6 +119,16 @@ pub async fn reachable_with(names: &[&str], args: &[&str]) -> (Gate, Origin) {
     (gate().reach(&o).names(names).args(args).ready().await, o)
 }
 
+/// A gate started with the flags `args` (no origin, nothing listed), its control API, and a
+/// turn of `user` in `chat`: where the rows that check one control-plane flag (an opted-in
+/// host, a public URL) begin, so each reads as the flag and what it changes.
+pub async fn gate_and_turn(args: &[&str], user: &str, chat: &str) -> (Gate, Api, Turn) {
+    let g = gate().args(args).start();
+    let api = g.api();
+    let turn = api.turn(user, chat, &[]).await;
+    (g, api, turn)
+}
+
 /// A proxy-only process on the database at `db` (the scale-out and split-process rows).
 pub fn proxy_on(db: &str) -> GateBuilder {
     gate().subcommand("proxy").database(db)
