@@ -70,7 +70,7 @@ fn ip_literal_rows() -> Vec<Row> {
 
 #[test]
 fn ip_literal_spellings_are_refused_before_dns() {
-    in_netns("ip_literal_spellings_are_refused_before_dns", || async {
+    in_netns(|| async {
         let o = origin().await;
         let g = name_gate(&o, &[FILES], &[FILES]).await;
         let runs = run_rows(&g, &[&o], o.addr.port(), &ip_literal_rows()).await;
@@ -156,15 +156,10 @@ fn internal_name_rows() -> Vec<Row> {
 
 #[test]
 fn internal_names_are_refused_before_dns() {
-    in_netns("internal_names_are_refused_before_dns", || async {
+    in_netns(|| async {
         let o = origin().await;
         // Every internal name resolves to the origin: a missing rule would really reach it.
-        let resolve: Vec<String> = internal_name_rows()
-            .iter()
-            .map(|r| r.host.trim_end_matches('.').to_ascii_lowercase())
-            .chain(["localhost".to_owned()])
-            .collect();
-        let resolve: Vec<&str> = resolve.iter().map(String::as_str).collect();
+        let resolve = row_names(&internal_name_rows(), &["localhost"]);
         let g = name_gate(&o, &resolve, &[]).await;
         run_rows(&g, &[&o], o.addr.port(), &internal_name_rows()).await;
         for (trick, host) in [
@@ -235,22 +230,17 @@ async fn legitimate_public_looking_names_pass_both_paths() {
         (long.clone(), "*.long.example.com"),
     ];
     let o = origin().await;
-    let resolved: Vec<String> = names
-        .iter()
-        .map(|(sent, _)| sent.trim_end_matches('.').to_ascii_lowercase())
-        .collect();
-    let resolved: Vec<&str> = resolved.iter().map(String::as_str).collect();
-    let patterns: Vec<&str> = names.iter().map(|(_, pattern)| *pattern).collect();
-    let g = gate()
-        .reach(&o)
-        .names(&resolved)
-        .sites(&patterns)
-        .ready()
-        .await;
     let rows: Vec<Row> = names
         .iter()
         .map(|(sent, _)| reached("legitimate name", sent))
         .collect();
+    let patterns: Vec<&str> = names.iter().map(|(_, pattern)| *pattern).collect();
+    let g = gate()
+        .reach(&o)
+        .names(&row_names(&rows, &[]))
+        .sites(&patterns)
+        .ready()
+        .await;
     let runs = run_rows(&g, &[], o.addr.port(), &rows).await;
     assert!(runs >= 30);
     // Forwarding may reuse an idle upstream connection, so count requests, not connections.

@@ -47,7 +47,7 @@ fn port_rows(origin_port: u16) -> Vec<Row> {
 
 #[test]
 fn ports_outside_the_allow_list_are_refused() {
-    in_netns("ports_outside_the_allow_list_are_refused", || async {
+    in_netns(|| async {
         let o = origin().await;
         let g = name_gate(&o, &[FILES], &[FILES]).await;
         let mut runs = run_rows(&g, &[&o], o.addr.port(), &port_rows(o.addr.port())).await;
@@ -153,33 +153,26 @@ fn not_approved_rows() -> Vec<Row> {
 
 #[test]
 fn unapproved_look_alikes_are_refused_as_approvable() {
-    in_netns(
-        "unapproved_look_alikes_are_refused_as_approvable",
-        || async {
-            let o = origin().await;
-            // All resolve to the origin: a wrong allow would really reach it.
-            let resolve: Vec<String> = not_approved_rows()
-                .iter()
-                .map(|r| r.host.trim_end_matches('.').to_ascii_lowercase())
-                .collect();
-            let mut resolve: Vec<&str> = resolve.iter().map(String::as_str).collect();
-            resolve.extend([FILES, "example.com", "a.wild.example.org"]);
-            let sites = ["example.com", FILES, "*.wild.example.org"];
-            let g = name_gate(&o, &resolve, &sites).await;
-            let api = g.api();
-            run_rows(&g, &[&o], o.addr.port(), &not_approved_rows()).await;
-            assert_malformed(&g, &o, "raw UTF-8 homograph", "ex\u{430}mple.com").await;
-            assert_eq!(o.connection_count(), 0);
-            // The approvals themselves work (the rows were refused for being look-alikes).
-            let turn = api.turn("battery", "approved-ok", &[]).await;
-            for h in ["example.com", FILES, "a.wild.example.org"] {
-                let r = forward_raw(g.proxy(), &turn, &format!("{h}:{}", o.addr.port()), None)
-                    .await
-                    .unwrap();
-                assert_eq!(r.status, 200, "{h}: {}", r.text());
-            }
-        },
-    );
+    in_netns(|| async {
+        let o = origin().await;
+        // All resolve to the origin: a wrong allow would really reach it.
+        let approved = [FILES, "example.com", "a.wild.example.org"];
+        let resolve = row_names(&not_approved_rows(), &approved);
+        let sites = ["example.com", FILES, "*.wild.example.org"];
+        let g = name_gate(&o, &resolve, &sites).await;
+        let api = g.api();
+        run_rows(&g, &[&o], o.addr.port(), &not_approved_rows()).await;
+        assert_malformed(&g, &o, "raw UTF-8 homograph", "ex\u{430}mple.com").await;
+        assert_eq!(o.connection_count(), 0);
+        // The approvals themselves work (the rows were refused for being look-alikes).
+        let turn = api.turn("battery", "approved-ok", &[]).await;
+        for h in approved {
+            let r = forward_raw(g.proxy(), &turn, &format!("{h}:{}", o.addr.port()), None)
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{h}: {}", r.text());
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -188,53 +181,50 @@ fn unapproved_look_alikes_are_refused_as_approvable() {
 
 #[test]
 fn host_header_disagreeing_with_the_uri_is_refused() {
-    in_netns(
-        "host_header_disagreeing_with_the_uri_is_refused",
-        || async {
-            let o = origin().await;
-            let p = o.addr.port();
-            let g = name_gate(&o, &[FILES, OTHER], &[FILES, OTHER]).await;
-            const R: &str = "host_mismatch";
-            let other_port = if p == 65535 { 65534 } else { p + 1 };
-            let other_host = format!("{OTHER}:{p}");
-            let evil = format!("evil.example.net:{p}");
-            let files_other_port = format!("{FILES}:{other_port}");
-            let files = format!("{FILES}:{p}");
-            let loopback = format!("127.0.0.1:{p}");
-            let localhost = format!("localhost:{p}");
-            let userinfo = format!("{FILES}:{p}@evil.example.net");
-            // Forwarding only: CONNECT has no Host header.
-            let mismatch = |trick: &str, hosts: &[&str]| {
-                refused(trick, FILES, R).forward_only().host_headers(hosts)
-            };
-            let rows = vec![
-                mismatch("Host names another approved host", &[&other_host]).rec(FILES),
-                mismatch("Host names an unapproved host", &[&evil]),
-                mismatch("Host names another port", &[&files_other_port]),
-                mismatch("Host without the URI's port (means 80)", &[FILES]),
-                mismatch(
-                    "two Host headers, the second another host",
-                    &[&files, &evil],
-                ),
-                mismatch("two Host headers, the first another host", &[&evil, &files]),
-                mismatch("two identical Host headers", &[&files, &files]),
-                mismatch("Host is an IP literal", &[&loopback]),
-                mismatch("Host is localhost", &[&localhost]),
-                mismatch("empty Host", &[""]),
-                mismatch("Host with userinfo-like suffix", &[&userinfo]),
-            ];
-            run_rows(&g, &[&o], p, &rows).await;
-            assert_eq!(o.connection_count(), 0);
-            // Spelling differences alone are not a mismatch.
-            let same = format!("FILES.Example.COM.:{p}");
-            let ok = vec![
-                reached("Host differs only in case and trailing dot", FILES)
-                    .forward_only()
-                    .host_headers(&[&same]),
-            ];
-            run_rows(&g, &[], p, &ok).await;
-        },
-    );
+    in_netns(|| async {
+        let o = origin().await;
+        let p = o.addr.port();
+        let g = name_gate(&o, &[FILES, OTHER], &[FILES, OTHER]).await;
+        const R: &str = "host_mismatch";
+        let other_port = if p == 65535 { 65534 } else { p + 1 };
+        let other_host = format!("{OTHER}:{p}");
+        let evil = format!("evil.example.net:{p}");
+        let files_other_port = format!("{FILES}:{other_port}");
+        let files = format!("{FILES}:{p}");
+        let loopback = format!("127.0.0.1:{p}");
+        let localhost = format!("localhost:{p}");
+        let userinfo = format!("{FILES}:{p}@evil.example.net");
+        // Forwarding only: CONNECT has no Host header.
+        let mismatch = |trick: &str, hosts: &[&str]| {
+            refused(trick, FILES, R).forward_only().host_headers(hosts)
+        };
+        let rows = vec![
+            mismatch("Host names another approved host", &[&other_host]).rec(FILES),
+            mismatch("Host names an unapproved host", &[&evil]),
+            mismatch("Host names another port", &[&files_other_port]),
+            mismatch("Host without the URI's port (means 80)", &[FILES]),
+            mismatch(
+                "two Host headers, the second another host",
+                &[&files, &evil],
+            ),
+            mismatch("two Host headers, the first another host", &[&evil, &files]),
+            mismatch("two identical Host headers", &[&files, &files]),
+            mismatch("Host is an IP literal", &[&loopback]),
+            mismatch("Host is localhost", &[&localhost]),
+            mismatch("empty Host", &[""]),
+            mismatch("Host with userinfo-like suffix", &[&userinfo]),
+        ];
+        run_rows(&g, &[&o], p, &rows).await;
+        assert_eq!(o.connection_count(), 0);
+        // Spelling differences alone are not a mismatch.
+        let same = format!("FILES.Example.COM.:{p}");
+        let ok = vec![
+            reached("Host differs only in case and trailing dot", FILES)
+                .forward_only()
+                .host_headers(&[&same]),
+        ];
+        run_rows(&g, &[], p, &ok).await;
+    });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -292,7 +292,7 @@ pub async fn check_row(
 /// A gate for name-level rows: loopback reachable (`--allow-cidr 127.0.0.0/8`) and names
 /// resolved to 127.0.0.1, so a missing name rule would really reach the origin.
 /// The administrator listed `sites`.
-pub async fn name_gate(origin: &Origin, names: &[&str], sites: &[&str]) -> Gate {
+pub async fn name_gate(origin: &Origin, names: &[impl AsRef<str>], sites: &[&str]) -> Gate {
     gate()
         .reach(origin)
         .args(&["--internal-suffix", "example-corp.net"])
@@ -300,6 +300,16 @@ pub async fn name_gate(origin: &Origin, names: &[&str], sites: &[&str]) -> Gate 
         .sites(sites)
         .ready()
         .await
+}
+
+/// The names `rows` reach as the gate resolves them (no trailing dot, lower case), and
+/// `more`: what a battery resolves to its origin, so a rule that failed to refuse a row would
+/// really reach it.
+pub fn row_names(rows: &[Row], more: &[&str]) -> Vec<String> {
+    rows.iter()
+        .map(|r| r.host.trim_end_matches('.').to_ascii_lowercase())
+        .chain(more.iter().map(|m| (*m).to_owned()))
+        .collect()
 }
 
 /// Asserts a request that the HTTP layer cannot parse is `400`, recorded nowhere, and dials

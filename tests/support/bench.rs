@@ -13,11 +13,12 @@ use super::*;
 pub const FILES: &str = "files.example.com";
 
 impl GateBuilder {
-    /// Every name resolves to 127.0.0.1, where the test's origins listen.
-    pub fn names(self, names: &[&str]) -> Self {
+    /// Every name resolves to 127.0.0.1, where the test's origins listen (names written in
+    /// the test, or computed from its rows).
+    pub fn names(self, names: &[impl AsRef<str>]) -> Self {
         names
             .iter()
-            .fold(self, |b, name| b.resolve(name, "127.0.0.1"))
+            .fold(self, |b, name| b.resolve(name.as_ref(), "127.0.0.1"))
     }
 
     /// The gate's own DNS: each (name, address) is one `--resolve` answer (a name listed twice

@@ -13,11 +13,13 @@ const NETNS_ENV: &str = "EGRESSGATE_IN_NETNS";
 /// Runs `body` inside a fresh network namespace whose only interface is `lo`.
 ///
 /// Outside the namespace (no `EGRESSGATE_IN_NETNS`), re-executes this test binary for exactly
-/// `test_name` under `unshare --net` and asserts the child passed exactly one test. If
-/// `unshare` cannot create the namespace the test fails loudly: it never silently skips.
+/// the calling test under `unshare --net` and asserts the child passed exactly one test. The
+/// test is named by its thread (the test harness names each test's thread after the test), so
+/// the name is written once, in the `fn`, and cannot drift from it. If `unshare` cannot create
+/// the namespace the test fails loudly: it never silently skips.
 /// Inside, it first proves there is no way out (only `lo`, no IPv4 routes, IPv6 only on `lo`),
 /// then runs `body` on a multi-threaded runtime.
-pub fn in_netns<F, Fut>(test_name: &str, body: F)
+pub fn in_netns<F, Fut>(body: F)
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = ()>,
@@ -32,6 +34,10 @@ where
         rt.block_on(body());
         return;
     }
+    let current = std::thread::current();
+    let test_name = current
+        .name()
+        .expect("in_netns runs on a test's own thread, which the harness names after the test");
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new("unshare")
         .args([
