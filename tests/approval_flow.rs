@@ -15,7 +15,7 @@ use support::*;
 /// A gate that may reach the origin as [`FILES`], with nothing listed.
 async fn setup() -> (Gate, Origin) {
     let o = origin().await;
-    (gate().reach(&o).names(&[FILES]).ready().await, o)
+    (gate().reach_as(&o, &[FILES]).ready().await, o)
 }
 
 /// [`setup`], and a turn of (user, `c1`) whose first download was refused: (gate, its API,

@@ -18,8 +18,7 @@ async fn database_outage_fails_closed_and_recovers_without_restart() {
     let o = origin().await;
     let g = gate()
         .database(&pg.url())
-        .reach(&o)
-        .names(&[FILES, "evil.example.com"])
+        .reach_as(&o, &[FILES, "evil.example.com"])
         .args(&["--db-statement-timeout", "1s"])
         .sites(&[FILES])
         .ready()
@@ -69,8 +68,7 @@ async fn kill_9_during_a_refusal_burst_keeps_every_answered_refusal() {
     let o = origin().await;
     let g = gate()
         .database("sqlite-default")
-        .reach(&o)
-        .names(&["evil.example.com"])
+        .reach_as(&o, &["evil.example.com"])
         .ready()
         .await;
     let turn = g.turn("u", "c").await;
@@ -120,8 +118,7 @@ async fn kill_9_during_a_refusal_burst_keeps_every_answered_refusal() {
 async fn sigterm_closes_listeners_drains_tunnels_and_exits_zero() {
     let o = origin().await;
     let g = gate()
-        .reach(&o)
-        .names(&[FILES])
+        .reach_as(&o, &[FILES])
         .args(&["--drain-timeout", "2s"])
         // Started the way a supervisor may start it: the drain must not depend on the
         // signal mask it inherits.

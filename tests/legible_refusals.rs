@@ -195,8 +195,7 @@ async fn deployment_ca(g: &Gate) -> String {
 async fn marked_bench() -> (Gate, Origin, String) {
     let o = origin().await;
     let g = gate()
-        .reach(&o)
-        .names(&[FILES, OTHER])
+        .reach_as(&o, &[FILES, OTHER])
         .args(&[
             "--client-hello-timeout",
             "2s",
@@ -351,8 +350,7 @@ async fn without_a_deployment_ca_a_marked_tls_connect_is_closed_and_plain_http_s
     }
     let o = origin().await;
     let g = gate()
-        .reach(&o)
-        .names(&[FILES])
+        .reach_as(&o, &[FILES])
         .env("EGRESSGATE_CA_SEAL_KEY", "")
         .start();
     let turn = g.turn("u", "c").await;

@@ -15,7 +15,7 @@ use support::*;
 async fn two_proxies_spend_exactly_the_uses_of_one_counted_grant() {
     let pg = PgCluster::start();
     let o = origin().await;
-    let proxy = || proxy_on(&pg.url()).reach(&o).names(&[FILES]).start();
+    let proxy = || proxy_on(&pg.url()).reach_as(&o, &[FILES]).start();
     let (p1, p2) = (proxy(), proxy());
     let control = control_on(&pg.url(), &p1.proxy().to_string()).start();
     let api = control.api();

@@ -18,7 +18,7 @@ use support::*;
 async fn a_subscriber_on_one_control_process_sees_changes_made_through_others() {
     let pg = PgCluster::start();
     let o = origin().await;
-    let proxy = proxy_on(&pg.url()).reach(&o).names(&[FILES]).start();
+    let proxy = proxy_on(&pg.url()).reach_as(&o, &[FILES]).start();
     let public = proxy.proxy().to_string();
     let control = || control_on(&pg.url(), &public).start();
     let (a, b) = (control(), control());

@@ -177,12 +177,7 @@ async fn approved_host_is_forwarded_without_proxy_credentials_or_hop_headers() {
 async fn approved_host_is_reachable_by_connect_with_tls_end_to_end() {
     let pki = pki(&[FILES]);
     let o = tls_origin(&pki).await;
-    let g = gate()
-        .names(&[FILES])
-        .reach(&o)
-        .sites(&[FILES])
-        .ready()
-        .await;
+    let g = gate().reach_as(&o, &[FILES]).sites(&[FILES]).ready().await;
     let turn = g.turn("u1", "c1").await;
     let (head, stream) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(head.status, 200);
@@ -196,7 +191,7 @@ async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
     let o = origin().await;
     let port = o.port().to_string();
     let names = [FILES, "evil.example.com"];
-    let g = gate().names(&names).reach(&o).sites(&[FILES]).ready().await;
+    let g = gate().reach_as(&o, &names).sites(&[FILES]).ready().await;
     let turn = g.turn("u1", "c1").await;
     assert_eq!(
         proxy_get(
@@ -209,7 +204,7 @@ async fn restart_on_the_same_data_dir_keeps_turns_lists_and_refusals() {
         403
     );
     let dir = g.kill();
-    let g = gate().data_dir(dir).names(&[FILES]).reach(&o).start();
+    let g = gate().data_dir(dir).reach_as(&o, &[FILES]).start();
     let api = g.api();
     assert_eq!(
         g.get(&turn, &format!("http://{FILES}:{port}/"))

@@ -53,8 +53,7 @@ async fn every_proxy_on_postgresql_hears_a_revocation_and_listens_again_when_cut
     let poll_off = ["--epoch-poll", "1h"];
     let proxy = || {
         proxy_on(&pg.url())
-            .reach(&o)
-            .names(&[FILES])
+            .reach_as(&o, &[FILES])
             .args(&poll_off)
             .start()
     };

@@ -31,7 +31,7 @@ struct Fleet {
 async fn fleet(lease: &str) -> Fleet {
     let pg = PgCluster::start();
     let origin = origin().await;
-    let proxy = || proxy_on(&pg.url()).reach(&origin).names(&[FILES]).start();
+    let proxy = || proxy_on(&pg.url()).reach_as(&origin, &[FILES]).start();
     let (p1, p2) = (proxy(), proxy());
     let public = p1.proxy().to_string();
     let control = || {

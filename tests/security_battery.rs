@@ -236,8 +236,7 @@ async fn legitimate_public_looking_names_pass_both_paths() {
         .collect();
     let patterns: Vec<&str> = names.iter().map(|(_, pattern)| *pattern).collect();
     let g = gate()
-        .reach(&o)
-        .names(&row_names(&rows, &[]))
+        .reach_as(&o, &row_names(&rows, &[]))
         .sites(&patterns)
         .ready()
         .await;

@@ -236,8 +236,7 @@ async fn keep_alive_requests_are_each_decided_on_their_own() {
     let o = origin().await;
     let p = o.addr.port();
     let g = gate()
-        .reach(&o)
-        .names(&[FILES, "localhost"])
+        .reach_as(&o, &[FILES, "localhost"])
         .sites(&[FILES])
         .ready()
         .await;

@@ -16,8 +16,7 @@ async fn control_addresses_are_refused_like_the_gates_own_listeners() {
     // A listener standing in for a control process elsewhere on this host.
     let control = origin().await;
     let g = gate()
-        .reach(&control)
-        .names(&[FILES])
+        .reach_as(&control, &[FILES])
         .args(&["--control-addr", &control.at("127.0.0.1")])
         .sites(&[FILES])
         .ready()

@@ -111,7 +111,7 @@ async fn a_shadow_deployment_records_policy_refusals_and_lets_them_through() {
 #[tokio::test]
 async fn a_users_own_mode_wins_and_takes_effect_on_open_turns() {
     let o = origin().await;
-    let g = gate().reach(&o).names(&[FILES]).ready().await;
+    let g = gate().reach_as(&o, &[FILES]).ready().await;
     let api = g.api();
     let url = o.url(FILES, "/data.csv");
     let alice = g.turn("alice", "c1").await;

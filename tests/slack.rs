@@ -92,8 +92,7 @@ impl Slack {
 
 fn slack_gate(b: GateBuilder, slack: &Slack, o: &Origin) -> Gate {
     let base = format!("http://slack.test:{}", slack.port);
-    b.reach(o)
-        .names(&[FILES, "slack.test"])
+    b.reach_as(o, &[FILES, "slack.test"])
         .ports(&[slack.port])
         .args(&[
             "--slack-signing-secret",

@@ -1,7 +1,7 @@
 //! The bench a row of the design's table runs on, set up in one expression: which names resolve
 //! to the loopback origins, which ranges and ports the gate may dial, and what the
 //! administrator has listed, e.g.
-//! `gate().reach(&o).names(&[FILES]).sites(&[FILES]).ready().await`.
+//! `gate().reach_as(&o, &[FILES]).sites(&[FILES]).ready().await`.
 //! Plus the short calls the rows then make: an origin's URLs, the chat and admin changes that
 //! revoke, and the check that a response is a refusal for a reason.
 
@@ -45,6 +45,13 @@ impl GateBuilder {
     /// The origin is reachable: loopback allowed, and its port.
     pub fn reach(self, origin: &Origin) -> Self {
         self.loopback().ports(&[origin.addr.port()])
+    }
+
+    /// The origin is reachable under `names`: [`GateBuilder::reach`] it, and each name
+    /// resolves to it ([`GateBuilder::names`]); how most rows put a host in front of their
+    /// origin.
+    pub fn reach_as(self, origin: &Origin, names: &[impl AsRef<str>]) -> Self {
+        self.reach(origin).names(names)
     }
 
     /// Sites the administrator lists once the gate is up.
@@ -117,7 +124,7 @@ pub async fn reachable(names: &[&str]) -> (Gate, Origin) {
 /// rows that check one flag against one origin.
 pub async fn reachable_with(names: &[&str], args: &[&str]) -> (Gate, Origin) {
     let o = origin().await;
-    (gate().reach(&o).names(names).args(args).ready().await, o)
+    (gate().reach_as(&o, names).args(args).ready().await, o)
 }
 
 /// A gate started with the flags `args` (no origin, nothing listed), its control API, and a
