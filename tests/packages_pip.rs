@@ -7,8 +7,8 @@
 
 mod support;
 
-use support::ADMIN;
 use support::registry::{self, mirror::Mirror};
+use support::{ADMIN, Api, Turn};
 
 const INDEX: &str = "pypi.test";
 
@@ -28,14 +28,21 @@ fn setup() -> Option<Mirror> {
     )
 }
 
+/// [`setup`], and user `u`'s turn in chat `c` once the administrators listed `packages`
+/// (maybe none): the registry, the gate's API and the turn, where most rows here run.
+async fn listed(packages: &[&str]) -> Option<(Mirror, Api, Turn)> {
+    let m = setup()?;
+    let api = m.gate.api();
+    let turn = registry::listed_turn(&api, packages).await;
+    Some((m, api, turn))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn approved_packages_install_and_nothing_else_does() {
-    let Some(m) = setup() else {
+    // No site approval for the index host: the package approval is enough.
+    let Some((m, api, turn)) = listed(&["Approved_Pkg", "pinned==1.*"]).await else {
         return;
     };
-    let api = m.gate.api();
-    // No site approval for the index host: the package approval is enough.
-    let turn = registry::listed_turn(&api, &["Approved_Pkg", "pinned==1.*"]).await;
 
     assert!(m.installs(&turn, "approved-pkg"));
     assert!(m.installs(&turn, "pinned==1.0"));
@@ -122,11 +129,9 @@ async fn a_package_with_a_dependency_installs_after_one_card() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
     use tokio::io::AsyncWriteExt as _;
-    let Some(m) = setup() else {
+    let Some((m, api, turn)) = listed(&["approved-pkg"]).await else {
         return;
     };
-    let api = m.gate.api();
-    let turn = registry::listed_turn(&api, &["approved-pkg"]).await;
     let authority = format!("{INDEX}:{}", m.server.port);
 
     // Plain HTTP inside a CONNECT tunnel is served request by request: each one is judged
@@ -174,11 +179,9 @@ async fn tunnels_to_the_index_are_judged_per_request_or_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_requests_for_one_refused_package_keep_one_row() {
-    let Some(m) = setup() else {
+    let Some((m, api, turn)) = listed(&[]).await else {
         return;
     };
-    let api = m.gate.api();
-    let turn = api.turn("u", "c", &[]).await;
     let path = "/packages/beta-1.0-py3-none-any.whl";
     let answers = futures_util::future::join_all((0..16).map(|_| m.get(&turn, path))).await;
     // Every answer is the recorded refusal: none passed, none was a 503.
@@ -206,11 +209,9 @@ async fn concurrent_requests_for_one_refused_package_keep_one_row() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_for_a_pinned_package_opens_only_its_versions_until_revoked_by_name() {
-    let Some(m) = setup() else {
+    let Some((m, api, turn)) = listed(&[]).await else {
         return;
     };
-    let api = m.gate.api();
-    let turn = api.turn("u", "c", &[]).await;
     assert!(m.refuses(&turn, "pinned==1.0"));
 
     // The agent asks for the range it needs; the refusal of the same package adds nothing.
