@@ -19,16 +19,18 @@ use support::*;
 /// their second is the push.
 const NO_POLL: [&str; 2] = ["--epoch-poll", "1h"];
 
-/// A gate that may reach the origin as [`FILES`], with nothing listed (and [`NO_POLL`]).
-async fn setup() -> (Gate, Origin, u16) {
+/// A gate that may reach the origin as [`FILES`], with nothing listed (and [`NO_POLL`]): the
+/// gate, its API (every row revokes through it), the origin and its port.
+async fn setup() -> (Gate, Api, Origin, u16) {
     setup_with(&[]).await
 }
 
 /// [`setup`] with the gate's flags `args` besides [`NO_POLL`].
-async fn setup_with(args: &[&str]) -> (Gate, Origin, u16) {
+async fn setup_with(args: &[&str]) -> (Gate, Api, Origin, u16) {
     let (g, o) = reachable_with(&[FILES], &[args, &NO_POLL[..]].concat()).await;
     let port = o.port();
-    (g, o, port)
+    let api = g.api();
+    (g, api, o, port)
 }
 
 fn url(port: u16) -> String {
@@ -71,8 +73,7 @@ async fn closes_only_the_first<R>(
 
 #[tokio::test]
 async fn revoking_an_approval_closes_that_chats_connections_only() {
-    let (g, _o, port) = setup().await;
-    let api = g.api();
+    let (g, api, _o, port) = setup().await;
     let [c1, c2] = approved_turns(&g, port, [("alice", "c1"), ("alice", "c2")]).await;
     let why = ("revoked approval", "another chat's approval");
     closes_only_the_first(&g, port, (&c1, &c2), why, async || {
@@ -90,12 +91,12 @@ async fn revoking_closes_a_tunnel_whose_client_never_spoke() {
     // Off 443 a silent client may be a server-first protocol's: after the first-bytes wait the
     // proxy dials the origin and waits for either side to speak. A revocation must close the
     // tunnel in that wait too, not only once bytes move.
-    let (g, o, port) = setup().await;
+    let (g, api, o, port) = setup().await;
     let [turn] = approved_turns(&g, port, [("alice", "c1")]).await;
     let (r, mut silent) = connect(g.proxy(), &turn, &o.at(FILES)).await;
     assert_eq!(r.status, 200, "CONNECT: {}", r.text());
     o.assert_dialled().await;
-    revoke_files(&g.api(), "alice", "c1").await;
+    revoke_files(&api, "alice", "c1").await;
     assert_closed_in_a_second(&mut silent, Instant::now(), "the silent tunnel").await;
     g.assert_logged(&["revoked: closing an open connection"], "the closing")
         .await;
@@ -103,8 +104,7 @@ async fn revoking_closes_a_tunnel_whose_client_never_spoke() {
 
 #[tokio::test]
 async fn removing_an_admin_site_closes_what_it_let_through() {
-    let (g, _o, port) = setup().await;
-    let api = g.api();
+    let (g, api, _o, port) = setup().await;
     api.admin_site(FILES).await;
     let c1 = g.turn("alice", "c1").await;
     // Another chat reaches the same host through its launch-time sites, which stay.
@@ -120,8 +120,7 @@ async fn removing_an_admin_site_closes_what_it_let_through() {
 
 #[tokio::test]
 async fn hiding_a_chat_ends_its_turns_and_closes_their_connections() {
-    let (g, _o, port) = setup().await;
-    let api = g.api();
+    let (g, api, _o, port) = setup().await;
     let c1 = api.turn("alice", "c1", &[FILES]).await;
     let c2 = api.turn("alice", "c2", &[FILES]).await;
     let why = ("hidden chat", "another chat");
@@ -145,8 +144,7 @@ async fn hiding_a_chat_ends_its_turns_and_closes_their_connections() {
 
 #[tokio::test]
 async fn a_user_losing_can_approve_loses_what_they_approved() {
-    let (g, _o, port) = setup().await;
-    let api = g.api();
+    let (g, api, _o, port) = setup().await;
     let [alice, bob] = approved_turns(&g, port, [("alice", "c1"), ("bob", "c1")]).await;
     let why = ("can_approve lost", "another user's approval");
     let r = closes_only_the_first(&g, port, (&alice, &bob), why, async || {
@@ -164,8 +162,7 @@ async fn a_user_losing_can_approve_loses_what_they_approved() {
 /// path by which a card's decision is undone; its tunnel closes like any other revocation.
 #[tokio::test]
 async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
-    let (g, _o, port) = setup_with(&["--claim-cap", "1", "--lease", "1s"]).await;
-    let api = g.api();
+    let (g, api, _o, port) = setup_with(&["--claim-cap", "1", "--lease", "1s"]).await;
     let c1 = g.turn("alice", "c1").await;
     let [c2] = approved_turns(&g, port, [("alice", "c2")]).await;
     let (id, secret) = approved(&api, &c1, &[&url(port)]).await;
@@ -190,8 +187,7 @@ async fn a_card_expired_past_its_claim_cap_closes_what_it_approved() {
 /// relied on it, and no other user's.
 #[tokio::test]
 async fn revoking_a_user_grant_closes_every_chat_it_let_through() {
-    let (g, _o, port) = setup_with(&["--allow-user-scope"]).await;
-    let api = g.api();
+    let (g, api, _o, port) = setup_with(&["--allow-user-scope"]).await;
     let c1 = g.turn("alice", "c1").await;
     let user_scope = json!({"approved": true, "scope": "user"});
     let (r, _, _) = ask_and_answer(&api, &c1, &[&url(port)], user_scope).await;
