@@ -5,7 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use axum::http::StatusCode;
-use egressgate_store::{Card, Host, PackageSpec, Timestamp, TurnId};
+use egressgate_store::{Card, Host, PackageSpec, Timestamp};
 use serde_json::{Value, json};
 
 use crate::support::{Answer, TestApp};
@@ -76,12 +76,7 @@ pub async fn draft_in_turn(
     packages: &[&str],
     tool_call_id: Option<&str>,
 ) -> String {
-    let turn = app
-        .store
-        .turn(&TurnId::parse(turn_id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let turn = app.stored_turn(turn_id).await;
     let card = Card::new(
         sites.iter().map(|s| Host::parse(s).unwrap()).collect(),
         sites
