@@ -125,15 +125,8 @@ async fn an_invalid_decision_claims_nothing() {
     assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 0);
     // Rejections are aggregated per card: one audit row, the count on the card (written in
     // a batch shortly after).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while app
-        .count("SELECT COUNT(*) FROM interrupts WHERE rejected_count = 2")
-        .await
-        != 1
-    {
-        assert!(std::time::Instant::now() < deadline, "count never written");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let rejected_twice = "SELECT COUNT(*) FROM interrupts WHERE rejected_count = 2";
+    app.wait_for_count(rejected_twice, |n| n == 1).await;
     assert_eq!(app.audit_rows("decision_rejected").await, 1);
 }
 

@@ -2,7 +2,7 @@
 //! the proxy would record them, the administrator's lists, and raw SQL for states the API has
 //! no endpoint for (an expired turn, a hidden chat, an approval row).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use egressgate_store::db::refusals::RefusalEvent;
@@ -168,6 +168,20 @@ impl TestApp {
         let n: i64 = row.try_get(0).expect("count column");
         pool.close().await;
         n
+    }
+
+    /// Polls the count `sql` until `done` holds for it, failing after a generous deadline:
+    /// for what the control plane writes in the background (batched rejection counts).
+    pub async fn wait_for_count(&self, sql: &str, done: impl Fn(i64) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = self.count(sql).await;
+            if done(got) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{sql}: still {got}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// How many audit rows of `kind` were written.
