@@ -110,7 +110,7 @@ async fn a_lapsed_lease_lets_the_next_click_claim() {
         in_progress,
         "a second click while the first is held",
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     let second = cards::approve(&app, &r).await;
     assert_ne!(first, second);
     // The first worker's claim is gone.
@@ -131,11 +131,11 @@ async fn past_the_claim_cap_the_card_is_denied_and_its_rows_deleted() {
     let app = TestApp::with_settings(settings).await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
     cards::approve(&app, &r).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     cards::approve(&app, &r).await;
     let stamped = format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{}'", r.id);
     assert_eq!(app.count(&stamped).await, 2);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     let (status, body) = cards::click(&app, &r).await;
     assert_code(status, &body, (StatusCode::GONE, "INTERRUPT_EXPIRED"));
     assert_eq!(app.count(&stamped).await, 0);

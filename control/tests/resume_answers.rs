@@ -8,8 +8,6 @@
 mod cards;
 mod support;
 
-use std::time::Duration;
-
 use axum::http::StatusCode;
 use serde_json::json;
 use support::{TestApp, assert_code, assert_error, code};
@@ -135,7 +133,7 @@ async fn a_reclaim_must_repeat_the_first_decision() {
     let app = TestApp::with_settings(cards::short_lease()).await;
     let r = cards::files_card(&app, "alice", "c1").await;
     cards::approve(&app, &r).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": false})).await;
     assert_code(status, &body, (StatusCode::CONFLICT, "DECISION_CONFLICT"));
     assert_eq!(
