@@ -311,12 +311,10 @@ async fn step5_drops_only_what_is_granted_to_this_chat_and_still_valid() {
 #[tokio::test]
 async fn launch_sites_count_only_for_their_own_turn() {
     let app = TestApp::new().await;
-    let t1 = app
-        .open_turn_with("u", "c", true, json!({"sites": ["*.example.com"]}))
-        .await;
+    let t1 = app.turn_with_sites("u", "c", &["*.example.com"]).await;
     let t2 = app.turn("u", "c").await;
     let body = json!({"reason": "r", "urls": ["https://files.example.com/"]});
-    let (_, b1) = ask(&app, &t1.turn_id, body.clone()).await;
+    let (_, b1) = ask(&app, &t1, body.clone()).await;
     assert_eq!(b1["outcome"], "already_approved");
     let (_, b2) = ask(&app, &t2, body).await;
     assert_eq!(b2["outcome"], "ask", "{b2}");

@@ -12,7 +12,14 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use egressgate_store::Timestamp;
 use serde_json::json;
-use support::{TestApp, assert_code, code};
+use support::{Answer, TestApp, assert_code, code};
+
+/// `DELETE /v1/chats/c1/approvals/{kind}/{value}` as `user`: revoking one approval row of
+/// chat `c1`, the chat every row here uses.
+async fn revoke(app: &TestApp, user: &str, kind: &str, value: &str) -> Answer {
+    let path = format!("/v1/chats/c1/approvals/{kind}/{value}");
+    app.as_user(user).delete(&path).await
+}
 
 #[tokio::test]
 async fn an_approval_writes_rows_the_chat_can_list() {
@@ -80,31 +87,25 @@ async fn revoking_one_approval() {
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
     cards::approve(&app, &r).await;
     // The person may type the value as they see it; it is normalised like the card.
-    let (status, body) = app
-        .as_user("alice")
-        .delete("/v1/chats/c1/approvals/site/Files.Example.com")
-        .await;
+    let (status, body) = revoke(&app, "alice", "site", "Files.Example.com").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, list) = app.as_user("alice").get("/v1/chats/c1/approvals").await;
     assert_eq!(list["approvals"].as_array().unwrap().len(), 1);
     assert_eq!(app.audit_rows("approval_revoked").await, 1);
     // Gone, another user's, or an unknown kind: not found.
-    for (path, user) in [
-        ("/v1/chats/c1/approvals/site/files.example.com", "alice"),
-        ("/v1/chats/c1/approvals/package/requests", "mallory"),
-        ("/v1/chats/c1/approvals/host/requests", "alice"),
+    for (user, kind, value) in [
+        ("alice", "site", "files.example.com"),
+        ("mallory", "package", "requests"),
+        ("alice", "host", "requests"),
     ] {
-        let (status, body) = app.as_user(user).delete(path).await;
+        let (status, body) = revoke(&app, user, kind, value).await;
         assert_eq!(
             (status, code(&body)),
             (StatusCode::NOT_FOUND, "APPROVAL_NOT_FOUND"),
-            "{path} as {user}"
+            "{kind}/{value} as {user}"
         );
     }
-    let (status, _) = app
-        .as_user("alice")
-        .delete("/v1/chats/c1/approvals/package/requests")
-        .await;
+    let (status, _) = revoke(&app, "alice", "package", "requests").await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -150,10 +151,7 @@ async fn an_audit_failure_revokes_nothing() {
     .await;
     app.open_turn("alice", "c1", true).await;
     cards::break_audit(&app).await;
-    let (status, body) = app
-        .as_user("alice")
-        .delete("/v1/chats/c1/approvals/site/a.example.com")
-        .await;
+    let (status, body) = revoke(&app, "alice", "site", "a.example.com").await;
     assert_code(
         status,
         &body,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use egressgate_store::Timestamp;
 use serde_json::json;
-use support::{TestApp, assert_code, code};
+use support::{TestApp, assert_code};
 
 #[tokio::test]
 async fn registration_returns_an_ag_ui_interrupt() {
@@ -113,25 +113,13 @@ async fn concurrent_registrations_in_one_chat_create_exactly_one_request() {
             cards::draft_in_turn(&app, &turn, &[&format!("h{i}.example.com")], &[], None).await,
         );
     }
-    let tasks: Vec<_> = drafts
-        .into_iter()
-        .map(|d| {
-            let app = Arc::clone(&app);
-            tokio::spawn(async move {
-                cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await
-            })
-        })
-        .collect();
-    let mut created = 0;
-    for t in tasks {
-        let (status, body) = t.await.unwrap();
-        match status {
-            StatusCode::CREATED => created += 1,
-            StatusCode::CONFLICT => assert_eq!(code(&body), "INTERRUPT_PENDING"),
-            other => panic!("unexpected {other}: {body}"),
-        }
-    }
-    assert_eq!(created, 1);
+    let answers = support::race::at_once(drafts.into_iter().map(|d| {
+        let app = Arc::clone(&app);
+        async move { cards::register_with(&app, &d, json!({"snapshot": "AAEC"})).await }
+    }))
+    .await;
+    let pending = (StatusCode::CONFLICT, "INTERRUPT_PENDING");
+    support::race::one_winner(&answers, StatusCode::CREATED, &[pending]);
     app.assert_counts(&[
         ("SELECT COUNT(*) FROM interrupts", 1),
         ("SELECT COUNT(*) FROM drafts WHERE used_at IS NOT NULL", 1),

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use egressgate_control::Settings;
 use egressgate_store::Timestamp;
 use serde_json::{Value, json};
-use support::{TestApp, assert_code, assert_error, code};
+use support::{TestApp, assert_code, assert_error};
 
 #[tokio::test]
 async fn fifty_concurrent_clicks_claim_exactly_once() {
@@ -28,33 +28,18 @@ async fn fifty_concurrent_clicks_claim_exactly_once() {
         &["requests"],
     )
     .await;
-    let tasks: Vec<_> = (0..50)
-        .map(|_| {
-            let (app, id, secret) = (Arc::clone(&app), r.id.clone(), r.secret.clone());
-            tokio::spawn(async move {
-                cards::resume(&app, &id, &secret, json!({"approved": true})).await
-            })
-        })
-        .collect();
-    let (mut claimed, mut in_progress, mut busy) = (0, 0, 0);
-    for t in tasks {
-        let (status, body) = t.await.unwrap();
-        match (status, code(&body)) {
-            (StatusCode::OK, _) => {
-                claimed += 1;
-                assert_eq!(body["state"], "claimed");
-                assert_eq!(body["snapshot"], "c25hcHNob3Q=");
-            }
-            (StatusCode::CONFLICT, "RESUME_IN_PROGRESS") => in_progress += 1,
-            (StatusCode::TOO_MANY_REQUESTS, "BUSY") => busy += 1,
-            other => panic!("unexpected {other:?}: {body}"),
-        }
-    }
-    assert_eq!(
-        claimed, 1,
-        "exactly one claim ({in_progress} in progress, {busy} busy)"
-    );
-    assert_eq!(in_progress + busy, 49);
+    let answers = support::race::at_once((0..50).map(|_| {
+        let (app, id, secret) = (Arc::clone(&app), r.id.clone(), r.secret.clone());
+        async move { cards::resume(&app, &id, &secret, json!({"approved": true})).await }
+    }))
+    .await;
+    let lose = [
+        (StatusCode::CONFLICT, "RESUME_IN_PROGRESS"),
+        (StatusCode::TOO_MANY_REQUESTS, "BUSY"),
+    ];
+    let claimed = support::race::one_winner(&answers, StatusCode::OK, &lose);
+    assert_eq!(claimed["state"], "claimed");
+    assert_eq!(claimed["snapshot"], "c25hcHNob3Q=");
     assert_eq!(app.audit_rows("approval_resolved").await, 1);
     app.assert_counts(&[
         ("SELECT COUNT(*) FROM approvals", 3),
@@ -125,7 +110,7 @@ async fn a_lapsed_lease_lets_the_next_click_claim() {
         in_progress,
         "a second click while the first is held",
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     let second = cards::approve(&app, &r).await;
     assert_ne!(first, second);
     // The first worker's claim is gone.
@@ -146,11 +131,11 @@ async fn past_the_claim_cap_the_card_is_denied_and_its_rows_deleted() {
     let app = TestApp::with_settings(settings).await;
     let r = cards::card(&app, "alice", "c1", &["files.example.com"], &["requests"]).await;
     cards::approve(&app, &r).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     cards::approve(&app, &r).await;
     let stamped = format!("SELECT COUNT(*) FROM approvals WHERE card_id = '{}'", r.id);
     assert_eq!(app.count(&stamped).await, 2);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     let (status, body) = cards::click(&app, &r).await;
     assert_code(status, &body, (StatusCode::GONE, "INTERRUPT_EXPIRED"));
     assert_eq!(app.count(&stamped).await, 0);

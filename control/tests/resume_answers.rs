@@ -8,8 +8,6 @@
 mod cards;
 mod support;
 
-use std::time::Duration;
-
 use axum::http::StatusCode;
 use serde_json::json;
 use support::{TestApp, assert_code, assert_error, code};
@@ -125,15 +123,8 @@ async fn an_invalid_decision_claims_nothing() {
     assert_eq!(app.count("SELECT COUNT(*) FROM resume_slots").await, 0);
     // Rejections are aggregated per card: one audit row, the count on the card (written in
     // a batch shortly after).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while app
-        .count("SELECT COUNT(*) FROM interrupts WHERE rejected_count = 2")
-        .await
-        != 1
-    {
-        assert!(std::time::Instant::now() < deadline, "count never written");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let rejected_twice = "SELECT COUNT(*) FROM interrupts WHERE rejected_count = 2";
+    app.wait_for_count(rejected_twice, |n| n == 1).await;
     assert_eq!(app.audit_rows("decision_rejected").await, 1);
 }
 
@@ -142,7 +133,7 @@ async fn a_reclaim_must_repeat_the_first_decision() {
     let app = TestApp::with_settings(cards::short_lease()).await;
     let r = cards::files_card(&app, "alice", "c1").await;
     cards::approve(&app, &r).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    cards::lapse_lease().await;
     let (status, body) = cards::resume(&app, &r.id, &r.secret, json!({"approved": false})).await;
     assert_code(status, &body, (StatusCode::CONFLICT, "DECISION_CONFLICT"));
     assert_eq!(

@@ -45,19 +45,6 @@ async fn resume(app: &TestApp, id: &str, secret: &str) -> (StatusCode, Option<u6
     (status, retry, body)
 }
 
-/// Polls `sql` (a count) until it is `want`, failing after a generous deadline.
-async fn wait_for_count(app: &TestApp, sql: &str, want: i64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = app.count(sql).await;
-        if got == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{sql}: {got}, want {want}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Logs every write of a card's `rejected_count` into `rejection_writes`, on either backend.
 async fn count_rejection_writes(app: &TestApp) {
     app.exec_sql("CREATE TABLE rejection_writes (n INTEGER)")
@@ -100,11 +87,7 @@ async fn wrong_secrets_are_written_in_batches_not_one_by_one() {
     }
     // Each batch takes what is pending when it runs (20 or a few more); the rest waits in
     // memory for the hour-long delay.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while app.count(REJECTED).await < 40 {
-        assert!(Instant::now() < deadline, "batches never written");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    app.wait_for_count(REJECTED, |n| n >= 40).await;
     let writes = app.count("SELECT COUNT(*) FROM rejection_writes").await;
     assert!(
         (1..=3).contains(&writes),
@@ -128,7 +111,7 @@ async fn a_few_rejections_are_written_after_the_flush_delay() {
         let (s, _, _) = resume(&app, &r.id, "nope").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
     }
-    wait_for_count(&app, REJECTED, 3).await;
+    app.wait_for_count(REJECTED, |n| n == 3).await;
     assert_eq!(app.audit_rows("decision_rejected").await, 1);
 }
 

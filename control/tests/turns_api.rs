@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use egressgate_store::{ChatId, Secret, Timestamp, TurnId, UserId};
+use egressgate_store::{ChatId, Secret, Timestamp, UserId};
 use serde_json::json;
 use support::{TestApp, assert_code, assert_error, assert_invalid_input, message};
 
@@ -30,12 +30,7 @@ async fn open_turn_returns_a_working_credential() {
     let (id, secret) = credential(&t.proxy_url);
     assert_eq!(id, t.turn_id);
     assert!(secret.len() >= 22, "at least 128 bits: {secret}");
-    let stored = app
-        .store
-        .turn(&TurnId::parse(&id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_turn(&id).await;
     assert!(
         stored.secret_hash.matches(&Secret::from_presented(&secret)),
         "only the hash is kept"

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use egressgate_store::{Host, TurnId};
+use egressgate_store::Host;
 use serde_json::json;
 use support::{TestApp, assert_code, assert_error, code};
 
@@ -222,23 +222,15 @@ async fn the_turn_credential_reads_its_own_policy_and_nothing_else() {
 #[tokio::test]
 async fn a_launch_wildcard_stored_before_the_rule_tightened_grants_nothing() {
     let app = TestApp::new().await;
-    let t = app
-        .open_turn_with("u", "c", true, json!({"sites": ["files.example.com"]}))
-        .await;
+    let t = app.turn_with_sites("u", "c", &["files.example.com"]).await;
     app.exec_sql(&format!(
-        "UPDATE turns SET sites = '[\"files.example.com\",\"*.amazonaws.com\"]' WHERE turn_id = '{}'",
-        t.turn_id
+        "UPDATE turns SET sites = '[\"files.example.com\",\"*.amazonaws.com\"]' WHERE turn_id = '{t}'"
     ))
     .await;
-    let (s, b) = app.turn_get(&t.turn_id, "policy").await;
+    let (s, b) = app.turn_get(&t, "policy").await;
     assert_eq!(s, StatusCode::OK, "the turn stays usable: {b}");
     assert_eq!(b["sites"], json!(["files.example.com"]));
-    let turn = app
-        .store
-        .turn(&TurnId::parse(&t.turn_id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let turn = app.stored_turn(&t).await;
     let bucket = Host::parse("attacker-bucket.s3.amazonaws.com").unwrap();
     assert!(!turn.launch.sites.iter().any(|p| p.matches(&bucket)));
 }

@@ -137,26 +137,24 @@ fn without_capture_no_dns_inside_and_the_lookup_fails_fast() {
 
 #[test]
 fn nothing_the_command_started_outlives_the_launcher() {
-    let proxy = FakeProxy::start();
-    let dir = shared_tempdir();
-    let started = dir.path().join("started");
-    let marker = unique_marker("orphan");
+    let sleeper = Sleeper::new("orphan");
+    let started = sleeper.flag.display();
     // The background shell carries the marker in its argv; it would sleep for 50 minutes.
     let script = format!(
-        "sh -c 'touch {started}; sleep 2999; : {marker}' & \
+        "sh -c '{}' & \
          i=0; while [ ! -e {started} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
          exit 0",
-        started = started.display()
+        sleeper.script()
     );
     let begun = Instant::now();
-    let output = run(launcher(&proxy.url("t:s"), &["sh", "-c", &script]));
+    let output = run(launcher(&sleeper.proxy.url("t:s"), &["sh", "-c", &script]));
     assert_eq!(code(&output), 0, "{output:?}");
-    assert!(started.exists(), "the background process never ran");
+    assert!(sleeper.flag.exists(), "the background process never ran");
     assert!(
         begun.elapsed() < Duration::from_secs(30),
         "the launcher waited for the orphan"
     );
-    let survivors = processes_with(&marker);
+    let survivors = processes_with(&sleeper.marker);
     assert!(survivors.is_empty(), "still running: {survivors:?}");
 }
 
@@ -320,6 +318,36 @@ fn an_unreachable_proxy_fails_the_request_fast_instead_of_hanging() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
+/// A command meant to outlive its welcome, and how to find it: it touches `flag` once it runs,
+/// then sleeps for 50 minutes with `marker` in its argv, so `/proc` shows whether any of it
+/// is still running after the launcher is gone.
+struct Sleeper {
+    proxy: FakeProxy,
+    flag: std::path::PathBuf,
+    marker: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Sleeper {
+    /// A proxy to launch through, a flag in a directory the command may write, and a marker
+    /// no other process carries (`tag` names the row).
+    fn new(tag: &str) -> Self {
+        let dir = shared_tempdir();
+        Self {
+            proxy: FakeProxy::start(),
+            flag: dir.path().join("started"),
+            marker: unique_marker(tag),
+            _dir: dir,
+        }
+    }
+
+    /// The shell script: touch the flag, then the long sleep that carries the marker.
+    fn script(&self) -> String {
+        let (flag, marker) = (self.flag.display(), &self.marker);
+        format!("touch {flag}; sleep 2999; : {marker}")
+    }
+}
+
 /// Pids of processes whose command line contains `marker`.
 fn processes_with(marker: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -344,29 +372,25 @@ fn processes_with(marker: &str) -> Vec<String> {
 
 #[test]
 fn killing_the_launcher_outright_takes_the_sandbox_with_it() {
-    let proxy = FakeProxy::start();
-    let dir = shared_tempdir();
-    let ready = dir.path().join("ready");
-    let marker = unique_marker("killed");
-    let script = format!("touch {}; sleep 2999; : {marker}", ready.display());
-    let mut cmd = launcher(&proxy.url("t:s"), &["sh", "-c", &script]);
+    let sleeper = Sleeper::new("killed");
+    let mut cmd = launcher(&sleeper.proxy.url("t:s"), &["sh", "-c", &sleeper.script()]);
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     assert!(
-        wait_until(Duration::from_secs(30), || ready.exists()),
+        wait_until(Duration::from_secs(30), || sleeper.flag.exists()),
         "the command never started"
     );
     assert!(
-        !processes_with(&marker).is_empty(),
+        !processes_with(&sleeper.marker).is_empty(),
         "cannot see the command"
     );
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
-        wait_until(Duration::from_secs(10), || processes_with(&marker)
+        wait_until(Duration::from_secs(10), || processes_with(&sleeper.marker)
             .is_empty()),
         "still running: {:?}",
-        processes_with(&marker)
+        processes_with(&sleeper.marker)
     );
 }

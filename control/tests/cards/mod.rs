@@ -5,7 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use axum::http::StatusCode;
-use egressgate_store::{Card, Host, PackageSpec, Timestamp, TurnId};
+use egressgate_store::{Card, Host, PackageSpec, Timestamp};
 use serde_json::{Value, json};
 
 use crate::support::{Answer, TestApp};
@@ -35,12 +35,20 @@ pub async fn asked(app: &TestApp, turn_id: &str, urls: &[&str]) -> Registered {
     register(app, body["draft_id"].as_str().unwrap(), json!({})).await
 }
 
-/// Settings whose lease lapses in 300 ms, so a test can wait one out.
+/// The lease of [`short_lease`]: short enough for a test to wait one out.
+const SHORT_LEASE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Settings whose lease lapses in 300 ms, so a test can wait one out ([`lapse_lease`]).
 pub fn short_lease() -> egressgate_control::Settings {
     egressgate_control::Settings {
-        lease: std::time::Duration::from_millis(300),
+        lease: SHORT_LEASE,
         ..egressgate_control::Settings::default()
     }
+}
+
+/// Waits until a claim taken now under [`short_lease`] has lapsed (the lease and 100 ms).
+pub async fn lapse_lease() {
+    tokio::time::sleep(SHORT_LEASE + std::time::Duration::from_millis(100)).await;
 }
 
 /// A registered card: its interrupt id and resume secret, plus the registration body.
@@ -76,12 +84,7 @@ pub async fn draft_in_turn(
     packages: &[&str],
     tool_call_id: Option<&str>,
 ) -> String {
-    let turn = app
-        .store
-        .turn(&TurnId::parse(turn_id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let turn = app.stored_turn(turn_id).await;
     let card = Card::new(
         sites.iter().map(|s| Host::parse(s).unwrap()).collect(),
         sites

@@ -6,12 +6,14 @@
 //!
 //! Shared by every test file in `control/tests/`; keep its API stable. This file builds the app
 //! and sends requests; [`caller`] names who sends them, [`setup`] opens turns, records what
-//! the proxy would and reaches under the API for what it has no endpoint for.
+//! the proxy would and reaches under the API for what it has no endpoint for, [`race`] sends
+//! many at once.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod answer;
 pub mod caller;
+pub mod race;
 pub mod setup;
 
 // Not every test binary checks errors.

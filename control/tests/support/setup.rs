@@ -2,10 +2,11 @@
 //! the proxy would record them, the administrator's lists, and raw SQL for states the API has
 //! no endpoint for (an expired turn, a hidden chat, an approval row).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use egressgate_store::db::refusals::RefusalEvent;
+use egressgate_store::db::turns::Turn;
 use egressgate_store::{RefusalReason, Timestamp, TurnId};
 use serde_json::{Value, json};
 
@@ -43,10 +44,25 @@ impl TestApp {
         self.open_turn(user, chat, true).await.turn_id
     }
 
+    /// Opens a turn of (user, chat) that may ask a human, launched with the site patterns
+    /// `sites` and no packages: the turn a row about launch grants starts from.
+    pub async fn turn_with_sites(&self, user: &str, chat: &str, sites: &[&str]) -> String {
+        let launch = json!({"sites": sites});
+        self.open_turn_with(user, chat, true, launch).await.turn_id
+    }
+
     /// Opens a turn with no launch lists.
     pub async fn open_turn(&self, user: &str, chat: &str, can_ask_human: bool) -> OpenedTurn {
         self.open_turn_with(user, chat, can_ask_human, json!({}))
             .await
+    }
+
+    /// The turn `turn_id` as the store holds it (it must exist): what the proxy reads, for
+    /// rows that check what the API wrote.
+    pub async fn stored_turn(&self, turn_id: &str) -> Turn {
+        let id = TurnId::parse(turn_id).expect("turn id");
+        let turn = self.store.turn(&id).await.expect("read turn");
+        turn.unwrap_or_else(|| panic!("turn {turn_id} is stored"))
     }
 
     /// Records a refusal for a turn as the proxy would (through the store).
@@ -152,6 +168,20 @@ impl TestApp {
         let n: i64 = row.try_get(0).expect("count column");
         pool.close().await;
         n
+    }
+
+    /// Polls the count `sql` until `done` holds for it, failing after a generous deadline:
+    /// for what the control plane writes in the background (batched rejection counts).
+    pub async fn wait_for_count(&self, sql: &str, done: impl Fn(i64) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = self.count(sql).await;
+            if done(got) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{sql}: still {got}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// How many audit rows of `kind` were written.

@@ -27,20 +27,24 @@ fn constrained(home: &CaHome) -> CaHome {
     })
 }
 
-/// Runs `check` on a file home and on a database home over one fresh store.
+/// Runs `check` on a file home and on a database home over one fresh store, each starting
+/// its CA's life at the same fixed instant (the third argument), so a row's times read as
+/// offsets from it.
 async fn each_home<F, Fut>(check: F) -> Result<(), CaError>
 where
-    F: Fn(CaHome, Store) -> Fut,
+    F: Fn(CaHome, Store, Timestamp) -> Fut,
     Fut: std::future::Future<Output = Result<(), CaError>>,
 {
     let dir = tempfile::tempdir().map_err(|e| CaError::File {
         path: "tempdir".into(),
         source: e,
     })?;
+    let t0 = Timestamp::from_millis(1_700_000_000_000);
     let db = testing::fresh().await;
     check(
         CaHome::dir(dir.path().to_owned(), db.store.clone()),
         db.store.clone(),
+        t0,
     )
     .await?;
     let db = testing::fresh().await;
@@ -48,6 +52,7 @@ where
     check(
         CaHome::database(db.store.clone(), Some(seal)),
         db.store.clone(),
+        t0,
     )
     .await
 }
@@ -55,13 +60,12 @@ where
 #[tokio::test]
 async fn a_ca_is_renewed_before_it_ends_and_the_old_one_trusted_until_its_end()
 -> Result<(), CaError> {
-    each_home(|home, _| async move {
+    each_home(|home, _, t0| async move {
         let home = home.with_policy(CaPolicy {
             lifetime: days(10),
             overlap: days(2),
             names: None,
         });
-        let t0 = Timestamp::from_millis(1_700_000_000_000);
         let first = home.signing(t0).await?;
         assert_eq!(first.not_after().millis(), t0.millis() + 10 * DAY);
         let quiet = Timestamp::from_millis(t0.millis() + 7 * DAY);
@@ -95,8 +99,7 @@ async fn a_ca_is_renewed_before_it_ends_and_the_old_one_trusted_until_its_end()
 #[tokio::test]
 async fn a_ca_that_outlives_the_lifetime_is_replaced_and_trusted_for_the_overlap_only()
 -> Result<(), CaError> {
-    each_home(|home, _| async move {
-        let t0 = Timestamp::from_millis(1_700_000_000_000);
+    each_home(|home, _, t0| async move {
         let ten_years = home.clone().with_policy(CaPolicy {
             lifetime: days(3650),
             ..CaPolicy::default()
@@ -116,8 +119,7 @@ async fn a_ca_that_outlives_the_lifetime_is_replaced_and_trusted_for_the_overlap
 
 #[tokio::test]
 async fn a_constrained_ca_is_widened_when_an_inspected_entry_is_added() -> Result<(), CaError> {
-    each_home(|home, store| async move {
-        let t0 = Timestamp::from_millis(1_700_000_000_000);
+    each_home(|home, store, t0| async move {
         let constrained = constrained(&home);
         let first = constrained.signing(t0).await?;
         assert_eq!(first.names(), Some(&[p("files.example.com")][..]));
@@ -164,8 +166,7 @@ async fn a_constrained_ca_is_widened_when_an_inspected_entry_is_added() -> Resul
 
 #[tokio::test]
 async fn rotate_fits_the_names_and_reports_a_ca_made_where_there_was_none() -> Result<(), CaError> {
-    each_home(|home, _| async move {
-        let t0 = Timestamp::from_millis(1_700_000_000_000);
+    each_home(|home, _, t0| async move {
         assert!(matches!(home.trusted_pem(t0).await, Err(CaError::Missing)));
         assert_eq!(home.rotate(t0, DAY).await?, None, "made, nothing replaced");
         let open = home.signing(t0).await?;
