@@ -98,3 +98,29 @@ async fn audit_filters_and_validates_its_query() {
         assert_error(s, &b, INVALID_INPUT, bad);
     }
 }
+
+/// Every route that names a user in its path parses that id the same way, and refuses a
+/// malformed one with the same words, before it looks anything up.
+#[tokio::test]
+async fn a_malformed_user_id_in_a_path_is_refused_alike_everywhere() {
+    let app = TestApp::new().await;
+    let words = "user_id must be 1 to 200 bytes without control characters";
+    for bad in ["a".repeat(201), "bob%01".to_owned()] {
+        let answers = [
+            app.as_admin().get(&format!("/v1/admin/users/{bad}")).await,
+            app.as_admin()
+                .put(&format!("/v1/admin/users/{bad}"), json!({"can_approve": true}))
+                .await,
+            app.as_runtime()
+                .get(&format!("/v1/users/{bad}/interrupts"))
+                .await,
+            app.as_runtime()
+                .post(&format!("/v1/users/{bad}/inbox-link"), json!({}))
+                .await,
+        ];
+        for (route, (s, b)) in answers.iter().enumerate() {
+            assert_error(*s, b, INVALID_INPUT, &format!("route {route}, {bad}"));
+            assert_eq!(b["error"]["message"], words, "route {route}, {bad}: {b}");
+        }
+    }
+}

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse as _;
 use axum::response::Response;
-use egressgate_store::{Timestamp, UserId};
+use egressgate_store::Timestamp;
 use serde_json::{Value, json};
 
 use super::events::{self, Follow};
@@ -20,6 +20,7 @@ use crate::credentials::guard::Gate;
 use crate::error::ApiError;
 use crate::holder::names_another_user;
 use crate::state::AppState;
+use crate::validate;
 
 fn user_not_found() -> ApiError {
     ApiError::not_found(
@@ -41,7 +42,7 @@ pub(crate) async fn inbox_link(
     Path(user): Path<String>,
     headers: HeaderMap,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let user = UserId::parse(&user).ok_or_else(|| ApiError::invalid_input("bad user_id"))?;
+    let user = validate::user_id("user_id", &user)?;
     if names_another_user(&headers, &user) || !state.store.user_known(&user).await? {
         return Err(user_not_found());
     }

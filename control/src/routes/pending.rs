@@ -15,6 +15,7 @@ use crate::auth::CardsReadAuth;
 use crate::error::ApiError;
 use crate::holder::names_another_user;
 use crate::state::AppState;
+use crate::validate;
 
 /// Most cards one answer lists (one open card per chat, so this is a lot of chats).
 const MAX_LISTED: i64 = 500;
@@ -67,7 +68,7 @@ pub(crate) async fn list(
             "state: only `pending` is listed (answered cards are read by id)",
         ));
     }
-    let user = UserId::parse(&user).ok_or_else(|| ApiError::invalid_input("bad user_id"))?;
+    let user = validate::user_id("user_id", &user)?;
     // A runtime that names the person (`X-Egressgate-User`) sees only that person's cards:
     // another user's list is answered as the empty list of a user without cards.
     let interrupts = if names_another_user(&headers, &user) {
