@@ -14,6 +14,29 @@ use crate::time::Timestamp;
 /// The pointer's words, at the path callers have always named them by.
 pub use super::pointer::{Claim, Decision, InterruptState, Outcome, Pointer};
 
+/// The condition that finds a chat's pointer row, unless purged: `$1` the user, `$2` the
+/// chat, `$3` now. Every statement about "the chat's pointer" (reading it, reissuing its
+/// secret) is built on it and bound by [`of_chat`], so they all address the same row.
+macro_rules! chat_pointer {
+    () => {
+        "user_id = $1 AND chat_id = $2 AND purge_at > $3"
+    };
+}
+
+/// A statement built on [`chat_pointer`] with its three parameters bound; any further
+/// parameters (`$4` on) are bound by the caller.
+fn of_chat<'q>(
+    sql: &'static str,
+    user: &'q UserId,
+    chat: &'q ChatId,
+    now: Timestamp,
+) -> Query<'q, Any, AnyArguments> {
+    sqlx::query(sql)
+        .bind(user.as_str())
+        .bind(chat.as_str())
+        .bind(now.millis())
+}
+
 impl Store {
     /// How many cards are in each state (`pending`, `claimed`, `done`, `expired`), for the
     /// control plane's metrics; states without cards are absent.
@@ -57,15 +80,8 @@ impl Store {
         chat: &ChatId,
         now: Timestamp,
     ) -> Result<Option<Pointer>, StoreError> {
-        self.fetch_pointer(
-            sqlx::query(select_pointer!(
-                "user_id = $1 AND chat_id = $2 AND purge_at > $3"
-            ))
-            .bind(user.as_str())
-            .bind(chat.as_str())
-            .bind(now.millis()),
-        )
-        .await
+        self.fetch_pointer(of_chat(select_pointer!(chat_pointer!()), user, chat, now))
+            .await
     }
 
     /// The user's cards still waiting for an answer, across chats, oldest first: what a
@@ -98,16 +114,19 @@ impl Store {
         now: Timestamp,
     ) -> Result<Option<Pointer>, StoreError> {
         self.fetch_pointer(
-            sqlx::query(concat!(
-                "UPDATE interrupts SET secret_hash = $1 WHERE user_id = $2 AND chat_id = $3 \
-                 AND purge_at > $4 AND ((state = 'pending' AND expires_at > $4) \
-                 OR (state = 'claimed' AND lease_expires_at > $4)) RETURNING ",
-                pointer_columns!()
-            ))
-            .bind(secret_hash.as_str())
-            .bind(user.as_str())
-            .bind(chat.as_str())
-            .bind(now.millis()),
+            of_chat(
+                concat!(
+                    "UPDATE interrupts SET secret_hash = $4 WHERE ",
+                    chat_pointer!(),
+                    " AND ((state = 'pending' AND expires_at > $3) \
+                     OR (state = 'claimed' AND lease_expires_at > $3)) RETURNING ",
+                    pointer_columns!()
+                ),
+                user,
+                chat,
+                now,
+            )
+            .bind(secret_hash.as_str()),
         )
         .await
     }

@@ -197,9 +197,9 @@ macro_rules! pointer_columns {
 }
 pub(crate) use pointer_columns;
 
-/// `SELECT` of whole pointer rows matching `$cond`.
+/// `SELECT` of whole pointer rows matching `$cond` (a literal, or a macro that expands to one).
 macro_rules! select_pointer {
-    ($cond:literal) => {
+    ($cond:expr) => {
         concat!(
             "SELECT ",
             $crate::db::pointer::pointer_columns!(),
