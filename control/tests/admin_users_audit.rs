@@ -109,7 +109,10 @@ async fn a_malformed_user_id_in_a_path_is_refused_alike_everywhere() {
         let answers = [
             app.as_admin().get(&format!("/v1/admin/users/{bad}")).await,
             app.as_admin()
-                .put(&format!("/v1/admin/users/{bad}"), json!({"can_approve": true}))
+                .put(
+                    &format!("/v1/admin/users/{bad}"),
+                    json!({"can_approve": true}),
+                )
                 .await,
             app.as_runtime()
                 .get(&format!("/v1/users/{bad}/interrupts"))
