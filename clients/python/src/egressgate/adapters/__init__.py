@@ -20,7 +20,10 @@ framework's own pause and the framework's resume into egressgate's exactly-once 
 
 All share `egressgate.adapters.claim`: registering the card with the framework's serialised
 state as its snapshot, taking over the person's click, heartbeating while the resumed run
-works, completing it, and chaining a new card when the resumed run is refused again.
+works, completing it, and chaining a new card when the resumed run is refused again; where
+the turn lives in the framework's state (`TURN_KEY`); and, for the adapters whose approval
+step is a tool (Strands, the OpenAI Agents SDK), one `ToolApproval` holding the client, the
+batch rule and the tool, with the rule's decision read the same way (`cancelled`).
 Importing this package needs nothing beyond the core client; each adapter imports its
 framework.
 """

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -52,6 +52,17 @@ class Turn:
     def from_dict(cls, data: dict[str, str]) -> Turn:
         """Back from `to_dict`."""
         return cls(data["turn_id"], data["proxy_url"], data["user"], data["chat"])
+
+
+TURN_KEY = "egressgate_turn"
+"""Where every adapter keeps the turn in the framework's own saved state (Strands'
+`agent.state`, the Agents SDK's run context, LangGraph's graph state), so a resume in another
+process finds it in the snapshot."""
+
+
+def with_turn(turn: Turn, **extra: Any) -> dict[str, Any]:
+    """A framework's initial state: `extra` and the turn under `TURN_KEY`."""
+    return {**extra, TURN_KEY: turn.to_dict()}
 
 
 def open_turn(eg: Client, user: str, chat: str, *, unattended: bool = False) -> Turn:
@@ -113,6 +124,35 @@ def batch_cancellations(eg: Client, uses: Sequence[tuple[str, str]]) -> dict[str
         return {}
     tool_uses: list[ToolUse] = [{"toolUseId": use_id, "name": name} for use_id, name in uses]
     return dict(eg.decide_batch(approval_tool=APPROVAL_TOOL, tool_uses=tool_uses)["cancel"])
+
+
+CANCEL_KEY = "egressgate_batch_cancel"
+"""Where a tool-calling adapter keeps the batch rule's decision for the current step (call id
+→ text) in the framework's per-run state, for its tool-call hook to read."""
+
+
+def cancelled(state: Mapping[str, Any], call_id: str) -> str | None:
+    """The text a call cancelled beside the approval call answers with, as the batch rule's
+    decision under `CANCEL_KEY` has it; `None` for a call that runs."""
+    text: str | None = state.get(CANCEL_KEY, {}).get(call_id)
+    return text
+
+
+class ToolApproval:
+    """What an adapter whose approval step is a tool the model calls (Strands, the OpenAI
+    Agents SDK) holds for one control API: the client, the framework's batch rule and the
+    approval tool, built the same way for each. A subclass names its framework's hook as
+    `batch_rule_type` (built with the client) and makes the tool in `_make_tool`."""
+
+    batch_rule_type: Callable[[Client], Any]
+
+    def __init__(self, eg: Client):
+        self.eg = eg
+        self.batch_rule = self.batch_rule_type(eg)
+        self.tool = self._make_tool()
+
+    def _make_tool(self) -> Any:
+        raise NotImplementedError
 
 
 @dataclass(frozen=True)

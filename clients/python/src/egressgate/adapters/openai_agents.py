@@ -47,17 +47,14 @@ from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolGuardrailFunctionOutput, ToolInputGuardrailData, tool_input_guardrail
 
 from .. import Client
-from .claim import APPROVAL_DESCRIPTION, APPROVAL_TOOL, AlreadyDone, Claim, Paused, Turn
-from .claim import batch_cancellations, first_answer_text, first_call, register, resume_answer
-
-TURN_KEY = "egressgate_turn"
-"""Where the turn lives in the run's context (a dict), so it travels inside the `RunState`."""
+from .claim import APPROVAL_DESCRIPTION, APPROVAL_TOOL, CANCEL_KEY, TURN_KEY, AlreadyDone, Claim, Paused
+from .claim import ToolApproval, Turn, batch_cancellations, cancelled, first_answer_text, first_call, register
+from .claim import resume_answer, with_turn
 
 UNREADABLE_CALL = "the approval call's arguments are not a JSON object; call the tool again with valid arguments"
 """What the model reads when its approval call could not be read (nothing was asked)."""
 
 _ASKED_KEY = "egressgate_asked"
-_CANCEL_KEY = "egressgate_batch_cancel"
 _RESUME_KEY = "egressgate_resume"
 
 
@@ -68,10 +65,6 @@ class Finished:
 
     text: str
     items: list[Any]
-
-
-def _cancelled(context: dict[str, Any], call_id: str) -> str | None:
-    return context.get(_CANCEL_KEY, {}).get(call_id)
 
 
 class BatchRule(RunHooks[Any]):
@@ -85,29 +78,27 @@ class BatchRule(RunHooks[Any]):
     async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse) -> None:
         """Before any tool of this response runs."""
         uses = [(item.call_id, item.name) for item in response.output if getattr(item, "type", None) == "function_call"]
-        context.context[_CANCEL_KEY] = await asyncio.to_thread(batch_cancellations, self.eg, uses)
+        context.context[CANCEL_KEY] = await asyncio.to_thread(batch_cancellations, self.eg, uses)
 
 
 @tool_input_guardrail(name="egressgate_batch_rule")
 def guard(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
     """The batch rule at the tool: a call cancelled beside an approval call answers with the
     gate's text and does not run."""
-    text = _cancelled(data.context.context, data.context.tool_call_id)
+    text = cancelled(data.context.context, data.context.tool_call_id)
     return ToolGuardrailFunctionOutput.reject_content(text) if text else ToolGuardrailFunctionOutput.allow()
 
 
-class OpenAIAgentsApproval:
-    """The approval tool, the batch rule and the pause/resume runner for one control API."""
+class OpenAIAgentsApproval(ToolApproval):
+    """The approval tool, the batch rule (run hooks and a tool guardrail) and the pause/resume
+    runner for one control API."""
 
-    def __init__(self, eg: Client):
-        self.eg = eg
-        self.batch_rule = BatchRule(eg)
-        self.tool = self._make_tool()
+    batch_rule_type = BatchRule
 
     @staticmethod
     def context_for(turn: Turn, **extra: Any) -> dict[str, Any]:
         """The run's context: the turn (kept in the `RunState` for the resume) and `extra`."""
-        return {**extra, TURN_KEY: turn.to_dict()}
+        return with_turn(turn, **extra)
 
     def tools(self, *others: FunctionTool) -> list[FunctionTool]:
         """The agent's tools: the approval tool, and `others` each with the batch rule's
@@ -122,7 +113,7 @@ class OpenAIAgentsApproval:
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
             """FIRST CALL: the server merges and answers, once per call id; only `ask` pauses."""
             context = ctx.context
-            if _cancelled(context, call_id):
+            if cancelled(context, call_id):
                 return False
             asked = context.setdefault(_ASKED_KEY, {})
             if call_id not in asked:
@@ -145,9 +136,9 @@ class OpenAIAgentsApproval:
                 packages: The packages the script needs.
             """
             context, call_id = ctx.context, ctx.tool_call_id
-            cancelled = _cancelled(context, call_id)
-            if cancelled:
-                return cancelled
+            text = cancelled(context, call_id)
+            if text:
+                return text
             # RESUME BRANCH: the SDK runs this body only after the call was approved. Answer
             # from the stored card and decision; never ask the server again.
             resumed = context.get(_RESUME_KEY, {}).get(call_id)

@@ -32,22 +32,23 @@ from .. import Client
 from .claim import (
     APPROVAL_DESCRIPTION,
     APPROVAL_TOOL,
+    CANCEL_KEY,
+    TURN_KEY,
     AlreadyDone,
     Claim,
     Paused,
+    ToolApproval,
     Turn,
     batch_cancellations,
+    cancelled,
     first_answer_text,
     first_call,
     register,
     resume_answer,
+    with_turn,
 )
 
-TURN_KEY = "egressgate_turn"
-"""Where the turn lives in `agent.state`, so it travels inside the agent's snapshot."""
-
 _RESUME_KEY = "egressgate_resume"
-_CANCEL_KEY = "egressgate_batch_cancel"
 
 
 @dataclass(frozen=True)
@@ -86,26 +87,24 @@ class BatchRule(HookProvider):
         registry.add_callback(BeforeToolCallEvent, self._cancel)
 
     def _decide(self, event: BeforeToolsEvent) -> None:
-        event.invocation_state[_CANCEL_KEY] = decide_batch(self.eg, dict(event.message))
+        event.invocation_state[CANCEL_KEY] = decide_batch(self.eg, dict(event.message))
 
     def _cancel(self, event: BeforeToolCallEvent) -> None:
-        text = event.invocation_state.get(_CANCEL_KEY, {}).get(event.tool_use["toolUseId"])
+        text = cancelled(event.invocation_state, event.tool_use["toolUseId"])
         if text:
             event.cancel_tool = text
 
 
-class StrandsApproval:
-    """The approval tool, the batch rule and the pause/resume runner for one control API."""
+class StrandsApproval(ToolApproval):
+    """The approval tool, the batch rule (Strands hooks) and the pause/resume runner for one
+    control API."""
 
-    def __init__(self, eg: Client):
-        self.eg = eg
-        self.batch_rule = BatchRule(eg)
-        self.tool = self._make_tool()
+    batch_rule_type = BatchRule
 
     @staticmethod
     def state_for(turn: Turn) -> dict[str, Any]:
         """The agent's initial `state`: the turn, kept in the snapshot for the resume."""
-        return {TURN_KEY: turn.to_dict()}
+        return with_turn(turn)
 
     def _make_tool(self) -> Any:
         eg = self.eg
