@@ -16,6 +16,7 @@ use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::forward::{self, Via};
 use crate::identify::{ActiveGuard, AuthError};
+use crate::in_flight;
 use crate::present;
 use crate::respond::{self, ProxyBody};
 use crate::shared::{ClientConn, Refusal, Shared};
@@ -77,26 +78,15 @@ async fn serve(
     {
         Ok(t) => t,
         Err(e) => {
-            let (status, reason) = match &e {
-                AuthError::Store(_) => (503, "store_unavailable"),
-                AuthError::Missing => (407, "credentials_missing"),
-                AuthError::Wrong => (407, "credentials_wrong"),
-                AuthError::Expired => (407, "turn_expired"),
-            };
-            shared.failed(Line {
-                reason: Some(reason),
-                host: req.uri().host().unwrap_or(""),
-                port: req.uri().port_u16().unwrap_or(0),
-                ..Line::new(Verdict::Fail, status, kind, begun)
-            });
-            if let AuthError::Store(e) = e {
-                tracing::error!(error = %e, "cannot read turns; failing closed");
-                return respond::status(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "approval state unavailable; refusing",
-                );
-            }
-            return respond::auth_required(&e.to_string());
+            let (host, port) = (req.uri().host(), req.uri().port_u16());
+            return auth_failed(
+                &shared,
+                e,
+                host.unwrap_or(""),
+                port.unwrap_or(0),
+                kind,
+                begun,
+            );
         }
     };
     let parsed = if connect {
@@ -244,6 +234,49 @@ async fn serve(
             epoch,
             &shared.epoch,
         );
-        forward::forward(&shared, &turn, &target, &addrs, req, allowed, Via::Plain).await
+        // The origin's head races the connection's stop: a request a revocation overtakes
+        // before its head is answered as its retry would be, not cut (see `in_flight`).
+        let asked = in_flight::Asked::of(&req, upload, command);
+        tokio::select! {
+            biased;
+            () = conn.watch.stop.stopped() => {
+                in_flight::answer(&shared, &conn, asked, &target, begun).await
+            }
+            answer = forward::forward(&shared, &turn, &target, &addrs, req, allowed, Via::Plain) => {
+                answer
+            }
+        }
     }
+}
+
+/// The answer to a credential that did not identify a live turn (`407`), or to a store that
+/// could not say (`503`, failing closed), with its decision line.
+pub(crate) fn auth_failed(
+    shared: &Shared,
+    e: AuthError,
+    host: &str,
+    port: u16,
+    kind: &'static str,
+    begun: Instant,
+) -> Response<ProxyBody> {
+    let (status, reason) = match &e {
+        AuthError::Store(_) => (503, "store_unavailable"),
+        AuthError::Missing => (407, "credentials_missing"),
+        AuthError::Wrong => (407, "credentials_wrong"),
+        AuthError::Expired => (407, "turn_expired"),
+    };
+    shared.failed(Line {
+        reason: Some(reason),
+        host,
+        port,
+        ..Line::new(Verdict::Fail, status, kind, begun)
+    });
+    if let AuthError::Store(e) = e {
+        tracing::error!(error = %e, "cannot read turns; failing closed");
+        return respond::status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "approval state unavailable; refusing",
+        );
+    }
+    respond::auth_required(&e.to_string())
 }

@@ -35,6 +35,7 @@ pub mod target;
 
 mod forward;
 mod handler;
+mod in_flight;
 mod packages;
 mod present;
 mod server;

@@ -222,6 +222,10 @@ async fn watch_ca(shared: std::sync::Weak<Shared>, home: egressgate_store::ca::C
     }
 }
 
+/// How long a stopped connection waits for the handler's answer to the request in flight
+/// (a store read or two) before it closes anyway.
+const IN_FLIGHT_ANSWER: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn serve_http<S>(shared: Arc<Shared>, io: S)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -230,10 +234,14 @@ where
     let svc_shared = shared.clone();
     let client = Arc::new(ClientConn::default());
     let revoked = client.watch.stop.stopped();
+    let svc_client = client.clone();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
-        let client = client.clone();
-        async move { Ok::<_, std::convert::Infallible>(handler::handle(shared, client, req).await) }
+        let client = svc_client.clone();
+        async move {
+            let _heading = client.heading();
+            Ok::<_, std::convert::Infallible>(handler::handle(shared, client.clone(), req).await)
+        }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -245,8 +253,18 @@ where
     tokio::select! {
         r = conn.as_mut() => log_conn_end(r),
         // A grant a forwarded request relied on was revoked: close the connection now (an
-        // upgraded tunnel has its own registration and lives on its own task).
-        () = revoked => tracing::debug!("client connection closed by a revocation"),
+        // upgraded tunnel has its own registration and lives on its own task). A request
+        // still in the handler is answered first, as its retry would be (see `in_flight`);
+        // a response already streaming is cut.
+        () = revoked => {
+            if client.is_heading() {
+                conn.as_mut().graceful_shutdown();
+                if tokio::time::timeout(IN_FLIGHT_ANSWER, conn.as_mut()).await.is_err() {
+                    tracing::debug!("no answer to the request in flight in time; closing");
+                }
+            }
+            tracing::debug!("client connection closed by a revocation");
+        }
         _ = async { draining.wait_for(|d| *d).await.map(|_| ()) } => {
             conn.as_mut().graceful_shutdown();
             log_conn_end(conn.await);

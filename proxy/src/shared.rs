@@ -3,7 +3,7 @@
 //! and `forward` all import it downward and none of them imports another for it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use egressgate_store::db::policy::ApprovalsOf;
@@ -59,6 +59,33 @@ pub(crate) struct ClientConn {
     pub auth: ConnAuth,
     /// Its registrations for revocation, and the signal that closes it.
     pub watch: ConnWatch,
+    /// A request is in the handler, its response head not yet given to the client. A stop
+    /// then lets the handler answer it (see `in_flight`) before the connection closes; at
+    /// any other time (idle, or a body streaming) the stop closes it at once. Only the
+    /// connection's own task reads and writes it, so no ordering is needed.
+    heading: AtomicBool,
+}
+
+impl ClientConn {
+    /// Marks a request in the handler until the returned guard drops.
+    pub(crate) fn heading(&self) -> Heading<'_> {
+        self.heading.store(true, Ordering::Relaxed);
+        Heading(&self.heading)
+    }
+
+    /// Whether a request is in the handler (see [`ClientConn::heading`]).
+    pub(crate) fn is_heading(&self) -> bool {
+        self.heading.load(Ordering::Relaxed)
+    }
+}
+
+/// A request in the handler: clears [`ClientConn::is_heading`] when it is done or dropped.
+pub(crate) struct Heading<'a>(&'a AtomicBool);
+
+impl Drop for Heading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 /// What a refusal is about, for the record and the log.

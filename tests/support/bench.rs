@@ -174,8 +174,9 @@ impl Gate {
     }
 
     /// The status of [`Gate::get`], or `None` when the proxy closed the connection before
-    /// any answer: what a request admitted by a cache the revocation has not reached yet
-    /// meets when the sweep then closes the revoked grant's connections (docs/revocation.md).
+    /// the client read an answer: what a request admitted by a cache the revocation has not
+    /// reached yet meets when the sweep closes the revoked grant's connections after the
+    /// origin's head arrived (before it, the proxy answers; see docs/revocation.md).
     /// Any other failure (a timeout, a refused connect) still fails the test.
     pub async fn status_or_cut(&self, turn: &Turn, url: &str) -> Option<u16> {
         match try_proxy_get(self.proxy(), turn, url).await {

@@ -229,7 +229,7 @@ pub async fn proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> Resp {
 
 /// [`proxy_get`] that tolerates a proxy closing the connection without an answer (`Err`),
 /// within 10 seconds: what a request admitted just before a revocation meets when the proxy
-/// cuts the revoked grant's connections.
+/// cuts the revoked grant's connections once the origin's head is through.
 pub async fn try_proxy_get(proxy: SocketAddr, turn: &Turn, url: &str) -> std::io::Result<Resp> {
     try_proxy_raw(proxy, proxy_get_head(turn, url).as_bytes(), 10).await
 }

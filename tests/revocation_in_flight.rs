@@ -1,0 +1,187 @@
+//! A forwarded request caught by a revocation while it waits for the origin's answer gets the
+//! answer its retry would get, not a bare close: `403 not_approved`, recorded against its turn
+//! for a person to approve again, when its approval is revoked; `407` when its chat is hidden
+//! (which ends the turn). A response whose head already went out is cut, as before: its body
+//! is what the revocation withdraws. The origin here holds each request until the test has
+//! revoked, so the order is fixed, not timed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::held::{FILES, approve};
+use support::*;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// What the holding origin does once it has read a request's head.
+#[derive(Clone, Copy)]
+enum Holds {
+    /// Says nothing: the request waits for its head.
+    Head,
+    /// Sends a head promising 1 MiB and ten bytes of it: the body is streaming.
+    Body,
+}
+
+/// A loopback origin that reads each request's head, reports it on the channel, then holds
+/// the connection open as `holds` says until the test ends.
+async fn holding_origin(holds: Holds) -> (u16, mpsc::UnboundedReceiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(hold(s, holds, tx.clone()));
+        }
+    });
+    (port, rx)
+}
+
+async fn hold(mut s: TcpStream, holds: Holds, seen: mpsc::UnboundedSender<String>) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).await.unwrap_or(0) == 0 {
+            return;
+        }
+        head.push(byte[0]);
+    }
+    if let Holds::Body = holds {
+        let start = b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n0123456789";
+        if s.write_all(start).await.is_err() {
+            return;
+        }
+    }
+    let _ = seen.send(String::from_utf8_lossy(&head).into_owned());
+    // Hold until the proxy lets go of this connection.
+    let _ = s.read(&mut byte).await;
+}
+
+/// A gate that reaches the holding origin as [`FILES`], and a turn of alice in chat c1 whose
+/// approval of [`FILES`] a person gave; the origin's channel of request heads.
+async fn approved(holds: Holds) -> (Gate, Api, Turn, u16, mpsc::UnboundedReceiver<String>) {
+    let (port, seen) = holding_origin(holds).await;
+    let g = gate()
+        .loopback()
+        .ports(&[port])
+        .names(&[FILES])
+        .args(&["--epoch-poll", "1h"])
+        .start();
+    let api = g.api();
+    let turn = api.turn("alice", "c1", &[]).await;
+    approve(&api, &turn, port).await;
+    (g, api, turn, port, seen)
+}
+
+/// Sends `GET http://FILES:port/data.csv` with the turn's credential on a new connection and
+/// waits until the origin has the request: it is now in flight, its head not yet answered.
+async fn in_flight(
+    g: &Gate,
+    turn: &Turn,
+    port: u16,
+    seen: &mut mpsc::UnboundedReceiver<String>,
+) -> TcpStream {
+    let mut s = TcpStream::connect(g.proxy()).await.unwrap();
+    let url = format!("http://{FILES}:{port}/data.csv");
+    let head = format!(
+        "GET {url} HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
+        turn.auth_header()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let asked = tokio::time::timeout(Duration::from_secs(10), seen.recv()).await;
+    let asked = asked.expect("the request at the origin in time").unwrap();
+    assert!(asked.starts_with("GET /data.csv "), "{asked}");
+    s
+}
+
+/// The proxy's answer on `s` (read within a second of `since`), and that it then closes `s`.
+async fn answered_then_closed(s: &mut TcpStream, since: Instant, what: &str) -> Resp {
+    let r = within(1, what, read_response(s)).await.unwrap();
+    let took = since.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "{what}: answered after {took:?}"
+    );
+    assert!(wait_closed(s, 3).await.is_ok(), "{what}: left open");
+    r
+}
+
+/// The turn's refusal row for [`FILES`], if there is one.
+async fn files_refusal(api: &Api, turn: &Turn) -> Option<serde_json::Value> {
+    let refusals = api.refusals(turn).await;
+    let rows = refusals["refusals"].as_array().unwrap();
+    rows.iter().find(|r| r["host"] == FILES).cloned()
+}
+
+#[tokio::test]
+async fn a_request_in_flight_when_its_approval_is_revoked_is_refused_and_recorded() {
+    let (g, api, turn, port, mut seen) = approved(Holds::Head).await;
+    let count =
+        |row: &Option<serde_json::Value>| row.as_ref().map_or(0, |r| r["count"].as_i64().unwrap());
+    let before = count(&files_refusal(&api, &turn).await);
+    let mut s = in_flight(&g, &turn, port, &mut seen).await;
+    let r = api.revoke("alice", "c1", "site", FILES).await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+    let since = Instant::now();
+    let r = answered_then_closed(&mut s, since, "the request in flight").await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
+    assert_eq!(r.header("x-egress-approvable"), Some("true"));
+    // Recorded like any refusal, so the agent can ask a person again.
+    let row = files_refusal(&api, &turn).await;
+    assert_eq!(count(&row), before + 1, "{row:?}");
+    let row = row.unwrap();
+    assert_eq!(row["reason"], "not_approved", "{row}");
+    assert_eq!(row["method"], "GET", "{row}");
+    assert_eq!(
+        row["url"],
+        format!("http://{FILES}:{port}/data.csv"),
+        "{row}"
+    );
+    // The retry gets the same answer, and never reaches the origin.
+    let r = g
+        .get(&turn, &format!("http://{FILES}:{port}/data.csv"))
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(count(&files_refusal(&api, &turn).await), before + 2);
+    assert!(seen.try_recv().is_err(), "the retry reached the origin");
+}
+
+#[tokio::test]
+async fn a_request_in_flight_when_its_chat_is_hidden_is_answered_407() {
+    let (g, api, turn, port, mut seen) = approved(Holds::Head).await;
+    let mut s = in_flight(&g, &turn, port, &mut seen).await;
+    let r = api.hide_chat("alice", "c1").await;
+    assert!(r.status < 300, "hide: {} {}", r.status, r.text());
+    let since = Instant::now();
+    let r = answered_then_closed(&mut s, since, "the request in flight").await;
+    assert_eq!(r.status, 407, "{}", r.text());
+    assert!(r.header("proxy-authenticate").is_some());
+}
+
+#[tokio::test]
+async fn a_body_streaming_when_its_approval_is_revoked_is_cut() {
+    let (g, api, turn, port, mut seen) = approved(Holds::Body).await;
+    let mut s = in_flight(&g, &turn, port, &mut seen).await;
+    // The head and the first bytes are through: the response is streaming.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"0123456789") {
+        let n = within(5, "the streaming body", s.read(&mut buf))
+            .await
+            .unwrap();
+        assert!(n > 0, "closed before the body started");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200 "));
+    let r = api.revoke("alice", "c1", "site", FILES).await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+    let since = Instant::now();
+    // Cut: the connection closes with the body short of its content-length.
+    let took = wait_closed(&mut s, 3).await;
+    assert!(took.is_ok(), "the streaming response was not cut");
+    assert!(since.elapsed() < Duration::from_secs(1));
+}
