@@ -15,7 +15,7 @@ use crate::decide::{self, Decision};
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::forward::{self, Via};
-use crate::identify::{ActiveGuard, AuthError};
+use crate::identify::{ActiveGuard, AuthError, TurnEntry};
 use crate::in_flight;
 use crate::present;
 use crate::respond::{self, ProxyBody};
@@ -71,23 +71,13 @@ async fn serve(
         .map(|v| v.as_bytes());
     // Read before any database question, so a revocation racing it voids what it allows.
     let epoch = shared.epoch.get();
-    let turn = match shared
-        .turns
-        .authenticate_conn(&conn.auth, auth, epoch)
-        .await
-    {
-        Ok(t) => t,
-        Err(e) => {
-            let (host, port) = (req.uri().host(), req.uri().port_u16());
-            return auth_failed(
-                &shared,
-                e,
-                host.unwrap_or(""),
-                port.unwrap_or(0),
-                kind,
-                begun,
-            );
-        }
+    let to = (
+        req.uri().host().unwrap_or(""),
+        req.uri().port_u16().unwrap_or(0),
+    );
+    let turn = match identified(&shared, &conn, auth, epoch, to, kind, begun).await {
+        Ok(turn) => turn,
+        Err(answer) => return answer,
     };
     let parsed = if connect {
         req.uri()
@@ -249,16 +239,26 @@ async fn serve(
     }
 }
 
-/// The answer to a credential that did not identify a live turn (`407`), or to a store that
-/// could not say (`503`, failing closed), with its decision line.
-pub(crate) fn auth_failed(
+/// The live turn the presented credential names under cache epoch `epoch` (remembered on the
+/// connection), or the answer to one that names none: `407`, or `503` when the store cannot
+/// say (failing closed), with its decision line (`to`: the host and port the request named).
+pub(crate) async fn identified(
     shared: &Shared,
-    e: AuthError,
-    host: &str,
-    port: u16,
+    conn: &ClientConn,
+    presented: Option<&[u8]>,
+    epoch: Option<i64>,
+    (host, port): (&str, u16),
     kind: &'static str,
     begun: Instant,
-) -> Response<ProxyBody> {
+) -> Result<Arc<TurnEntry>, Response<ProxyBody>> {
+    let e = match shared
+        .turns
+        .authenticate_conn(&conn.auth, presented, epoch)
+        .await
+    {
+        Ok(turn) => return Ok(turn),
+        Err(e) => e,
+    };
     let (status, reason) = match &e {
         AuthError::Store(_) => (503, "store_unavailable"),
         AuthError::Missing => (407, "credentials_missing"),
@@ -273,10 +273,10 @@ pub(crate) fn auth_failed(
     });
     if let AuthError::Store(e) = e {
         tracing::error!(error = %e, "cannot read turns; failing closed");
-        return respond::status(
+        return Err(respond::status(
             StatusCode::SERVICE_UNAVAILABLE,
             "approval state unavailable; refusing",
-        );
+        ));
     }
-    respond::auth_required(&e.to_string())
+    Err(respond::auth_required(&e.to_string()))
 }

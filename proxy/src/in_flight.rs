@@ -15,7 +15,7 @@ use egressgate_store::{Mode, RefusalReason, SanitizedUrl};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri, header};
 use hyper::body::Incoming;
 
-use crate::handler::auth_failed;
+use crate::handler::identified;
 use crate::respond::{self, ProxyBody};
 use crate::shared::{ClientConn, Refusal, Shared};
 use crate::target::Target;
@@ -68,22 +68,10 @@ pub(crate) async fn answer(
     }
     let epoch = shared.epoch.get();
     let presented = asked.auth.as_ref().map(HeaderValue::as_bytes);
-    let turn = match shared
-        .turns
-        .authenticate_conn(&conn.auth, presented, epoch)
-        .await
-    {
+    let to = (target.host.as_str(), target.port);
+    let turn = match identified(shared, conn, presented, epoch, to, "forward", begun).await {
         Ok(turn) => turn,
-        Err(e) => {
-            return auth_failed(
-                shared,
-                e,
-                target.host.as_str(),
-                target.port,
-                "forward",
-                begun,
-            );
-        }
+        Err(answer) => return answer,
     };
     let reason = RefusalReason::NotApproved;
     let shadow = turn.mode(shared.settings.mode) == Mode::Shadow && reason.shadowable();
