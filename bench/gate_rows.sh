@@ -29,6 +29,19 @@ inspect_flags() {
     done
 }
 
+# Starts the run's `egressgate serve` (log LOG, data in DATA) as every comparison measures it:
+# the benchmark host answered from --resolve, loopback dialable on the origin's two ports, a
+# connection cap above the idle tunnels, and the inspected row's hosts; sets EG_* as
+# start_egressgate does.
+start_bench_gate() {
+    local log=$1 data=$2 flags
+    mapfile -t flags < <(inspect_flags)
+    start_egressgate "$log" --data-dir "$data" \
+        --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 \
+        --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000 \
+        "${flags[@]}"
+}
+
 # Runs `loadgen NAME …`, appending what it prints to rows.md; a failure is noted, not fatal
 # (the other rows still run; run.sh exits non-zero at the end).
 row() {

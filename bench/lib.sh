@@ -153,6 +153,17 @@ start_origin() {
     ORIGIN=$(wait_addr "$WORK/origin.log" "origin listening" "$ORIGIN_PID")
 }
 
+# Starts the run's origin on loopback: plain HTTP, and TLS 1.3 whose certificate also names
+# every host below inspect.$HOST (the inspected row's hosts: egressgate inspects them and
+# verifies the origin's certificate for each); sets ORIGIN, ORIGIN_PORT, TLS_ORIGIN, TLS_PORT.
+start_bench_origin() {
+    start_origin --tls-listen 127.0.0.1:0 --tls-name "$HOST" --tls-name "*.inspect.$HOST" \
+        --cert-out "$WORK/origin-cert.der" --cert-pem-out "$WORK/origin-cert.pem"
+    ORIGIN_PORT=${ORIGIN##*:}
+    TLS_ORIGIN=$(wait_addr "$WORK/origin.log" "origin tls listening" "$ORIGIN_PID")
+    TLS_PORT=${TLS_ORIGIN##*:}
+}
+
 # Starts `egressgate serve` with both listeners on a free loopback port and "$@" added,
 # appending its log to LOG; sets EG_PID, EG_PROXY and EG_CONTROL. Logging as EG_LOG_FILTER
 # says; no log filter or database URL from the caller's environment.

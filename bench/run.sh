@@ -82,22 +82,12 @@ SQUID=/usr/sbin/squid
 # --- build ----------------------------------------------------------------------------------
 build_all
 # --- origin ---------------------------------------------------------------------------------
-# The TLS origin's certificate also names every host below inspect.$HOST: the inspected-TLS
-# row's hosts (egressgate inspects them, and verifies the origin's certificate for each).
-start_origin --tls-listen 127.0.0.1:0 --tls-name "$HOST" --tls-name "*.inspect.$HOST" \
-    --cert-out "$WORK/origin-cert.der" --cert-pem-out "$WORK/origin-cert.pem"
-ORIGIN_PORT=${ORIGIN##*:}
-TLS_ORIGIN=$(wait_addr "$WORK/origin.log" "origin tls listening" "$ORIGIN_PID")
-TLS_PORT=${TLS_ORIGIN##*:}
+start_bench_origin
 log "origin on $ORIGIN, TLS 1.3 on $TLS_ORIGIN"
 
 # --- egressgate -----------------------------------------------------------------------------
 new_tokens
-mapfile -t INSPECT_FLAGS < <(inspect_flags)
-start_egressgate "$WORK/egressgate.log" --data-dir "$WORK/egressgate-data" \
-    --resolve "$HOST=127.0.0.1" --allow-cidr 127.0.0.0/8 \
-    --allow-port "$ORIGIN_PORT" --allow-port "$TLS_PORT" --max-connections 20000 \
-    "${INSPECT_FLAGS[@]}"
+start_bench_gate "$WORK/egressgate.log" "$WORK/egressgate-data"
 log "egressgate proxy on $EG_PROXY, control plane on $EG_CONTROL (pid $EG_PID)"
 
 # --- tinyproxy, squid and apache ------------------------------------------------------------
