@@ -15,7 +15,7 @@ use crate::decide::{self, Decision};
 use crate::decision_log::{Allowed, Line, Verdict};
 use crate::dial::DialError;
 use crate::forward::{self, Via};
-use crate::identify::{ActiveGuard, AuthError, TurnEntry};
+use crate::identify::ActiveGuard;
 use crate::in_flight;
 use crate::present;
 use crate::respond::{self, ProxyBody};
@@ -75,7 +75,7 @@ async fn serve(
         req.uri().host().unwrap_or(""),
         req.uri().port_u16().unwrap_or(0),
     );
-    let turn = match identified(&shared, &conn, auth, epoch, to, kind, begun).await {
+    let turn = match shared.identified(&conn, auth, epoch, to, kind, begun).await {
         Ok(turn) => turn,
         Err(answer) => return answer,
     };
@@ -237,46 +237,4 @@ async fn serve(
             }
         }
     }
-}
-
-/// The live turn the presented credential names under cache epoch `epoch` (remembered on the
-/// connection), or the answer to one that names none: `407`, or `503` when the store cannot
-/// say (failing closed), with its decision line (`to`: the host and port the request named).
-pub(crate) async fn identified(
-    shared: &Shared,
-    conn: &ClientConn,
-    presented: Option<&[u8]>,
-    epoch: Option<i64>,
-    (host, port): (&str, u16),
-    kind: &'static str,
-    begun: Instant,
-) -> Result<Arc<TurnEntry>, Response<ProxyBody>> {
-    let e = match shared
-        .turns
-        .authenticate_conn(&conn.auth, presented, epoch)
-        .await
-    {
-        Ok(turn) => return Ok(turn),
-        Err(e) => e,
-    };
-    let (status, reason) = match &e {
-        AuthError::Store(_) => (503, "store_unavailable"),
-        AuthError::Missing => (407, "credentials_missing"),
-        AuthError::Wrong => (407, "credentials_wrong"),
-        AuthError::Expired => (407, "turn_expired"),
-    };
-    shared.failed(Line {
-        reason: Some(reason),
-        host,
-        port,
-        ..Line::new(Verdict::Fail, status, kind, begun)
-    });
-    if let AuthError::Store(e) = e {
-        tracing::error!(error = %e, "cannot read turns; failing closed");
-        return Err(respond::status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "approval state unavailable; refusing",
-        ));
-    }
-    Err(respond::auth_required(&e.to_string()))
 }

@@ -15,7 +15,6 @@ use egressgate_store::{Mode, RefusalReason, SanitizedUrl};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri, header};
 use hyper::body::Incoming;
 
-use crate::handler::identified;
 use crate::respond::{self, ProxyBody};
 use crate::shared::{ClientConn, Refusal, Shared};
 use crate::target::Target;
@@ -69,7 +68,10 @@ pub(crate) async fn answer(
     let epoch = shared.epoch.get();
     let presented = asked.auth.as_ref().map(HeaderValue::as_bytes);
     let to = (target.host.as_str(), target.port);
-    let turn = match identified(shared, conn, presented, epoch, to, "forward", begun).await {
+    let turn = match shared
+        .identified(conn, presented, epoch, to, "forward", begun)
+        .await
+    {
         Ok(turn) => turn,
         Err(answer) => return answer,
     };

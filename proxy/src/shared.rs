@@ -15,7 +15,7 @@ use tokio::sync::{Notify, watch};
 use crate::decide;
 use crate::decision_log::{DecisionLog, Line, Verdict};
 use crate::dial::Dialer;
-use crate::identify::{ConnAuth, TurnCache, TurnEntry};
+use crate::identify::{AuthError, ConnAuth, TurnCache, TurnEntry};
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::recorder::Recorder;
 use crate::respond::{self, ProxyBody};
@@ -171,6 +171,48 @@ impl Shared {
             package: r.package.as_ref().map(Package::as_str),
             ..Line::new(Verdict::Refuse, status, kind, started)
         });
+    }
+
+    /// The live turn the presented credential names under cache epoch `epoch` (remembered on the
+    /// connection), or the answer to one that names none: `407`, or `503` when the store cannot
+    /// say (failing closed), with its decision line (`to`: the host and port the request named).
+    pub(crate) async fn identified(
+        &self,
+        conn: &ClientConn,
+        presented: Option<&[u8]>,
+        epoch: Option<i64>,
+        (host, port): (&str, u16),
+        kind: &'static str,
+        begun: Instant,
+    ) -> Result<Arc<TurnEntry>, Response<ProxyBody>> {
+        let e = match self
+            .turns
+            .authenticate_conn(&conn.auth, presented, epoch)
+            .await
+        {
+            Ok(turn) => return Ok(turn),
+            Err(e) => e,
+        };
+        let (status, reason) = match &e {
+            AuthError::Store(_) => (503, "store_unavailable"),
+            AuthError::Missing => (407, "credentials_missing"),
+            AuthError::Wrong => (407, "credentials_wrong"),
+            AuthError::Expired => (407, "turn_expired"),
+        };
+        self.failed(Line {
+            reason: Some(reason),
+            host,
+            port,
+            ..Line::new(Verdict::Fail, status, kind, begun)
+        });
+        if let AuthError::Store(e) = e {
+            tracing::error!(error = %e, "cannot read turns; failing closed");
+            return Err(respond::status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "approval state unavailable; refusing",
+            ));
+        }
+        Err(respond::auth_required(&e.to_string()))
     }
 
     /// The decision line of a request that failed before or outside a policy decision.
