@@ -1,9 +1,10 @@
 //! A forwarded request caught by a revocation while it waits for the origin's answer gets the
 //! answer its retry would get, not a bare close: `403 not_approved`, recorded against its turn
 //! for a person to approve again, when its approval is revoked; `407` when its chat is hidden
-//! (which ends the turn). A response whose head already went out is cut, as before: its body
-//! is what the revocation withdraws. The origin here holds each request until the test has
-//! revoked, so the order is fixed, not timed.
+//! (which ends the turn); in shadow mode, a record with `shadow: true` and `503` asking for
+//! the retry that shadow mode lets through. A response whose head already went out is cut, as
+//! before: its body is what the revocation withdraws. The origin here holds each request
+//! until the test has revoked, so the order is fixed, not timed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -184,4 +185,27 @@ async fn a_body_streaming_when_its_approval_is_revoked_is_cut() {
     let took = wait_closed(&mut s, 3).await;
     assert!(took.is_ok(), "the streaming response was not cut");
     assert!(since.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn in_shadow_mode_a_request_overtaken_by_a_revocation_is_recorded_and_sent_to_retry() {
+    let (g, api, turn, port, mut seen) = approved(Holds::Head).await;
+    let r = api
+        .set_user("alice", serde_json::json!({"mode": "shadow"}))
+        .await;
+    assert!(r.status < 300, "shadow: {} {}", r.status, r.text());
+    let mut s = in_flight(&g, &turn, port, &mut seen).await;
+    let r = api.revoke("alice", "c1", "site", FILES).await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+    let since = Instant::now();
+    // The proxy cannot send the overtaken request again: it records the would-be refusal
+    // in shadow and asks for the retry, which shadow mode lets through.
+    let r = answered_then_closed(&mut s, since, "the request in flight").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("retry it"), "{}", r.text());
+    let row = files_refusal(&api, &turn).await.expect("a shadow record");
+    assert_eq!(row["reason"], "not_approved", "{row}");
+    assert_eq!(row["shadow"], true, "{row}");
+    let retry = in_flight(&g, &turn, port, &mut seen).await;
+    drop(retry);
 }
