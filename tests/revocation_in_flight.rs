@@ -2,7 +2,9 @@
 //! answer its retry would get, not a bare close: `403 not_approved`, recorded against its turn
 //! for a person to approve again, when its approval is revoked; `407` when its chat is hidden
 //! (which ends the turn); in shadow mode, a record with `shadow: true` and `503` asking for
-//! the retry that shadow mode lets through. A response whose head already went out is cut, as
+//! the retry that shadow mode lets through; a `503` asking for the retry, too, for a request
+//! to a host still allowed on a keep-alive connection that the revocation closes. A response
+//! whose head already went out is cut, as
 //! before: its body is what the revocation withdraws. The origin here holds each request
 //! until the test has revoked, so the order is fixed, not timed.
 
@@ -41,15 +43,25 @@ async fn holding_origin(holds: Holds) -> (u16, mpsc::UnboundedReceiver<String>) 
     (port, rx)
 }
 
+/// Holds the first request on `s` whose path is not `/ok` (`/ok` is answered at once).
 async fn hold(mut s: TcpStream, holds: Holds, seen: mpsc::UnboundedSender<String>) {
-    let mut head = Vec::new();
     let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut byte).await.unwrap_or(0) == 0 {
+    let head = loop {
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        if !head.starts_with(b"GET /ok ") {
+            break head;
+        }
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+        if s.write_all(ok).await.is_err() {
             return;
         }
-        head.push(byte[0]);
-    }
+    };
     if let Holds::Body = holds {
         let start = b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n0123456789";
         if s.write_all(start).await.is_err() {
@@ -86,16 +98,26 @@ async fn in_flight(
     seen: &mut mpsc::UnboundedReceiver<String>,
 ) -> TcpStream {
     let mut s = TcpStream::connect(g.proxy()).await.unwrap();
-    let url = format!("http://{FILES}:{port}/data.csv");
+    send_held(&mut s, turn, FILES, port, seen).await;
+    s
+}
+
+/// Sends `GET http://host:port/data.csv` on `s` and waits until the origin holds it.
+async fn send_held(
+    s: &mut TcpStream,
+    turn: &Turn,
+    host: &str,
+    port: u16,
+    seen: &mut mpsc::UnboundedReceiver<String>,
+) {
     let head = format!(
-        "GET {url} HTTP/1.1\r\nhost: {FILES}:{port}\r\nproxy-authorization: {}\r\n\r\n",
+        "GET http://{host}:{port}/data.csv HTTP/1.1\r\nhost: {host}:{port}\r\nproxy-authorization: {}\r\n\r\n",
         turn.auth_header()
     );
     s.write_all(head.as_bytes()).await.unwrap();
     let asked = tokio::time::timeout(Duration::from_secs(10), seen.recv()).await;
     let asked = asked.expect("the request at the origin in time").unwrap();
     assert!(asked.starts_with("GET /data.csv "), "{asked}");
-    s
 }
 
 /// The proxy's answer on `s` (read within a second of `since`), and that it then closes `s`.
@@ -208,4 +230,39 @@ async fn in_shadow_mode_a_request_overtaken_by_a_revocation_is_recorded_and_sent
     assert_eq!(row["shadow"], true, "{row}");
     let retry = in_flight(&g, &turn, port, &mut seen).await;
     drop(retry);
+}
+
+#[tokio::test]
+async fn a_request_to_another_host_on_a_connection_a_revocation_closes_is_sent_to_retry() {
+    const LISTED: &str = "listed.example.com";
+    let (port, mut seen) = holding_origin(Holds::Head).await;
+    let g = gate()
+        .loopback()
+        .ports(&[port])
+        .names(&[FILES, LISTED])
+        .args(&["--epoch-poll", "1h"])
+        .start();
+    let api = g.api();
+    api.admin_site(LISTED).await;
+    let turn = api.turn("alice", "c1", &[]).await;
+    approve(&api, &turn, port).await;
+    // The keep-alive connection reached FILES under the approval, so revoking it closes the
+    // connection; meanwhile it carries a request to the listed host, held at the origin.
+    let mut s = TcpStream::connect(g.proxy()).await.unwrap();
+    let r = get_on(&mut s, &turn, &format!("{FILES}:{port}"), "/ok", "\r\n").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    send_held(&mut s, &turn, LISTED, port, &mut seen).await;
+    let r = api.revoke("alice", "c1", "site", FILES).await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+    let since = Instant::now();
+    // The listed host is still allowed: no refusal, a 503 that asks for the retry.
+    let r = answered_then_closed(&mut s, since, "the request to the listed host").await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("retry it"), "{}", r.text());
+    let refusals = api.refusals(&turn).await;
+    let rows = refusals["refusals"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["host"] != LISTED), "{refusals}");
+    // The retry, on a new connection, reaches the origin.
+    let mut retry = TcpStream::connect(g.proxy()).await.unwrap();
+    send_held(&mut retry, &turn, LISTED, port, &mut seen).await;
 }

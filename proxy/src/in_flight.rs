@@ -51,7 +51,9 @@ impl Asked {
 /// as for any request of it), then the store is asked whether anything still allows the
 /// host: nothing does, so the refusal is recorded like any other and answered `403
 /// not_approved`, which a person can approve again. Should something allow it after all
-/// (another grant took over in the meantime), `503` asks for the retry that will pass.
+/// (shadow mode; another grant took over; or the revocation was of another host this
+/// keep-alive connection reached before, as its stop is one for the whole connection),
+/// `503` asks for the retry that will pass.
 pub(crate) async fn answer(
     shared: &Shared,
     conn: &ClientConn,
@@ -95,7 +97,7 @@ pub(crate) async fn answer(
         Err(refused) => refused,
         Ok(_) => respond::status(
             StatusCode::SERVICE_UNAVAILABLE,
-            "what allowed this request changed while it was in flight; retry it",
+            "the connection closed under this request (a grant it relied on changed); retry it",
         ),
     }
 }
