@@ -4,9 +4,9 @@
 //! (which ends the turn); in shadow mode, a record with `shadow: true` and `503` asking for
 //! the retry that shadow mode lets through; a `503` asking for the retry, too, for a request
 //! to a host still allowed on a keep-alive connection that the revocation closes. A response
-//! whose head already went out is cut, as
-//! before: its body is what the revocation withdraws. The origin here holds each request
-//! until the test has revoked, so the order is fixed, not timed.
+//! whose head already went out is cut, as before: its body is what the revocation withdraws.
+//! The origin here holds each request until the test has revoked, so the order is fixed, not
+//! timed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
