@@ -120,6 +120,26 @@ async fn send_held(
     assert!(asked.starts_with("GET /data.csv "), "{asked}");
 }
 
+/// Alice revokes her chat's approval of [`FILES`] (2xx asserted); returns when it answered.
+async fn revoke_files(api: &Api) -> Instant {
+    let r = api.revoke("alice", "c1", "site", FILES).await;
+    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
+    Instant::now()
+}
+
+/// Revokes as [`revoke_files`], then the proxy's answer on `s` ([`answered_then_closed`]).
+async fn revoked_under(api: &Api, s: &mut TcpStream, what: &str) -> Resp {
+    let since = revoke_files(api).await;
+    answered_then_closed(s, since, what).await
+}
+
+/// The answer is the `503` that asks the client to send the request again.
+#[track_caller]
+fn assert_sent_to_retry(r: &Resp) {
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("retry it"), "{}", r.text());
+}
+
 /// The proxy's answer on `s` (read within a second of `since`), and that it then closes `s`.
 async fn answered_then_closed(s: &mut TcpStream, since: Instant, what: &str) -> Resp {
     let r = within(1, what, read_response(s)).await.unwrap();
@@ -146,10 +166,7 @@ async fn a_request_in_flight_when_its_approval_is_revoked_is_refused_and_recorde
         |row: &Option<serde_json::Value>| row.as_ref().map_or(0, |r| r["count"].as_i64().unwrap());
     let before = count(&files_refusal(&api, &turn).await);
     let mut s = in_flight(&g, &turn, port, &mut seen).await;
-    let r = api.revoke("alice", "c1", "site", FILES).await;
-    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
-    let since = Instant::now();
-    let r = answered_then_closed(&mut s, since, "the request in flight").await;
+    let r = revoked_under(&api, &mut s, "the request in flight").await;
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.header("x-egress-refused"), Some("not_approved"));
     assert_eq!(r.header("x-egress-approvable"), Some("true"));
@@ -200,9 +217,7 @@ async fn a_body_streaming_when_its_approval_is_revoked_is_cut() {
         got.extend_from_slice(&buf[..n]);
     }
     assert!(got.starts_with(b"HTTP/1.1 200 "));
-    let r = api.revoke("alice", "c1", "site", FILES).await;
-    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
-    let since = Instant::now();
+    let since = revoke_files(&api).await;
     // Cut: the connection closes with the body short of its content-length.
     let took = wait_closed(&mut s, 3).await;
     assert!(took.is_ok(), "the streaming response was not cut");
@@ -217,14 +232,9 @@ async fn in_shadow_mode_a_request_overtaken_by_a_revocation_is_recorded_and_sent
         .await;
     assert!(r.status < 300, "shadow: {} {}", r.status, r.text());
     let mut s = in_flight(&g, &turn, port, &mut seen).await;
-    let r = api.revoke("alice", "c1", "site", FILES).await;
-    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
-    let since = Instant::now();
     // The proxy cannot send the overtaken request again: it records the would-be refusal
     // in shadow and asks for the retry, which shadow mode lets through.
-    let r = answered_then_closed(&mut s, since, "the request in flight").await;
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert!(r.text().contains("retry it"), "{}", r.text());
+    assert_sent_to_retry(&revoked_under(&api, &mut s, "the request in flight").await);
     let row = files_refusal(&api, &turn).await.expect("a shadow record");
     assert_eq!(row["reason"], "not_approved", "{row}");
     assert_eq!(row["shadow"], true, "{row}");
@@ -252,13 +262,8 @@ async fn a_request_to_another_host_on_a_connection_a_revocation_closes_is_sent_t
     let r = get_on(&mut s, &turn, &format!("{FILES}:{port}"), "/ok", "\r\n").await;
     assert_eq!(r.status, 200, "{}", r.text());
     send_held(&mut s, &turn, LISTED, port, &mut seen).await;
-    let r = api.revoke("alice", "c1", "site", FILES).await;
-    assert!(r.status < 300, "revoke: {} {}", r.status, r.text());
-    let since = Instant::now();
     // The listed host is still allowed: no refusal, a 503 that asks for the retry.
-    let r = answered_then_closed(&mut s, since, "the request to the listed host").await;
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert!(r.text().contains("retry it"), "{}", r.text());
+    assert_sent_to_retry(&revoked_under(&api, &mut s, "the request to the listed host").await);
     let refusals = api.refusals(&turn).await;
     let rows = refusals["refusals"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["host"] != LISTED), "{refusals}");
